@@ -1,0 +1,162 @@
+"""HPN fabric controller: a thin OpenFlow 1.3 event shim over `routing`.
+
+Loads under os-ken (started by `controllers.run`) or classic `ryu-manager`.
+The fabric model comes from the JSON file named by $HPNLAB_FABRIC. Progress
+is reported as JSON lines on stdout, which `testbed` reads:
+  {"event": "switch", "name": ...}          a switch connected
+  {"event": "routes", "version": n, "host_overrides": {...}}
+                                             every switch acknowledged (barrier)
+                                             the routes of version n
+  {"event": "port", "switch": ..., "port": n, "up": bool}
+"""
+import json
+import os
+import sys
+import threading
+
+from testbed.model import Fabric
+
+from . import openflow, routing
+from .compat import (CONFIG_DISPATCHER, MAIN_DISPATCHER, BaseApp, arp, ether_types,
+                     ethernet, ofp_event, ofproto_v1_3, packet, set_ev_cls)
+
+
+def emit(**event):
+    sys.stdout.write(json.dumps(event, sort_keys=True) + "\n")
+    sys.stdout.flush()
+
+
+class HpnController(BaseApp):
+    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        with open(os.environ["HPNLAB_FABRIC"]) as fh:
+            self.fabric = Fabric.from_dict(json.load(fh))
+        self.by_dpid = {n.dpid: n.name for n in self.fabric.switches()}
+        self.datapaths = {}          # switch name -> datapath
+        self.ports_known = set()     # switches whose port states we have read
+        self.down = set()            # (switch, port) that are down
+        self.programs = {}           # switch name -> routing.SwitchProgram
+        self.version = 0
+        self.pending = {}            # switch name -> barrier xid for self.version
+        self.routes = None
+        self.lock = threading.Lock()
+
+    # --- connection --------------------------------------------------------
+    @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
+    def on_features(self, ev):
+        dp = ev.msg.datapath
+        name = self.by_dpid.get(dp.id)
+        if name is None:
+            self.logger.warning("ignoring unknown datapath %016x", dp.id)
+            return
+        with self.lock:
+            self.datapaths[name] = dp
+            self.programs[name] = routing.SwitchProgram()
+        for msg in openflow.base_flows(dp):
+            dp.send_msg(msg)
+        dp.send_msg(dp.ofproto_parser.OFPPortDescStatsRequest(dp, 0))
+        emit(event="switch", name=name)
+
+    @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, MAIN_DISPATCHER)
+    def on_port_desc(self, ev):
+        dp = ev.msg.datapath
+        name = self.by_dpid.get(dp.id)
+        with self.lock:
+            for p in ev.msg.body:
+                self._set_port(name, p.port_no, self._is_up(dp, p))
+            self.ports_known.add(name)
+            self._reprogram()
+
+    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    def on_port_status(self, ev):
+        dp, p = ev.msg.datapath, ev.msg.desc
+        name = self.by_dpid.get(dp.id)
+        up = ev.msg.reason != dp.ofproto.OFPPR_DELETE and self._is_up(dp, p)
+        emit(event="port", switch=name, port=p.port_no, up=up)
+        with self.lock:
+            if self._set_port(name, p.port_no, up):
+                self._reprogram()
+
+    @staticmethod
+    def _is_up(dp, p):
+        ofp = dp.ofproto
+        return not (p.state & ofp.OFPPS_LINK_DOWN or p.config & ofp.OFPPC_PORT_DOWN)
+
+    def _set_port(self, name, port, up):
+        """Record a port state; True when it changed."""
+        if port > dp_max_port():
+            return False
+        key = (name, port)
+        was_down = key in self.down
+        if up:
+            self.down.discard(key)
+        else:
+            self.down.add(key)
+        return was_down == up
+
+    # --- programming -------------------------------------------------------
+    def _reprogram(self):
+        """Recompute every route from the model and the port states, push the
+        difference to each connected switch, and fence it with a barrier."""
+        if self.ports_known != set(self.by_dpid.values()):
+            return  # wait until every switch told us its ports
+        self.routes = routing.compute_routes(self.fabric, frozenset(self.down))
+        self.version += 1
+        self.pending = {}
+        for name, dp in self.datapaths.items():
+            ops, self.programs[name] = routing.diff_switch(self.programs[name],
+                                                           self.routes.tables[name])
+            for msg in openflow.messages_for(dp, ops):
+                dp.send_msg(msg)
+            barrier = dp.ofproto_parser.OFPBarrierRequest(dp)
+            dp.set_xid(barrier)
+            self.pending[name] = barrier.xid
+            dp.send_msg(barrier)
+
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    def on_barrier(self, ev):
+        name = self.by_dpid.get(ev.msg.datapath.id)
+        with self.lock:
+            if self.pending.get(name) != ev.msg.xid:
+                return
+            del self.pending[name]
+            if not self.pending:
+                emit(event="routes", version=self.version, down=sorted(self.down),
+                     host_overrides=self.routes.host_overrides)
+
+    @set_ev_cls(ofp_event.EventOFPErrorMsg, MAIN_DISPATCHER)
+    def on_error(self, ev):
+        msg = ev.msg
+        emit(event="error", switch=self.by_dpid.get(msg.datapath.id), type=msg.type, code=msg.code)
+
+    # --- proxy ARP ---------------------------------------------------------
+    @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
+    def on_packet_in(self, ev):
+        msg = ev.msg
+        dp = msg.datapath
+        pkt = packet.Packet(msg.data)
+        req = pkt.get_protocol(arp.arp)
+        if req is None or req.opcode != arp.ARP_REQUEST:
+            return
+        mac = routing.arp_reply_for(self.fabric, req.dst_ip)
+        if mac is None:
+            return
+        reply = packet.Packet()
+        reply.add_protocol(ethernet.ethernet(ethertype=ether_types.ETH_TYPE_ARP,
+                                             dst=req.src_mac, src=mac))
+        reply.add_protocol(arp.arp(opcode=arp.ARP_REPLY, src_mac=mac, src_ip=req.dst_ip,
+                                   dst_mac=req.src_mac, dst_ip=req.src_ip))
+        reply.serialize()
+        ofp, parser = dp.ofproto, dp.ofproto_parser
+        in_port = msg.match["in_port"]
+        dp.send_msg(parser.OFPPacketOut(datapath=dp, buffer_id=ofp.OFP_NO_BUFFER,
+                                        in_port=ofp.OFPP_CONTROLLER,
+                                        actions=[parser.OFPActionOutput(in_port)],
+                                        data=reply.data))
+
+
+def dp_max_port():
+    # Reserved OpenFlow ports (LOCAL, CONTROLLER, ...) sit above this.
+    return ofproto_v1_3.OFPP_MAX

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Provision a machine for hpnlab: system packages, a virtualenv that also sees
+# Debian's Mininet, the project installed into it, and Open vSwitch running
+# (kernel datapath where the openvswitch module loads, userspace otherwise).
+# Idempotent: every step checks before it acts, so a second run is quick.
+# Used by `make setup`, the Vagrantfile and CI alike.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+venv=${HPNLAB_VENV:-$repo/.venv}
+log() { printf '[provision] %s\n' "$*"; }
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "provision.sh: must run as root (try: sudo make setup)" >&2
+    exit 1
+fi
+
+# 1. System packages (Debian 12 / Ubuntu 22.04+).
+pkgs=(mininet openvswitch-switch iperf3 tcpdump ethtool iproute2 iputils-ping
+      procps kmod python3 python3-venv python3-pip)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+        || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    log "installing system packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+    log "system packages present"
+fi
+
+# 2. Open vSwitch: ovs-ctl skips the kernel module when it cannot load, and
+#    hpnlab then uses the userspace (netdev) datapath.
+if ! ovs-vsctl --timeout=3 show >/dev/null 2>&1; then
+    log "starting Open vSwitch"
+    modprobe openvswitch 2>/dev/null || log "no openvswitch kernel module: userspace datapath will be used"
+    /usr/share/openvswitch/scripts/ovs-ctl start --system-id=random >/dev/null
+fi
+ovs-vsctl --timeout=5 show >/dev/null && log "Open vSwitch running"
+
+# 3. A virtualenv on the system Python (where Debian's Mininet lives).
+if [ ! -x "$venv/bin/python" ]; then
+    log "creating virtualenv $venv"
+    /usr/bin/python3 -m venv --system-site-packages "$venv"
+fi
+stamp="$venv/.hpnlab-installed"
+if [ ! -f "$stamp" ] || [ "$repo/setup.cfg" -nt "$stamp" ] || [ "$repo/pyproject.toml" -nt "$stamp" ]; then
+    log "installing hpnlab and its dependencies into $venv"
+    "$venv/bin/python" -m pip install -q --upgrade pip setuptools wheel
+    "$venv/bin/python" -m pip install -q -e "$repo[test]"
+    touch "$stamp"
+else
+    log "hpnlab already installed in $venv"
+fi
+"$venv/bin/python" -c "import mininet.net, os_ken, scapy, pyroute2" \
+    || { echo "provision.sh: the virtualenv cannot import mininet/os_ken/scapy/pyroute2" >&2; exit 1; }
+log "ready: $venv/bin/hpnlab"

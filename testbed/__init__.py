@@ -1,0 +1,1 @@
+"""hpnlab testbed: topology model, validation, realization and drills."""

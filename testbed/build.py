@@ -1,0 +1,240 @@
+"""Build a Fabric model from topology parameters (pure; no root, no network).
+
+Kinds:
+  hpn       segments of hosts under dual-ToR (or single-ToR) pairs per rail,
+            one or two planes of aggregation switches (Alibaba HPN, tier 1+2)
+  clos      the classic single-plane leaf-spine baseline, single-homed hosts
+  fat-tree  the k-ary three-tier fat-tree baseline
+  region    two or more of the above joined by DC-interconnect links
+"""
+import copy
+import ipaddress
+
+from .model import (AGG, BORDER, CORE, HOST, IFNAME_MAX, TOR, Endpoint, Fabric,
+                    Link, Nic, Node)
+from .units import parse_rate, parse_time
+
+DEFAULTS = {
+    "hpn": {"segments": 2, "hosts_per_segment": 4, "rails": 1, "planes": 2,
+            "dual_tor": True, "aggs_per_plane": 2, "oversubscription": 1.0,
+            "rates": {"host": "200Gbit"}, "scale": 5000, "mtu": 9000},
+    "clos": {"leaves": 2, "hosts_per_leaf": 4, "spines": 2, "oversubscription": 1.0,
+             "rates": {"host": "200Gbit"}, "scale": 5000, "mtu": 9000},
+    "fat-tree": {"k": 4, "rates": {"host": "200Gbit"}, "scale": 5000, "mtu": 9000},
+    "region": {"scale": 5000, "mtu": 9000},
+}
+DCI_DEFAULTS = {"links": 1, "delay": "0ms"}
+
+
+class ModelError(ValueError):
+    """A parameter set that cannot be built; `field` is its dotted path."""
+
+    def __init__(self, field, message):
+        super().__init__(message)
+        self.field = field
+
+
+def with_defaults(params):
+    """A deep copy of `params` with every omitted field filled in."""
+    kind = params.get("kind", "hpn")
+    out = copy.deepcopy(DEFAULTS.get(kind, {}))
+    for key, value in params.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = {**out[key], **value}
+        else:
+            out[key] = copy.deepcopy(value)
+    out["kind"] = kind
+    if kind == "region":
+        out["dci"] = {**DCI_DEFAULTS, **out.get("dci", {})}
+        out["fabrics"] = [with_defaults(fp) for fp in out.get("fabrics", [])]
+    return out
+
+
+def build_fabric(params, name="fabric"):
+    """Build the model described by `params` (a topology mapping)."""
+    p = with_defaults(params)
+    fabric = Fabric(name=name, kind=p["kind"], scale=float(p["scale"]), mtu=int(p["mtu"]), params=p)
+    b = _Builder(fabric)
+    if p["kind"] == "region":
+        b.region(p)
+    else:
+        b.datacenter(p, dc=0, prefix="")
+    b.check_names()
+    return fabric
+
+
+def _rate(p, path, key):
+    try:
+        return parse_rate(p["rates"][key])
+    except (KeyError, ValueError) as e:
+        raise ModelError(f"{path}rates.{key}", str(e)) from None
+
+
+class _Builder:
+    def __init__(self, fabric):
+        self.f = fabric
+        self.next_port = {}   # switch name -> next free OpenFlow port number
+        self.next_dpid = 1
+
+    # --- nodes and links ---------------------------------------------------
+    def switch(self, name, kind, dc, **attrs):
+        node = Node(name, kind, dc=dc, dpid=self.next_dpid, **attrs)
+        self.next_dpid += 1
+        self.f.nodes[name] = node
+        self.next_port[name] = 1
+        return node
+
+    def host(self, name, dc, segment):
+        self.f.nodes[name] = Node(name, HOST, dc=dc, segment=segment)
+
+    def _switch_end(self, sw):
+        port = self.next_port[sw]
+        self.next_port[sw] = port + 1
+        return Endpoint(sw, port, f"{sw}-e{port}")
+
+    def link(self, a, b, kind, rate_bps, plane=None, delay_s=0.0):
+        """Switch-to-switch link."""
+        self.f.links.append(Link(self._switch_end(a), self._switch_end(b), kind,
+                                 rate_bps, delay_s, plane))
+
+    def access(self, host, rail, port, tor, rate_bps, plane):
+        ifname = f"{host}-n{rail}p{port}"
+        self.f.links.append(Link(Endpoint(host, port, ifname), self._switch_end(tor),
+                                 "access", rate_bps, 0.0, plane))
+        return ifname
+
+    def nic(self, host, rail, ip, ifnames):
+        octets = ipaddress.IPv4Address(ip).packed
+        mac = "02:00:" + ":".join(f"{o:02x}" for o in octets)
+        self.f.nics.append(Nic(host, rail, ip, mac, tuple(ifnames)))
+
+    # --- kinds -------------------------------------------------------------
+    def datacenter(self, p, dc, prefix, path=""):
+        kind = p["kind"]
+        if kind == "hpn":
+            return self.hpn(p, dc, prefix, path)
+        if kind == "clos":
+            hpn = dict(p, kind="hpn", segments=p["leaves"], hosts_per_segment=p["hosts_per_leaf"],
+                       rails=1, planes=1, dual_tor=False, aggs_per_plane=p["spines"])
+            return self.hpn(hpn, dc, prefix, path)
+        if kind == "fat-tree":
+            return self.fat_tree(p, dc, prefix, path)
+        raise ModelError(f"{path}kind", f"a datacenter must be hpn, clos or fat-tree, not {kind!r}")
+
+    def hpn(self, p, dc, prefix, path):
+        S, H, R = p["segments"], p["hosts_per_segment"], p["rails"]
+        P, A, dual = p["planes"], p["aggs_per_plane"], p["dual_tor"]
+        if P == 2 and not dual:
+            raise ModelError(f"{path}planes", "two planes need dual_tor: true (port p of each NIC serves plane p)")
+        if H > 254:
+            raise ModelError(f"{path}hosts_per_segment", f"at most 254 hosts per segment, got {H}")
+        if S > 255:
+            raise ModelError(f"{path}segments", f"at most 255 segments, got {S}")
+        host_rate = _rate(p, path, "host")
+        ports = 2 if dual else 1
+        # A ToR has H downlinks of host_rate and A uplinks; oversubscription is
+        # downlink capacity over uplink capacity.
+        up_rate = H * host_rate / (float(p["oversubscription"]) * A)
+        tors = {}
+        for s in range(S):
+            for r in range(R):
+                for k in range(ports):
+                    plane = k if P == 2 else 0
+                    name = f"{prefix}t{s}r{r}k{k}"
+                    tors[s, r, k] = self.switch(name, TOR, dc, segment=s, plane=plane, rail=r).name
+        aggs = {pl: [self.switch(f"{prefix}a{pl}n{i}", AGG, dc, plane=pl).name for i in range(A)]
+                for pl in range(P)}
+        for s in range(S):
+            for h in range(H):
+                host = f"{prefix}s{s}h{h}"
+                self.host(host, dc, s)
+                for r in range(R):
+                    ifnames = [self.access(host, r, k, tors[s, r, k], host_rate, k if P == 2 else 0)
+                               for k in range(ports)]
+                    self.nic(host, r, f"10.{dc * 16 + r}.{s}.{h + 1}", ifnames)
+        for (s, r, k), tor in tors.items():
+            plane = k if P == 2 else 0
+            for agg in aggs[plane]:
+                self.link(tor, agg, "fabric", up_rate, plane)
+        return aggs, up_rate, H * S * R * host_rate
+
+    def fat_tree(self, p, dc, prefix, path):
+        k = p["k"]
+        if k < 2 or k % 2:
+            raise ModelError(f"{path}k", f"k must be an even number >= 2, got {k}")
+        rate = _rate(p, path, "host")
+        half = k // 2
+        cores = [self.switch(f"{prefix}c{i}", CORE, dc, plane=0).name for i in range(half * half)]
+        aggs_all = []
+        for pod in range(k):
+            edges = [self.switch(f"{prefix}p{pod}e{e}", TOR, dc, segment=pod, plane=0, rail=0).name
+                     for e in range(half)]
+            aggs = [self.switch(f"{prefix}p{pod}a{a}", AGG, dc, segment=pod, plane=0).name
+                    for a in range(half)]
+            aggs_all += aggs
+            for e, edge in enumerate(edges):
+                for h in range(half):
+                    host = f"{prefix}p{pod}e{e}h{h}"
+                    self.host(host, dc, pod)
+                    ifname = self.access(host, 0, 0, edge, rate, 0)
+                    self.nic(host, 0, f"10.{dc * 16}.{pod}.{e * half + h + 1}", [ifname])
+                for agg in aggs:
+                    self.link(edge, agg, "fabric", rate, 0)
+            for a, agg in enumerate(aggs):
+                for c in range(half):
+                    self.link(agg, cores[a * half + c], "fabric", rate, 0)
+        # DCI borders attach to the top tier: here the cores.
+        return {0: cores}, rate, k ** 3 // 4 * rate
+
+    def region(self, p):
+        fabrics = p["fabrics"]
+        if len(fabrics) < 2:
+            raise ModelError("fabrics", f"a region joins at least 2 fabrics, got {len(fabrics)}")
+        if len(fabrics) > 15:
+            raise ModelError("fabrics", f"at most 15 fabrics in a region, got {len(fabrics)}")
+        borders, capacity = {}, []
+        for dc, fp in enumerate(fabrics):
+            path = f"fabrics[{dc}]."
+            if fp["kind"] == "region":
+                raise ModelError(f"{path}kind", "a region cannot contain another region")
+            tops, up_rate, host_cap = self.datacenter(fp, dc, f"d{dc}", path)
+            capacity.append(host_cap)
+            for plane, aggs in tops.items():
+                border = self.switch(f"d{dc}b{plane}", BORDER, dc, plane=plane).name
+                borders[dc, plane] = border
+                for agg in aggs:
+                    self.link(agg, border, "fabric", up_rate, plane)
+        planes = {dc: {pl for (d, pl) in borders if d == dc} for dc in range(len(fabrics))}
+        if len({frozenset(v) for v in planes.values()}) != 1:
+            raise ModelError("fabrics", "all fabrics of a region must have the same number of planes")
+        dci = p["dci"]
+        nplanes = len(planes[0])
+        links = int(dci["links"])
+        try:
+            delay = parse_time(dci["delay"])
+        except ValueError as e:
+            raise ModelError("dci.delay", str(e)) from None
+        if "rate" in dci:
+            try:
+                rate = parse_rate(dci["rate"])
+            except ValueError as e:
+                raise ModelError("dci.rate", str(e)) from None
+        else:
+            # Oversubscription: per plane, the smaller DC's host capacity over
+            # the interconnect capacity between two DCs.
+            rate = min(capacity) / nplanes / (float(dci["oversubscription"]) * links)
+        p["dci"]["effective_rate"] = f"{rate:g}bit"
+        p["dci"]["effective_oversubscription"] = round(min(capacity) / nplanes / (rate * links), 3)
+        n = len(fabrics)
+        for i in range(n):
+            for j in range(i + 1, n):
+                for plane in range(nplanes):
+                    for _ in range(links):
+                        self.link(borders[i, plane], borders[j, plane], "dci", rate, plane, delay)
+
+    def check_names(self):
+        for link in self.f.links:
+            for end in (link.a, link.b):
+                if len(end.ifname) > IFNAME_MAX:
+                    raise ModelError("", f"interface name {end.ifname!r} is longer than {IFNAME_MAX} "
+                                         "characters (Linux limit): reduce segments, hosts or fabrics")

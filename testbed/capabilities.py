@@ -1,0 +1,138 @@
+"""What this machine's kernel and tools can do, and what that means for hpnlab.
+
+Probes act for real (a qdisc is added to a veth inside a throw-away network
+namespace) instead of trusting module lists, because a feature can be built
+in, loadable, or missing. Everything a probe creates is removed before it
+returns.
+"""
+import importlib.util
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Feature:
+    name: str
+    present: bool
+    detail: str
+    enables: str
+
+
+def _run(argv, **kw):
+    return subprocess.run(argv, capture_output=True, text=True, **kw)
+
+
+def _modprobe(module):
+    if shutil.which("modprobe"):
+        _run(["modprobe", "-q", module])
+    return os.path.isdir(f"/sys/module/{module}")
+
+
+class _ProbeNamespace:
+    """A network namespace with one veth pair, removed on exit."""
+
+    def __init__(self):
+        self.name = f"hpnlab-probe-{os.getpid()}"
+
+    def __enter__(self):
+        _run(["ip", "netns", "add", self.name], check=True)
+        self.ip(["link", "add", "pa", "type", "veth", "peer", "name", "pb"])
+        self.ip(["link", "set", "pa", "up"])
+        return self
+
+    def ip(self, args):
+        return _run(["ip", "-n", self.name] + args)
+
+    def tc(self, args):
+        return _run(["ip", "netns", "exec", self.name, "tc"] + args)
+
+    def __exit__(self, *exc):
+        _run(["ip", "netns", "del", self.name])
+
+
+def _qdisc_probe(ns, module, args):
+    _modprobe(module)
+    r = ns.tc(["qdisc", "replace", "dev", "pa", "root"] + args)
+    ns.tc(["qdisc", "del", "dev", "pa", "root"])
+    return r.returncode == 0, (r.stderr.strip().splitlines() or ["ok"])[-1]
+
+
+QDISCS = {
+    # name: (kernel module, tc arguments, what it enables)
+    "htb": ("sch_htb", ["htb", "default", "1"], "link rate shaping (required)"),
+    "red": ("sch_red", ["red", "limit", "400000", "min", "30000", "max", "90000", "avpkt", "1500",
+                        "burst", "40", "probability", "0.1", "bandwidth", "10Mbit", "ecn"],
+            "ECN marking by queue length (RED)"),
+    "netem": ("sch_netem", ["netem", "delay", "1ms"], "link delay, loss and jitter (e.g. DCI delay)"),
+    "prio": ("sch_prio", ["prio"], "strict-priority queues"),
+    "ets": ("sch_ets", ["ets", "bands", "2", "strict", "2"], "ETS priority queues"),
+    "tbf": ("sch_tbf", ["tbf", "rate", "10mbit", "burst", "10kb", "latency", "50ms"],
+            "token-bucket shaping"),
+}
+
+
+def probe():
+    """Return a list of Features. Needs root for the kernel probes."""
+    feats = []
+    ovs_mod = _modprobe("openvswitch")
+    feats.append(Feature("openvswitch module", ovs_mod,
+                         "loaded" if ovs_mod else "not loadable",
+                         "OVS kernel datapath (fast); without it the userspace datapath is used"))
+    if os.geteuid() == 0 and shutil.which("ip") and shutil.which("tc"):
+        with _ProbeNamespace() as ns:
+            for name, (module, args, enables) in QDISCS.items():
+                ok, detail = _qdisc_probe(ns, module, args)
+                feats.append(Feature(name, ok, detail, enables))
+            _modprobe("bonding")
+            r = ns.ip(["link", "add", "bond0", "type", "bond"])
+            feats.append(Feature("bonding", r.returncode == 0, (r.stderr.strip() or "ok"),
+                                 "Linux bonding (not needed: NIC ports use multipath routes)"))
+    else:
+        feats.append(Feature("kernel qdiscs", False, "not probed: needs root", "everything"))
+    _modprobe("tcp_dctcp")
+    try:
+        with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as fh:
+            ccs = fh.read().split()
+    except OSError:
+        ccs = []
+    feats.append(Feature("dctcp", "dctcp" in ccs, " ".join(ccs) or "unknown",
+                         "DCTCP congestion control (ECN-reactive TCP)"))
+    for tool, enables in (("iperf3", "bulk TCP traffic (drills)"), ("ovs-vsctl", "Open vSwitch"),
+                          ("ethtool", "offload settings TCP needs on the userspace datapath"),
+                          ("tcpdump", "packet captures"), ("mnexec", "Mininet hosts")):
+        path = shutil.which(tool)
+        feats.append(Feature(tool, bool(path), path or "not found", enables))
+    ovs_up = bool(shutil.which("ovs-vsctl")) and _run(["ovs-vsctl", "--timeout=3", "show"]).returncode == 0
+    feats.append(Feature("ovsdb running", ovs_up, "ovs-vsctl show " + ("ok" if ovs_up else "failed"),
+                         "building fabrics (start it: make setup)"))
+    for mod in ("mininet", "os_ken", "scapy", "pyroute2"):
+        ok = importlib.util.find_spec(mod) is not None
+        feats.append(Feature(f"python: {mod}", ok, "importable" if ok else "missing", "hpnlab itself"))
+    return feats
+
+
+def has(feats, name):
+    return any(f.name == name and f.present for f in feats)
+
+
+def datapath(feats):
+    """'kernel' when the OVS kernel module is there, else 'user'."""
+    return "kernel" if has(feats, "openvswitch module") else "user"
+
+
+def required_features(fabric):
+    """Kernel features a fabric needs beyond the basics: (feature, why)."""
+    need = []
+    if any(l.delay_s > 0 for l in fabric.links):
+        need.append(("netem", "links with delay (dci.delay)"))
+    return need
+
+
+def missing_for(fabric, feats):
+    """One message per required feature the machine lacks."""
+    module = {name: mod for name, (mod, _, _) in QDISCS.items()}
+    return [f"{why} need the {name} qdisc (kernel module {module.get(name, name)}), "
+            f"which this kernel lacks; run without it or in the VM tier"
+            for name, why in required_features(fabric) if not has(feats, name)]

@@ -1,0 +1,98 @@
+"""Shell/`tc`/`ip` command plans for hosts and switch ports (pure).
+
+Kept as data so tests can read them and the realizer can run each host's
+plan as one batch inside that host's namespace.
+"""
+import ipaddress
+
+from .model import HOST
+
+# Queue behind each shaped port: about this much time at the port's rate,
+# but never less than a few jumbo frames. A deep default queue (1000 frames
+# of 9 KB at 40 Mbit/s is 1.8 s) would turn every stall into seconds.
+QUEUE_SECONDS = 0.025
+QUEUE_MIN_FRAMES = 4
+
+
+def queue_bytes(rate_mbit, mtu):
+    return int(max(QUEUE_MIN_FRAMES * (mtu + 14), rate_mbit * 1e6 / 8 * QUEUE_SECONDS))
+
+
+def shaping_lines(ifname, rate_mbit, mtu, delay_s=0.0):
+    """`tc -batch` lines: an HTB class at the scaled rate with a short FIFO
+    (or netem for a delayed link) under it."""
+    burst = max(15000, 2 * (mtu + 14))
+    lines = [f"qdisc replace dev {ifname} root handle 1: htb default 1",
+             f"class replace dev {ifname} parent 1: classid 1:1 htb rate {rate_mbit:.6g}mbit "
+             f"ceil {rate_mbit:.6g}mbit burst {burst} cburst {burst} quantum {mtu + 14}"]
+    limit = queue_bytes(rate_mbit, mtu)
+    if delay_s > 0:
+        frames = max(QUEUE_MIN_FRAMES, limit // (mtu + 14))
+        lines.append(f"qdisc replace dev {ifname} parent 1:1 handle 10: netem "
+                     f"delay {delay_s * 1e3:.6g}ms limit {frames}")
+    else:
+        lines.append(f"qdisc replace dev {ifname} parent 1:1 handle 10: bfifo limit {limit}")
+    return lines
+
+
+def switch_port_plan(fabric):
+    """(`ip -batch` lines, `tc -batch` lines) for every switch-side port."""
+    ip_lines, tc_lines = [], []
+    for link in fabric.links:
+        for end in (link.a, link.b):
+            if fabric.nodes[end.node].kind != HOST:
+                ip_lines.append(f"link set dev {end.ifname} mtu {fabric.mtu}")
+                tc_lines += shaping_lines(end.ifname, fabric.scaled_mbit(link), fabric.mtu,
+                                          link.delay_s)
+    return ip_lines, tc_lines
+
+
+def rail_prefixes(fabric, rail):
+    """Every destination prefix a rail-`rail` NIC talks to (one per DC)."""
+    dcs = sorted({n.dc for n in fabric.hosts()})
+    return [str(ipaddress.IPv4Network(f"10.{dc * 16 + rail}.0.0/16")) for dc in dcs]
+
+
+def host_script(fabric, host):
+    """One shell script that configures a host: addresses, MTU, offloads
+    (TCP through the userspace datapath needs them off), shaping of its
+    egress, and the multipath route that spreads flows over the NIC's ports
+    (hashing on L4, skipping a port whose link is down)."""
+    sysctls = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
+               "net.ipv4.fib_multipath_hash_policy=1",
+               "net.ipv4.conf.all.ignore_routes_with_linkdown=1",
+               "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"]
+    lines = ["sysctl -qw " + " ".join(sysctls)]
+    ip_lines, tc_lines = [], []
+    links = {l.end(host).ifname: l for l in fabric.links_of(host)}
+    for nic in fabric.nics_of(host):
+        for ifname in nic.ports:
+            link = links[ifname]
+            ip_lines += [f"link set dev {ifname} address {nic.mac} mtu {fabric.mtu}",
+                         f"addr add {nic.ip}/32 dev {ifname}",
+                         f"link set dev {ifname} up"]
+            tc_lines += shaping_lines(ifname, fabric.scaled_mbit(link), fabric.mtu, link.delay_s)
+            lines.append(f"ethtool -K {ifname} tx off rx off tso off gso off gro off >/dev/null 2>&1")
+            lines.append(f"sysctl -qw net.ipv4.conf.{ifname.replace('.', '/')}.rp_filter=0")
+        hops = " ".join(f"nexthop dev {p}" for p in nic.ports)
+        for prefix in rail_prefixes(fabric, nic.rail):
+            ip_lines.append(f"route replace {prefix} {hops}")
+    return "\n".join([_batch("ip", ip_lines)] + lines + [_batch("tc", tc_lines)]) + "\n"
+
+
+def _batch(tool, lines):
+    body = "\n".join(lines)
+    return f"{tool} -batch - <<'HPNLAB_EOF'\n{body}\nHPNLAB_EOF"
+
+
+def override_lines(old, new):
+    """`ip -batch` lines turning one host's /32 overrides `old` into `new`
+    ({dst ip: (ifname, ...)}): the analogue of the host learning that a
+    destination lost its port in one plane."""
+    lines = []
+    for ip in sorted(set(old) - set(new)):
+        lines.append(f"route del {ip}/32")
+    for ip, ports in sorted(new.items()):
+        if old.get(ip) != tuple(ports):
+            lines.append(f"route replace {ip}/32 " + " ".join(f"nexthop dev {p}" for p in ports))
+    return lines

@@ -1,0 +1,131 @@
+"""The fabric model: a pure graph of hosts, NICs, switches and links.
+
+Nothing here touches the network; `build.py` fills it from parameters and
+`realize.py` turns it into Mininet + Open vSwitch. A node's kind is a field,
+never guessed from its name.
+"""
+from dataclasses import dataclass, field, asdict
+
+HOST, TOR, AGG, CORE, BORDER = "host", "tor", "agg", "core", "border"
+SWITCH_KINDS = (TOR, AGG, CORE, BORDER)
+IFNAME_MAX = 15  # Linux IFNAMSIZ - 1
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    kind: str
+    dc: int = 0
+    segment: int | None = None   # HPN segment / leaf / fat-tree pod
+    plane: int | None = None     # switches: the plane they serve
+    rail: int | None = None      # ToRs: the rail they serve
+    dpid: int | None = None      # switches only
+
+    @property
+    def is_switch(self):
+        return self.kind in SWITCH_KINDS
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    node: str
+    port: int      # OpenFlow port number on a switch; port index of a NIC on a host
+    ifname: str
+
+
+@dataclass(frozen=True)
+class Link:
+    a: Endpoint
+    b: Endpoint
+    kind: str            # "access" (NIC-ToR), "fabric" (switch-switch), "dci"
+    rate_bps: float      # real rate (before scaling)
+    delay_s: float = 0.0
+    plane: int | None = None
+
+    @property
+    def name(self):
+        return f"{self.a.ifname}~{self.b.ifname}"
+
+    def other(self, node):
+        return self.b if self.a.node == node else self.a
+
+    def end(self, node):
+        return self.a if self.a.node == node else self.b
+
+
+@dataclass(frozen=True)
+class Nic:
+    """One backend NIC: one IP and one MAC, used on every one of its ports."""
+    host: str
+    rail: int
+    ip: str
+    mac: str
+    ports: tuple  # host ifnames, index = port number (= plane in dual-plane)
+
+
+@dataclass
+class Fabric:
+    name: str
+    kind: str
+    scale: float
+    mtu: int
+    params: dict
+    nodes: dict = field(default_factory=dict)   # name -> Node
+    links: list = field(default_factory=list)
+    nics: list = field(default_factory=list)
+
+    # --- queries -----------------------------------------------------------
+    def hosts(self):
+        return [n for n in self.nodes.values() if n.kind == HOST]
+
+    def switches(self):
+        return [n for n in self.nodes.values() if n.is_switch]
+
+    def links_of(self, node):
+        return [l for l in self.links if node in (l.a.node, l.b.node)]
+
+    def links_between(self, x, y):
+        return [l for l in self.links if {l.a.node, l.b.node} == {x, y}]
+
+    def nics_of(self, host):
+        return [n for n in self.nics if n.host == host]
+
+    def nic_by_ip(self, ip):
+        for n in self.nics:
+            if n.ip == ip:
+                return n
+        raise KeyError(ip)
+
+    def nic_of_ifname(self, ifname):
+        for n in self.nics:
+            if ifname in n.ports:
+                return n
+        raise KeyError(ifname)
+
+    def scaled_mbit(self, link):
+        return link.rate_bps / self.scale / 1e6
+
+    def planes(self):
+        return sorted({n.plane for n in self.switches() if n.plane is not None})
+
+    # --- serialization -----------------------------------------------------
+    def to_dict(self):
+        return {
+            "name": self.name, "kind": self.kind, "scale": self.scale, "mtu": self.mtu,
+            "params": self.params,
+            "nodes": [asdict(n) for n in self.nodes.values()],
+            "links": [dict(asdict(l), name=l.name, scaled_mbit=self.scaled_mbit(l)) for l in self.links],
+            "nics": [asdict(n) for n in self.nics],
+        }
+
+    @classmethod
+    def from_dict(cls, d):
+        f = cls(d["name"], d["kind"], d["scale"], d["mtu"], d.get("params", {}))
+        for n in d["nodes"]:
+            f.nodes[n["name"]] = Node(**n)
+        for l in d["links"]:
+            f.links.append(Link(a=Endpoint(**l["a"]), b=Endpoint(**l["b"]), kind=l["kind"],
+                                rate_bps=l["rate_bps"], delay_s=l["delay_s"], plane=l["plane"]))
+        for n in d["nics"]:
+            f.nics.append(Nic(n["host"], n["rail"], n["ip"], n["mac"], tuple(n["ports"])))
+        return f

@@ -1,0 +1,212 @@
+"""Realize a Fabric model as a running emulation: Mininet hosts, Open vSwitch
+bridges (kernel datapath where the module exists, userspace otherwise), HTB
+shaping at the scaled rates, and the HPN controller.
+
+`FabricNet` is a context manager; whatever happens (Ctrl-C, an exception
+half-way through building) its exit removes exactly what the ledger
+recorded.
+"""
+import json
+import os
+import subprocess
+import time
+
+from . import capabilities, hostconfig
+from .controller_proc import ControllerProcess
+from .ledger import Ledger
+from .model import HOST
+
+
+class CapabilityError(RuntimeError):
+    pass
+
+
+class FabricNet:
+    def __init__(self, fabric, run_dir, log=print, feats=None, route_timeout=30.0):
+        self.fabric = fabric
+        self.run_dir = run_dir
+        self.log = log
+        self.feats = feats
+        self.route_timeout = route_timeout
+        self.net = None
+        self.controller = None
+        self.ledger = None
+        self.datapath = None
+        self.overrides = {}          # host -> {dst ip: ports} applied now
+        self.override_log = []       # (monotonic time, host, lines) for reports
+        self.timings = {}
+
+    # --- bring-up ----------------------------------------------------------
+    def __enter__(self):
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def start(self):
+        t0 = time.monotonic()
+        feats = self.feats if self.feats is not None else capabilities.probe()
+        missing = capabilities.missing_for(self.fabric, feats)
+        if missing:
+            raise CapabilityError(missing[0])
+        self.datapath = capabilities.datapath(feats)
+        os.makedirs(self.run_dir, exist_ok=True)
+        self.ledger = Ledger()
+        self.ledger.claim(self.fabric.name, self.run_dir)
+        f = self.fabric
+        # Record every name before creating it, so a crash half-way through
+        # still leaves a complete list for the sweep.
+        self.ledger.add("bridges", *[s.name for s in f.switches()])
+        self.ledger.add("interfaces", *[e.ifname for l in f.links for e in (l.a, l.b)])
+
+        fabric_json = os.path.join(self.run_dir, "fabric.json")
+        with open(fabric_json, "w") as fh:
+            json.dump(f.to_dict(), fh, indent=1)
+        self.controller = ControllerProcess(fabric_json, os.path.join(self.run_dir, "controller.log"),
+                                            on_routes=self._apply_overrides)
+        self.ledger.add_process(self.controller.start(), self.controller.argv)
+
+        from mininet.link import Link
+        from mininet.log import setLogLevel
+        from mininet.net import Mininet
+        from mininet.node import Host, OVSSwitch, RemoteController
+        setLogLevel("error")  # Mininet warns before our controller listens
+        self.net = net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False,
+                                 waitConnected=False, link=Link)
+        net.addController(RemoteController("c0", ip="127.0.0.1", port=self.controller.port))
+        for sw in f.switches():
+            net.addSwitch(sw.name, cls=OVSSwitch, datapath=self.datapath, dpid=f"{sw.dpid:016x}",
+                          protocols="OpenFlow13", failMode="secure")
+        for h in f.hosts():
+            node = net.addHost(h.name, cls=Host, ip=None)
+            self.ledger.add_process(node.pid, ["mnexec"])  # its shell holds the namespace
+        macs = {p: nic.mac for nic in f.nics for p in nic.ports}
+        for link in f.links:
+            addrs = {k: macs[e.ifname] for k, e in (("addr1", link.a), ("addr2", link.b))
+                     if e.ifname in macs}
+            net.addLink(link.a.node, link.b.node, port1=link.a.port, port2=link.b.port,
+                        intfName1=link.a.ifname, intfName2=link.b.ifname, **addrs)
+        self.timings["mininet_build"] = time.monotonic() - t0
+        net.build()
+        net.start()
+        self.timings["mininet_start"] = time.monotonic() - t0
+        self._configure_switch_ports()
+        self._configure_hosts()
+        self.timings["configured"] = time.monotonic() - t0
+        n = len(f.switches())
+        self.controller.wait_for(lambda e: e["event"] == "routes", self.route_timeout,
+                                 f"all {n} switches to connect and acknowledge their routes")
+        self.timings["routes"] = time.monotonic() - t0
+        self.log(f"fabric {f.name}: {len(f.hosts())} hosts, {n} switches ({self.datapath} "
+                 f"datapath), {len(f.links)} links up in {self.timings['routes']:.1f} s")
+        return self
+
+    def _configure_switch_ports(self):
+        ip_lines, tc_lines = hostconfig.switch_port_plan(self.fabric)
+        _batch(["ip", "-batch", "-"], ip_lines)
+        _batch(["tc", "-batch", "-"], tc_lines)
+
+    def _configure_hosts(self):
+        hosts = [self.net.get(h.name) for h in self.fabric.hosts()]
+        for h in hosts:  # all hosts work in parallel; collect afterwards
+            script = os.path.join(self.run_dir, f"host-{h.name}.sh")
+            with open(script, "w") as fh:
+                fh.write(hostconfig.host_script(self.fabric, h.name))
+            h.sendCmd(f"bash {script}; echo HPNLAB_DONE $?")
+        for h in hosts:
+            out = h.waitOutput()
+            if "HPNLAB_DONE 0" not in out:
+                raise RuntimeError(f"configuring host {h.name} failed: {out.strip()[-300:]}")
+
+    # --- host-side route updates (called from the controller reader) -------
+    def _apply_overrides(self, event):
+        wanted = event.get("host_overrides", {})
+        for host in sorted(set(wanted) | set(self.overrides)):
+            new = {ip: tuple(p) for ip, p in wanted.get(host, {}).items()}
+            lines = hostconfig.override_lines(self.overrides.get(host, {}), new)
+            if lines:
+                self.run_in(host, ["ip", "-batch", "-"], input="\n".join(lines) + "\n")
+                self.override_log.append((time.monotonic(), host, lines))
+            self.overrides[host] = new
+
+    # --- checks ------------------------------------------------------------
+    def check_reachability(self, timeout=5.0):
+        """Every host to every other NIC of its rail, out of each of its
+        ports, all hosts at once. Returns {host: {"ifname:ip": rtt_ms|None}}."""
+        import sys
+        prober = os.path.join(os.path.dirname(__file__), "probe.py")
+        procs = {}
+        for h in self.fabric.hosts():
+            pairs = [f"{port}:{dst.ip}" for nic in self.fabric.nics_of(h.name) for port in nic.ports
+                     for dst in self.fabric.nics if dst.host != h.name and dst.rail == nic.rail]
+            procs[h.name] = subprocess.Popen(
+                self.ns_argv(h.name, [sys.executable, prober, str(timeout)] + pairs),
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        results = {}
+        for host, proc in procs.items():
+            out, err = proc.communicate(timeout + 10)
+            if proc.returncode != 0:
+                raise RuntimeError(f"reachability probe in {host} failed: {err.strip()[-300:]}")
+            results[host] = json.loads(out)
+        return results
+
+    # --- helpers -----------------------------------------------------------
+    def host_pid(self, host):
+        return self.net.get(host).pid
+
+    def ns_argv(self, host, argv):
+        """argv run inside `host`'s network namespace (thread-safe: does not
+        use the host's interactive shell)."""
+        return ["nsenter", f"--net=/proc/{self.host_pid(host)}/ns/net"] + list(argv)
+
+    def run_in(self, host, argv, input=None, check=True):
+        r = subprocess.run(self.ns_argv(host, argv), input=input, capture_output=True, text=True)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"{' '.join(argv)} in {host} failed: {r.stderr.strip()}")
+        return r
+
+    def popen_in(self, host, argv, **kw):
+        proc = subprocess.Popen(self.ns_argv(host, argv), **kw)
+        self.ledger.add_process(proc.pid, ["nsenter"])
+        return proc
+
+    def set_link(self, link, up):
+        """Take both ends of a link down or up, as a cable pull would."""
+        state = "up" if up else "down"
+        for end in (link.a, link.b):
+            argv = ["ip", "link", "set", "dev", end.ifname, state]
+            if self.fabric.nodes[end.node].kind == HOST:
+                self.run_in(end.node, argv)
+            else:
+                subprocess.run(argv, check=True, capture_output=True)
+
+    # --- teardown ----------------------------------------------------------
+    def stop(self):
+        leftover = []
+        if self.net is not None:
+            try:
+                self.net.stop()
+            except Exception as e:  # the ledger sweep below still runs
+                self.log(f"warning: Mininet stop: {e}")
+            self.net = None
+        if self.controller is not None:
+            self.controller.stop()
+            self.controller = None
+        if self.ledger is not None:
+            leftover = self.ledger.sweep()
+            self.ledger.release()
+            self.ledger = None
+        return leftover
+
+
+def _batch(argv, lines):
+    if not lines:
+        return
+    r = subprocess.run(argv, input="\n".join(lines) + "\n", capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{argv[0]} -batch failed: {r.stderr.strip()}")
