@@ -12,7 +12,7 @@ import ipaddress
 
 from .model import (AGG, BORDER, CORE, HOST, IFNAME_MAX, TOR, Endpoint, Fabric,
                     Link, Nic, Node)
-from .units import parse_rate, parse_time
+from .units import format_rate, parse_rate, parse_time
 
 DEFAULTS = {
     "hpn": {"segments": 2, "hosts_per_segment": 4, "rails": 1, "planes": 2,
@@ -223,7 +223,7 @@ class _Builder:
             # Oversubscription: per plane, the smaller DC's host capacity over
             # the interconnect capacity between two DCs.
             rate = min(capacity) / nplanes / (float(dci["oversubscription"]) * links)
-        p["dci"]["effective_rate"] = f"{rate:g}bit"
+        p["dci"]["effective_rate"] = format_rate(rate)
         p["dci"]["effective_oversubscription"] = round(min(capacity) / nplanes / (rate * links), 3)
         n = len(fabrics)
         for i in range(n):

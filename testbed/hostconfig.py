@@ -8,10 +8,12 @@ import ipaddress
 from .model import HOST
 
 # Queue behind each shaped port: about this much time at the port's rate,
-# but never less than a few jumbo frames. A deep default queue (1000 frames
-# of 9 KB at 40 Mbit/s is 1.8 s) would turn every stall into seconds.
-QUEUE_SECONDS = 0.025
-QUEUE_MIN_FRAMES = 4
+# but never less than a handful of jumbo frames. The default (1000 frames of
+# 9 KB at 40 Mbit/s = 1.8 s) would turn every stall into seconds; a queue of
+# only a few frames starves some of 8 TCP flows sharing a port (their
+# windows shrink to a frame or two and they live on retransmit timeouts).
+QUEUE_SECONDS = 0.1
+QUEUE_MIN_FRAMES = 16
 
 
 def queue_bytes(rate_mbit, mtu):

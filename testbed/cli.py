@@ -1,0 +1,134 @@
+"""The `hpnlab` command line.
+
+Each subcommand is a pair of functions: one that adds its parser, one that
+runs it and returns the exit status. Adding a subcommand means writing the
+pair and listing the first in COMMANDS.
+
+Exit status: 0 success, 1 invalid input, 2 usage error (argparse's own).
+"""
+import argparse
+import json
+import sys
+
+from .units import format_rate
+from .validate import ConfigError, load_fabric
+
+OK, INVALID, USAGE = 0, 1, 2
+
+
+def _print_problems(error):
+    for problem in error.problems:
+        print(problem, file=sys.stderr)
+
+
+# --- check -------------------------------------------------------------------
+
+def add_check(subparsers):
+    p = subparsers.add_parser(
+        "check", help="validate topology and scenario files (no root needed)",
+        description="Validate each FILE as a scenario (it has a 'topology' key) or a topology.")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.set_defaults(run=run_check)
+
+
+def run_check(args):
+    status = OK
+    for path in args.files:
+        try:
+            kind, fabric = load_fabric(path)
+        except ConfigError as e:
+            _print_problems(e)
+            status = INVALID
+            continue
+        print(f"OK {path} ({kind}: {len(fabric.hosts())} hosts, "
+              f"{len(fabric.switches())} switches, {len(fabric.links)} links)")
+    return status
+
+
+# --- topo show ---------------------------------------------------------------
+
+def add_topo(subparsers):
+    p = subparsers.add_parser("topo", help="inspect topologies")
+    topo = p.add_subparsers(dest="topo_command", metavar="SUBCOMMAND", required=True)
+    show = topo.add_parser(
+        "show", help="print the fabric a topology or scenario file builds",
+        description="Print the nodes, links and NICs that FILE (a topology or scenario) builds.")
+    show.add_argument("file", metavar="FILE")
+    show.add_argument("--json", action="store_true", help="print the model as JSON instead")
+    show.set_defaults(run=run_topo_show)
+
+
+def run_topo_show(args):
+    try:
+        _, fabric = load_fabric(args.file)
+    except ConfigError as e:
+        _print_problems(e)
+        return INVALID
+    if args.json:
+        print(json.dumps(fabric.to_dict(), indent=2))
+    else:
+        print(describe_fabric(fabric))
+    return OK
+
+
+def describe_fabric(fabric):
+    """A human-readable multi-section summary of a Fabric."""
+    planes = fabric.planes()
+    lines = [
+        f"fabric {fabric.name}: kind {fabric.kind}, scale 1:{fabric.scale:g}, MTU {fabric.mtu}, "
+        f"{len(planes)} plane(s) ({', '.join(map(str, planes))})",
+        f"{len(fabric.hosts())} hosts, {len(fabric.switches())} switches, "
+        f"{len(fabric.links)} links, {len(fabric.nics)} NICs",
+    ]
+    dci_links = [l for l in fabric.links if l.kind == "dci"]
+    if dci_links:
+        dci = fabric.params.get("dci", {})
+        lines.append(f"DCI: {len(dci_links)} links of {format_rate(dci_links[0].rate_bps)}, "
+                     f"delay {dci_links[0].delay_s * 1e3:g}ms, "
+                     f"oversubscription {dci.get('effective_oversubscription', '-')}")
+    lines += ["", "NODES", _table(
+        ["name", "kind", "dc", "segment", "plane", "rail", "dpid"],
+        [[n.name, n.kind, n.dc, n.segment, n.plane, n.rail, n.dpid] for n in fabric.nodes.values()])]
+    lines += ["", "LINKS", _table(
+        ["a", "b", "kind", "plane", "rate", "scaled Mbit/s", "delay"],
+        [[l.a.ifname, l.b.ifname, l.kind, l.plane, format_rate(l.rate_bps),
+          f"{fabric.scaled_mbit(l):.6g}", f"{l.delay_s * 1e3:g}ms"] for l in fabric.links])]
+    lines += ["", "NICS", _table(
+        ["host", "rail", "ip", "mac", "ports"],
+        [[n.host, n.rail, n.ip, n.mac, ", ".join(n.ports)] for n in fabric.nics])]
+    return "\n".join(lines)
+
+
+def _table(headers, rows):
+    """Left-aligned columns; None shows as '-'."""
+    cells = [headers] + [["-" if c is None else str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
+
+
+# --- main --------------------------------------------------------------------
+
+COMMANDS = (add_check, add_topo)
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="hpnlab", description="Packet-level emulation testbed for AI-training data-center networks.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in COMMANDS:
+        add(subparsers)
+    return parser
+
+
+def main(argv=None):
+    """Run the command line; returns the exit status instead of exiting."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:
+        # argparse exits on --help (0) and on usage errors (2); report, not exit.
+        return e.code if isinstance(e.code, int) else USAGE
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""Judge a drill's metrics against the scenario's expectations.
+
+Pure. An expectation is a dict {name, metric, host?, min?, max?}; bounds are
+inclusive. Each result says what was expected, what was measured and why it
+failed, so the report can show it without re-deriving anything.
+
+A run whose fidelity is too low (the emulated links did not deliver the
+rates they were configured for) cannot prove anything: every expectation is
+then reported as "untrustworthy" and none passes, even if the numbers look
+fine.
+"""
+
+PASSED, FAILED, UNTRUSTWORTHY = "passed", "failed", "untrustworthy"
+FIDELITY_THRESHOLD = 0.9   # below this the run measured the emulator, not the design
+
+# metric name in a scenario -> key in metrics["hosts"][h] / metrics["overall"]
+METRIC_KEYS = {
+    "max_silence_s": "max_silence_s",
+    "fault_throughput_ratio": "fault_throughput_ratio",
+    "mean_throughput_mbit": "mean_mbit",
+}
+FIDELITY = "fidelity"
+METRICS = tuple(METRIC_KEYS) + (FIDELITY,)
+
+
+def format_number(x):
+    """Short human form of a bound: 0.45, 1, 1e+03 -> '0.45', '1', '1000'."""
+    return f"{x:.6g}" if abs(x) < 1e6 else f"{x:.3g}"
+
+
+def expected_text(lo, hi):
+    """'>= 0.45', '<= 1', 'in [9, 11]' or 'any value' for no bound."""
+    if lo is not None and hi is not None:
+        return f"in [{format_number(lo)}, {format_number(hi)}]"
+    if lo is not None:
+        return f">= {format_number(lo)}"
+    if hi is not None:
+        return f"<= {format_number(hi)}"
+    return "any value"
+
+
+def lookup(metrics, metric, host):
+    """(measured value or None, reason when None)."""
+    if metric == FIDELITY:
+        if host is not None:
+            return None, "fidelity is measured per link, not per host"
+        value = (metrics.get("fidelity") or {}).get("min")
+        return value, None if value is not None else "no link was loaded, fidelity unknown"
+    if metric not in METRIC_KEYS:
+        return None, f"unknown metric {metric!r} (known: {', '.join(METRICS)})"
+    if host is None:
+        scope, where = metrics.get("overall") or {}, "overall"
+    else:
+        hosts = metrics.get("hosts") or {}
+        if host not in hosts:
+            return None, f"no flow was sent from host {host!r}"
+        scope, where = hosts[host], f"host {host}"
+    value = scope.get(METRIC_KEYS[metric])
+    return value, None if value is not None else f"{metric} not measured for {where}"
+
+
+def check(value, lo, hi):
+    """(within bounds?, reason when not)."""
+    if lo is not None and value < lo:
+        return False, f"measured {format_number(value)} is below {format_number(lo)}"
+    if hi is not None and value > hi:
+        return False, f"measured {format_number(value)} is above {format_number(hi)}"
+    return True, None
+
+
+def _bound(x):
+    return None if x is None else float(x)
+
+
+def evaluate_one(item, metrics, trustworthy):
+    """The result dict of one expectation."""
+    metric, host = item.get("metric"), item.get("host")
+    lo, hi = _bound(item.get("min")), _bound(item.get("max"))
+    measured, reason = lookup(metrics, metric, host)
+    within = False
+    if measured is not None:
+        within, reason = check(measured, lo, hi)
+    status = PASSED if within else FAILED
+    if not trustworthy:
+        # Keep what the numbers said, but never let them count as a pass.
+        verdict = "would pass" if within else (reason or "failed")
+        reason = f"fidelity below threshold, result not trustworthy ({verdict})"
+        status = UNTRUSTWORTHY
+    return {
+        "name": item.get("name") or metric,
+        "metric": metric,
+        "host": host,
+        "expected": expected_text(lo, hi),
+        "min": lo,
+        "max": hi,
+        "measured": measured,
+        "passed": status == PASSED,
+        "status": status,
+        "trustworthy": bool(trustworthy),
+        "reason": reason,
+    }
+
+
+def evaluate(expect, metrics, trustworthy):
+    """Results of all expectations, in the scenario's order."""
+    return [evaluate_one(item, metrics, trustworthy) for item in expect or []]
+
+
+def is_trustworthy(fidelity_min):
+    """Fidelity good enough to believe the run? Unknown fidelity is not."""
+    return fidelity_min is not None and fidelity_min >= FIDELITY_THRESHOLD
+
+
+def all_passed(results):
+    """A run passes only if it had expectations and every one passed
+    (a scenario that expects nothing proves nothing)."""
+    return bool(results) and all(r["passed"] for r in results)

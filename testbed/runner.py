@@ -1,0 +1,138 @@
+"""`hpnlab run`: build the fabric, run traffic, apply the fault timeline,
+sample, tear down, and write results.json, summary.md and a plot."""
+import datetime
+import os
+import time
+
+from . import expectations, metrics, report, sampler
+from .realize import FabricNet
+from traffic.iperf import INTERVAL_S, IperfFlows, plan_pairs
+
+
+class ReachabilityError(RuntimeError):
+    pass
+
+
+def run_scenario(sc, out_dir, log=print):
+    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    run_dir = os.path.join(out_dir, "run")
+    fabric = sc.fabric
+    with FabricNet(fabric, run_dir, log=log) as fnet:
+        _require_reachable(fnet)
+        pairs = plan_pairs(fabric, sc.traffic)
+        flows = IperfFlows(fnet, pairs, sc.duration_s, run_dir)
+        senders = sorted({p.src for p in pairs})
+        samp = sampler.LinkSampler(fnet, senders, on_sample=_progress(fabric, senders, log))
+        try:
+            flows.start_servers()
+            t0 = time.monotonic()
+            samp.start(t0)
+            faults = _timeline(fnet, flows, pairs, sc, t0, log)
+            _sleep_until(t0 + sc.duration_s)
+            problems = flows.wait(timeout=15)
+        finally:
+            samp.stop()
+            flows.stop()
+        events = list(fnet.controller.events)
+        datapath = fnet.datapath
+        bringup = fnet.timings.get("routes")
+    for fault in faults:
+        fault["converged_s"] = _convergence(events, t0, fault)
+    per_flow, info = flows.series()
+    series = _grid(per_flow, info, sc.duration_s)
+    rates, names = sampler.egress_rates(fabric)
+    fid_links = sampler.fidelity(samp.samples, rates, names)
+    m = metrics.compute_metrics(series, info, faults, sc.duration_s, fid_links)
+    trustworthy = expectations.is_trustworthy(m["fidelity"]["min"])
+    exp = expectations.evaluate(sc.expect, m, trustworthy)
+    results = {
+        "scenario": sc.name, "description": sc.description, "scenario_file": sc.path,
+        "started": started, "duration_s": sc.duration_s,
+        "passed": trustworthy and expectations.all_passed(exp), "trustworthy": trustworthy,
+        "fabric": {"kind": fabric.kind, "datapath": datapath, "hosts": len(fabric.hosts()),
+                   "switches": len(fabric.switches()), "links": len(fabric.links),
+                   "bringup_s": bringup},
+        "expectations": exp, "metrics": m, "faults": faults, "series": series,
+        "problems": problems,
+    }
+    plot = report.plot_throughput(out_dir, series, faults, f"{sc.name}: throughput per flow",
+                                  flow_info=info)
+    results["files"] = {"results": "results.json", "summary": "summary.md",
+                        "plot": os.path.basename(plot)}
+    report.write_results(out_dir, results)
+    return results
+
+
+def _require_reachable(fnet):
+    reach = fnet.check_reachability()
+    bad = [f"{h} {pair}" for h, d in reach.items() for pair, rtt in d.items() if rtt is None]
+    if bad:
+        raise ReachabilityError(f"{len(bad)} host/port pairs unreachable before traffic "
+                                f"started, e.g. {bad[0]}")
+
+
+def _timeline(fnet, flows, pairs, sc, t0, log):
+    """Start clients and apply faults at their scheduled times."""
+    events = [(p.start, "client", p) for p in pairs]
+    events += [(f["at"], "fault", f) for f in sc.faults]
+    events.sort(key=lambda e: (e[0], e[1] != "client"))
+    applied = []
+    for at, kind, item in events:
+        _sleep_until(t0 + at)
+        if kind == "client":
+            flows.start_client(item, t0)
+            continue
+        a, b = item["link"]
+        link = fnet.fabric.links_between(a, b)[item.get("index", 0)]
+        fnet.set_link(link, up=item["action"] == "link-up")
+        t = time.monotonic() - t0
+        log(f"[{t:6.2f}s] {item['action']} {a} <-> {b}")
+        applied.append({"at": at, "applied_at": round(t, 4), "action": item["action"],
+                        "link": [a, b], "link_name": link.name})
+    return applied
+
+
+def _convergence(events, t0, fault):
+    """Seconds from a fault to the controller's next acknowledged routes."""
+    for ev in events:
+        if ev["event"] == "routes" and ev["t"] - t0 > fault["applied_at"]:
+            return round(ev["t"] - t0 - fault["applied_at"], 4)
+    return None
+
+
+def _grid(per_flow, info, duration):
+    n = int(round(duration / INTERVAL_S))
+    t = [round((i + 1) * INTERVAL_S, 3) for i in range(n)]
+    flows = {}
+    for fid, points in per_flow.items():
+        values = [None] * n
+        for t_end, mbit in points:
+            i = int(round(t_end / INTERVAL_S)) - 1
+            if 0 <= i < n:
+                values[i] = mbit
+        flows[fid] = values
+    return {"interval_s": INTERVAL_S, "t": t, "flows": flows, "flow_info": info}
+
+
+def _progress(fabric, senders, log):
+    ports = {h: sampler.host_ports(fabric, h) for h in senders}
+    last = [0.0]
+
+    def on_sample(t, samp):
+        if t - last[0] < 1.0:
+            return
+        last[0] = t
+        parts = []
+        for h in senders:
+            rates = [samp.rate_mbit(p) for p in ports[h]]
+            per_port = " ".join(f"{r:5.1f}" for r in rates)
+            parts.append(f"{h} {sum(rates):6.1f} Mbit/s (ports: {per_port})")
+        log(f"[{t:6.2f}s] " + "; ".join(parts))
+    return on_sample
+
+
+def _sleep_until(deadline):
+    # Scheduling a timeline, not waiting for an event: the drill's clock.
+    delay = deadline - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)

@@ -1,0 +1,123 @@
+"""Sample link counters at 10 Hz while a drill runs.
+
+Every shaped egress is an HTB root qdisc; its byte counter is what left the
+port and its backlog is what waits for the rate. A sample interval that
+starts and ends with packets waiting (or that dropped) is *saturated*: the
+port had more to send than its rate allowed throughout, so it should have
+sent at the full rate, and achieved/configured over those intervals is the
+emulation's fidelity on that link direction (1.0 = the emulator delivered
+what the link promised). A direction counts as loaded when at least half
+of its active intervals, and at least 1 s of them, were saturated.
+Root-namespace ports (switch side) are read with one `tc` call per sample;
+the egress of the hosts that send is read inside their namespaces.
+"""
+import json
+import subprocess
+import threading
+import time
+
+from .model import HOST
+
+SATURATED_MIN_SAMPLES = 10   # a direction must be saturated for >= 1 s to count
+SATURATED_MIN_SHARE = 0.5
+
+
+def read_qdiscs(argv_prefix=()):
+    """{dev: (bytes sent, backlog bytes, drops)} of every HTB root qdisc."""
+    r = subprocess.run(list(argv_prefix) + ["tc", "-s", "-j", "qdisc", "show"],
+                       capture_output=True, text=True)
+    out = {}
+    if r.returncode != 0:
+        return out
+    for q in json.loads(r.stdout or "[]"):
+        if q.get("kind") == "htb" and q.get("root"):
+            out[q["dev"]] = (q.get("bytes", 0), q.get("backlog", 0), q.get("drops", 0))
+    return out
+
+
+class LinkSampler:
+    def __init__(self, fnet, hosts, interval=0.1, on_sample=None):
+        self.fnet = fnet
+        self.hosts = list(hosts)
+        self.interval = interval
+        self.on_sample = on_sample
+        self.samples = []            # (t, {dev: (bytes, overlimits)})
+        self._stop = threading.Event()
+        self._thread = None
+        self.t0 = None
+
+    def start(self, t0):
+        self.t0 = t0
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _read(self):
+        counters = read_qdiscs()
+        for h in self.hosts:
+            counters.update(read_qdiscs(self.fnet.ns_argv(h, [])))
+        return counters
+
+    def _run(self):
+        next_t = time.monotonic()
+        while not self._stop.is_set():
+            counters = self._read()
+            t = time.monotonic() - self.t0
+            self.samples.append((t, counters))
+            if self.on_sample:
+                self.on_sample(t, self)
+            next_t += self.interval
+            self._stop.wait(max(0.0, next_t - time.monotonic()))
+
+    def stop(self):
+        self._stop.set()
+        if self._thread:
+            self._thread.join(5)
+
+    def rate_mbit(self, dev, window=1.0):
+        """Mean egress rate of `dev` over the last `window` seconds."""
+        if len(self.samples) < 2:
+            return 0.0
+        t1, c1 = self.samples[-1]
+        older = [s for s in self.samples if s[0] <= t1 - window] or self.samples[:1]
+        t0, c0 = older[-1]
+        if dev not in c0 or dev not in c1 or t1 <= t0:
+            return 0.0
+        return (c1[dev][0] - c0[dev][0]) * 8 / (t1 - t0) / 1e6
+
+
+def fidelity(samples, configured_mbit, names):
+    """Per egress device that was saturated long enough: configured and
+    achieved Mbit/s over its saturated samples. `configured_mbit` and
+    `names` map device -> rate and device -> link name."""
+    out = {}
+    for dev, rate in configured_mbit.items():
+        busy_bits, busy_time, busy_n, active_n = 0.0, 0.0, 0, 0
+        for (ta, ca), (tb, cb) in zip(samples, samples[1:]):
+            if dev not in ca or dev not in cb:
+                continue
+            (bytes_a, backlog_a, drops_a), (bytes_b, backlog_b, drops_b) = ca[dev], cb[dev]
+            if bytes_b > bytes_a:
+                active_n += 1
+            if (backlog_a > 0 and backlog_b > 0) or drops_b > drops_a:
+                busy_bits += (bytes_b - bytes_a) * 8
+                busy_time += tb - ta
+                busy_n += 1
+        if (busy_n >= SATURATED_MIN_SAMPLES and busy_n >= SATURATED_MIN_SHARE * active_n
+                and busy_time > 0):
+            out[f"{names[dev]} ({dev} egress)"] = {"configured_mbit": rate,
+                                                  "achieved_mbit": busy_bits / busy_time / 1e6}
+    return out
+
+
+def egress_rates(fabric):
+    """({egress dev: configured Mbit/s}, {egress dev: link name})."""
+    rates, names = {}, {}
+    for link in fabric.links:
+        for end in (link.a, link.b):
+            rates[end.ifname] = fabric.scaled_mbit(link)
+            names[end.ifname] = link.name
+    return rates, names
+
+
+def host_ports(fabric, host):
+    return [l.end(host).ifname for l in fabric.links_of(host) if fabric.nodes[host].kind == HOST]

@@ -1,0 +1,107 @@
+"""`hpnlab check` and `hpnlab topo show`, called through testbed.cli.main."""
+import json
+from pathlib import Path
+
+import pytest
+
+from testbed.cli import main
+from testbed.model import Fabric
+from testbed.validate import load_topology
+
+TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
+SHIPPED = sorted(TOPOLOGIES.glob("*.yaml"))
+
+SCENARIO = """\
+name: smoke
+topology: {kind: clos}
+duration: 5
+traffic: [{src: s0h0, dst: s1h0}]
+"""
+
+
+def _write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_shipped_topologies_check(capsys):
+    assert len(SHIPPED) >= 5
+    assert main(["check", *map(str, SHIPPED)]) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    lines = out.splitlines()
+    assert len(lines) == len(SHIPPED)
+    assert f"OK {TOPOLOGIES / 'hpn-mini.yaml'} (topology: 8 hosts, 8 switches, 24 links)" in lines
+
+
+def test_scenario_check(tmp_path, capsys):
+    path = _write(tmp_path, "s.yaml", SCENARIO)
+    assert main(["check", path]) == 0
+    assert capsys.readouterr().out == f"OK {path} (scenario: 8 hosts, 4 switches, 12 links)\n"
+
+
+def test_one_bad_file_fails_the_whole_check(tmp_path, capsys):
+    good = _write(tmp_path, "good.yaml", "kind: hpn\n")
+    bad = _write(tmp_path, "bad.yaml", "kind: hpn\nplanes: 3\n")
+    assert main(["check", good, bad]) == 1
+    out, err = capsys.readouterr()
+    assert out.startswith(f"OK {good} (topology:")
+    assert err == f"{bad}: planes: expected one of 1, 2, got 3\n"
+
+
+def test_missing_file(tmp_path, capsys):
+    path = str(tmp_path / "nope.yaml")
+    assert main(["check", path]) == 1
+    assert capsys.readouterr().err == f"{path}: (top): file not found\n"
+
+
+@pytest.mark.parametrize("argv", [[], ["check"], ["topo"], ["topo", "show"], ["frobnicate"]])
+def test_usage_errors_exit_2(argv, capsys):
+    assert main(argv) == 2
+    assert "usage:" in capsys.readouterr().err
+
+
+def test_help_exits_0(capsys):
+    assert main(["--help"]) == 0
+    assert "check" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_topo_show_json_round_trips(path, capsys):
+    assert main(["topo", "show", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    fabric = Fabric.from_dict(data)
+    _, expected = load_topology(path)
+    assert fabric == expected
+    # Tuples (NIC ports) become lists in JSON, so compare after the same trip.
+    assert json.loads(json.dumps(fabric.to_dict())) == data
+
+
+def test_topo_show_text(capsys):
+    assert main(["topo", "show", str(TOPOLOGIES / "hpn-mini.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "kind hpn" in out and "scale 1:5000" in out and "MTU 9000" in out and "2 plane(s)" in out
+    for header in ("NODES", "LINKS", "NICS", "dpid", "scaled Mbit/s", "mac"):
+        assert header in out
+    access = next(line for line in out.splitlines() if line.startswith("s0h0-n0p0"))
+    assert access.split()[:6] == ["s0h0-n0p0", "t0r0k0-e1", "access", "0", "200Gbit", "40"]
+
+
+def test_topo_show_region_mentions_dci(capsys):
+    assert main(["topo", "show", str(TOPOLOGIES / "region-2dc.yaml")]) == 0
+    assert "DCI: 2 links of" in capsys.readouterr().out
+
+
+def test_topo_show_accepts_a_scenario(tmp_path, capsys):
+    path = _write(tmp_path, "s.yaml", SCENARIO)
+    assert main(["topo", "show", path, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["kind"] == "clos"
+
+
+def test_topo_show_invalid_file(tmp_path, capsys):
+    path = _write(tmp_path, "t.yaml", "kind: clos\nspines: 0\n")
+    assert main(["topo", "show", path]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"{path}: spines: expected an integer >= 1, got 0\n"
