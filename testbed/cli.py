@@ -108,7 +108,9 @@ def _table(headers, rows):
 
 # --- main --------------------------------------------------------------------
 
-COMMANDS = (add_check, add_topo)
+from . import cli_fabric  # noqa: E402  (root-needing subcommands)
+
+COMMANDS = (add_check, add_topo) + cli_fabric.COMMANDS
 
 
 def build_parser():

@@ -14,7 +14,6 @@ import time
 from . import capabilities, hostconfig
 from .controller_proc import ControllerProcess
 from .ledger import Ledger
-from .model import HOST
 
 
 class CapabilityError(RuntimeError):
@@ -176,14 +175,13 @@ class FabricNet:
         return proc
 
     def set_link(self, link, up):
-        """Take both ends of a link down or up, as a cable pull would."""
-        state = "up" if up else "down"
-        for end in (link.a, link.b):
-            argv = ["ip", "link", "set", "dev", end.ifname, state]
-            if self.fabric.nodes[end.node].kind == HOST:
-                self.run_in(end.node, argv)
-            else:
-                subprocess.run(argv, check=True, capture_output=True)
+        """Pull or replug a cable: set one switch-side end of the link down or
+        up. The far end loses (regains) carrier, as with a real cable, so a
+        host sees its port go `linkdown` and keeps its addresses and routes
+        (an admin-down on the host side would make the kernel delete them)."""
+        end = link.b if self.fabric.nodes[link.b.node].is_switch else link.a
+        subprocess.run(["ip", "link", "set", "dev", end.ifname, "up" if up else "down"],
+                       check=True, capture_output=True)
 
     # --- teardown ----------------------------------------------------------
     def stop(self):

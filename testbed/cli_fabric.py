@@ -1,0 +1,217 @@
+"""Subcommands that touch the machine: doctor, up, down, run, compare."""
+import datetime
+import json
+import os
+import signal
+import sys
+import time
+
+from . import capabilities, ledger as ledger_mod, report
+from .validate import ConfigError, load_fabric, load_scenario
+
+OK, FAILED = 0, 1
+
+
+def _err(msg):
+    print(f"hpnlab: error: {msg}", file=sys.stderr)
+    return FAILED
+
+
+def _need_root(cmd):
+    if os.geteuid() != 0:
+        return _err(f"'hpnlab {cmd}' needs root (it creates network namespaces, veths and "
+                    f"Open vSwitch bridges); run it as root or with sudo")
+    return None
+
+
+def _problems(e):
+    for p in e.problems:
+        print(p, file=sys.stderr)
+    return FAILED
+
+
+def _sigterm_as_interrupt():
+    """`hpnlab down` stops a running `up` with SIGTERM: unwind like Ctrl-C
+    so the same teardown runs."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, handler)
+
+
+# --- doctor ------------------------------------------------------------------
+
+REQUIRED = ("htb", "iperf3", "ovs-vsctl", "ovsdb running", "ethtool", "mnexec",
+            "python: mininet", "python: os_ken")
+
+
+def add_doctor(sub):
+    p = sub.add_parser("doctor", help="what this machine's kernel and tools can do")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=run_doctor)
+
+
+def run_doctor(args):
+    feats = capabilities.probe()
+    missing = [f.name for f in feats if f.name in REQUIRED and not f.present]
+    if args.json:
+        print(json.dumps({"features": [f.__dict__ for f in feats],
+                          "datapath": capabilities.datapath(feats), "missing_required": missing},
+                         indent=1))
+    else:
+        width = max(len(f.name) for f in feats)
+        for f in feats:
+            mark = "yes" if f.present else "NO "
+            print(f"{f.name:<{width}}  {mark}  {f.enables}  [{f.detail}]")
+        print(f"\nswitch datapath: {capabilities.datapath(feats)}"
+              f" ({'kernel module present' if capabilities.datapath(feats) == 'kernel' else 'userspace: no openvswitch module'})")
+        if missing:
+            print(f"missing and required: {', '.join(missing)} (run: make setup)")
+    return FAILED if missing else OK
+
+
+# --- up / down ---------------------------------------------------------------
+
+def add_up(sub):
+    p = sub.add_parser("up", help="build a fabric and keep it running (or --check it and tear down)")
+    p.add_argument("file", metavar="FILE", help="topology or scenario file")
+    p.add_argument("--check", action="store_true",
+                   help="verify all-pairs reachability over every port, print a summary, tear down")
+    p.add_argument("--json", action="store_true", help="machine-readable summary (with --check)")
+    p.add_argument("--run-dir", default=None, help="where logs go (default: a temporary folder)")
+    p.set_defaults(run=run_up)
+
+
+def run_up(args):
+    try:
+        _, fabric = load_fabric(args.file)
+    except ConfigError as e:
+        return _problems(e)
+    if _need_root("up"):
+        return FAILED
+    from .realize import CapabilityError, FabricNet
+    run_dir = args.run_dir or _default_dir("/tmp", f"hpnlab-{fabric.name}")
+    log = (lambda m: print(m, file=sys.stderr)) if args.json else print
+    _sigterm_as_interrupt()
+    try:
+        with FabricNet(fabric, run_dir, log=log) as fnet:
+            if args.check:
+                return _check(fnet, fabric, args.json)
+            log(f"fabric is up (logs in {run_dir}); Ctrl-C or 'hpnlab down' tears it down")
+            while True:
+                signal.pause()
+    except KeyboardInterrupt:
+        print("torn down", file=sys.stderr)
+        return OK
+    except (CapabilityError, RuntimeError, TimeoutError) as e:
+        return _err(str(e))
+
+
+def _check(fnet, fabric, as_json):
+    t = time.monotonic()
+    reach = fnet.check_reachability()
+    pairs = [(h, p, r) for h, d in reach.items() for p, r in d.items()]
+    bad = [f"{h} {p}" for h, p, r in pairs if r is None]
+    rtts = [r for _, _, r in pairs if r is not None]
+    summary = {
+        "fabric": fabric.name, "kind": fabric.kind, "datapath": fnet.datapath,
+        "hosts": len(fabric.hosts()), "switches": len(fabric.switches()), "links": len(fabric.links),
+        "bringup_s": round(fnet.timings["routes"], 3),
+        "check_s": round(time.monotonic() - t, 3),
+        "pairs": len(pairs), "reachable": len(pairs) - len(bad), "unreachable": bad,
+        "max_rtt_ms": max(rtts) if rtts else None, "passed": not bad,
+    }
+    if as_json:
+        print(json.dumps(summary, indent=1))
+    else:
+        print(f"{summary['reachable']}/{summary['pairs']} host-port pairs reachable "
+              f"(bring-up {summary['bringup_s']} s, check {summary['check_s']} s, "
+              f"max RTT {summary['max_rtt_ms']} ms)")
+        for b in bad:
+            print(f"  unreachable: {b}")
+        print("PASSED" if not bad else "FAILED")
+    return OK if not bad else FAILED
+
+
+def add_down(sub):
+    p = sub.add_parser("down", help="tear down the fabric left running by 'hpnlab up'")
+    p.set_defaults(run=run_down)
+
+
+def run_down(args):
+    if _need_root("down"):
+        return FAILED
+    led = ledger_mod.load()
+    if led is None:
+        print("no fabric is running")
+        return OK
+    owner = led.data["owner"]
+    if ledger_mod._alive(owner) and owner != os.getpid():
+        print(f"stopping fabric {led.data['fabric']!r} (pid {owner})")
+        os.kill(owner, signal.SIGTERM)
+        ledger_mod._wait(lambda: not ledger_mod._alive(owner), 60)
+    led = ledger_mod.load()
+    if led is not None:  # the owner died without cleaning up: sweep its record
+        left = led.sweep()
+        led.release()
+        print(f"removed what it left: {', '.join(left) or 'nothing'}")
+    print("down")
+    return OK
+
+
+# --- run / compare ----------------------------------------------------------
+
+def add_run(sub):
+    p = sub.add_parser("run", help="run a drill scenario and write its report")
+    p.add_argument("scenario", metavar="SCENARIO.yaml")
+    p.add_argument("--out", default=None, help="report folder (default: results/NAME-TIME)")
+    p.set_defaults(run=run_run)
+
+
+def run_run(args):
+    try:
+        sc = load_scenario(args.scenario)
+    except ConfigError as e:
+        return _problems(e)
+    if _need_root("run"):
+        return FAILED
+    from .realize import CapabilityError
+    from .runner import ReachabilityError, run_scenario
+    out = args.out or _default_dir("results", sc.name)
+    print(f"running {sc.name}: {sc.duration_s:g} s of traffic, {len(sc.faults)} faults; report in {out}")
+    _sigterm_as_interrupt()
+    try:
+        results = run_scenario(sc, out)
+    except KeyboardInterrupt:
+        return _err("interrupted; the fabric was torn down")
+    except (CapabilityError, ReachabilityError, RuntimeError, TimeoutError) as e:
+        return _err(str(e))
+    for e in results["expectations"]:
+        print(f"  {e['status'].upper():13} {e['name']}: expected {e['expected']}, "
+              f"measured {report.fmt(e['measured'])}")
+    fid = results["metrics"]["fidelity"]["min"]
+    print(f"fidelity {report.fmt(fid)}; {report.verdict(results)}; "
+          f"report: {os.path.join(out, 'summary.md')}")
+    return OK if results["passed"] else FAILED
+
+
+def add_compare(sub):
+    p = sub.add_parser("compare", help="print several drill results side by side")
+    p.add_argument("dirs", nargs="+", metavar="DIR")
+    p.set_defaults(run=run_compare)
+
+
+def run_compare(args):
+    try:
+        results = [report.load_results(d) for d in args.dirs]
+    except (OSError, ValueError) as e:
+        return _err(f"cannot read results: {e}")
+    print(report.render_side_by_side(results))
+    return OK
+
+
+def _default_dir(base, name):
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return os.path.join(base, f"{name}-{stamp}")
+
+
+COMMANDS = (add_doctor, add_up, add_down, add_run, add_compare)
