@@ -63,6 +63,8 @@ class HpnController(BaseApp):
     def on_port_desc(self, ev):
         dp = ev.msg.datapath
         name = self.by_dpid.get(dp.id)
+        if name is None:
+            return
         with self.lock:
             for p in ev.msg.body:
                 self._set_port(name, p.port_no, self._is_up(dp, p))
@@ -73,6 +75,8 @@ class HpnController(BaseApp):
     def on_port_status(self, ev):
         dp, p = ev.msg.datapath, ev.msg.desc
         name = self.by_dpid.get(dp.id)
+        if name is None:
+            return
         up = ev.msg.reason != dp.ofproto.OFPPR_DELETE and self._is_up(dp, p)
         emit(event="port", switch=name, port=p.port_no, up=up)
         with self.lock:

@@ -15,9 +15,14 @@ def base_flows(dp):
     matches is dropped by OpenFlow 1.3's default table-miss: no flooding in a
     fabric full of loops."""
     ofp, parser = dp.ofproto, dp.ofproto_parser
+    # A switch that reconnects keeps its tables (fail-mode secure): start it
+    # from empty so the controller's record of its program is true again.
+    wipe = [parser.OFPFlowMod(dp, command=ofp.OFPFC_DELETE, table_id=ofp.OFPTT_ALL,
+                              out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY),
+            parser.OFPGroupMod(dp, ofp.OFPGC_DELETE, ofp.OFPGT_ALL, ofp.OFPG_ALL)]
     match = parser.OFPMatch(eth_type=ETH_ARP)
     actions = [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)]
-    return [_flow_mod(dp, PRIO_ARP, match, actions)]
+    return wipe + [_flow_mod(dp, PRIO_ARP, match, actions)]
 
 
 def messages_for(dp, ops):

@@ -85,8 +85,8 @@ def _host_overrides(fabric, tables, attach):
         if len(live) < 2:
             continue
         for dst in fabric.nics:
-            if dst.host == src.host:
-                continue
+            if dst.host == src.host or dst.rail != src.rail:
+                continue  # a NIC only talks to its own rail
             ok = tuple(p for p in live if dst.ip in tables[attach[p][0]])
             if ok and len(ok) < len(live):
                 out.setdefault(src.host, {})[dst.ip] = ok

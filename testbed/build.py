@@ -214,6 +214,8 @@ class _Builder:
             delay = parse_time(dci["delay"])
         except ValueError as e:
             raise ModelError("dci.delay", str(e)) from None
+        if "rate" not in dci and "oversubscription" not in dci:
+            raise ModelError("dci", "give the interconnect a rate or an oversubscription")
         if "rate" in dci:
             try:
                 rate = parse_rate(dci["rate"])

@@ -72,14 +72,14 @@ class Ledger:
         """Remove whatever of the recorded resources still exists. Returns the
         list of things that were still there (empty after a clean stop)."""
         leftover = []
+        ours = lambda p: _alive(p["pid"]) and _cmdline(p["pid"]).startswith(p["cmd"].split(" ")[0])
         for proc in self.data["processes"]:
-            pid = proc["pid"]
-            if _alive(pid) and _cmdline(pid).startswith(proc["cmd"].split(" ")[0]):
-                leftover.append(f"process {pid}")
-                _signal(pid, signal.SIGTERM)
-        _wait(lambda: not any(_alive(p["pid"]) for p in self.data["processes"]), 3.0)
+            if ours(proc):
+                leftover.append(f"process {proc['pid']}")
+                _signal(proc["pid"], signal.SIGTERM)
+        _wait(lambda: not any(ours(p) for p in self.data["processes"]), 3.0)
         for proc in self.data["processes"]:
-            if _alive(proc["pid"]) and _cmdline(proc["pid"]).startswith(proc["cmd"].split(" ")[0]):
+            if ours(proc):
                 _signal(proc["pid"], signal.SIGKILL)
         existing = set(_ovs_bridges())
         for br in self.data["bridges"]:
@@ -124,7 +124,10 @@ def _signal(pid, sig):
 
 
 def _ovs_bridges():
-    r = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True)
+    try:
+        r = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True)
+    except FileNotFoundError:  # no Open vSwitch: then there are no bridges to remove
+        return []
     return r.stdout.split() if r.returncode == 0 else []
 
 

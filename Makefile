@@ -1,0 +1,37 @@
+# hpnlab: `sudo make demo` and `sudo make test` work on a fresh Debian 12 /
+# Ubuntu 22.04+ machine: both install what is missing first (make setup).
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+HPNLAB := $(VENV)/bin/hpnlab
+DEMO   ?= results/demo
+
+.PHONY: setup test unit integration demo bench clean
+
+setup:
+	bash scripts/provision.sh
+
+test: setup
+	$(PY) -m pytest -q -rs tests
+
+unit: setup
+	$(PY) -m pytest -q tests/unit
+
+integration: setup
+	$(PY) -m pytest -q -rs -m integration tests/integration
+
+demo: setup
+	@rm -rf $(DEMO)
+	$(HPNLAB) run scenarios/dual-tor-link-failure.yaml --out $(DEMO)/dual-tor; \
+	  dual=$$?; \
+	$(HPNLAB) run scenarios/single-tor-link-failure.yaml --out $(DEMO)/single-tor; \
+	  single=$$?; \
+	echo; $(HPNLAB) compare $(DEMO)/dual-tor $(DEMO)/single-tor; echo; \
+	echo "Reports: $(DEMO)/dual-tor/summary.md  $(DEMO)/single-tor/summary.md (plots beside them)"; \
+	test $$dual -eq 0 -a $$single -eq 0
+
+bench: setup
+	$(PY) bench/bringup.py
+
+clean:
+	-[ -x $(HPNLAB) ] && $(HPNLAB) down
+	rm -rf results .pytest_cache build *.egg-info

@@ -1,0 +1,58 @@
+"""Integration tier: builds real fabrics (Mininet, Open vSwitch, tc, iperf3).
+
+Skipped, with the reason, when not root or when Open vSwitch or Mininet is
+missing. These tests share OVS and interface names: never run two at once.
+"""
+import importlib.util
+import os
+import shutil
+import subprocess
+
+import pytest
+
+
+def _skip_reason():
+    if os.geteuid() != 0:
+        return "needs root (creates namespaces, veths and OVS bridges)"
+    if importlib.util.find_spec("mininet") is None:
+        return "Mininet is not importable (run: make setup)"
+    if not shutil.which("ovs-vsctl") or subprocess.run(
+            ["ovs-vsctl", "--timeout=3", "show"], capture_output=True).returncode != 0:
+        return "Open vSwitch is not running (run: make setup)"
+    if not shutil.which("iperf3"):
+        return "iperf3 is missing (run: make setup)"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = _skip_reason()
+    for item in items:
+        if "integration" in str(item.fspath):
+            item.add_marker(pytest.mark.integration)
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+def snapshot():
+    """What fabric-shaped resources exist on the machine right now."""
+    br = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True)
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True)
+    names = {line.split(":")[1].strip().split("@")[0] for line in links.stdout.splitlines()}
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    return {"bridges": set(br.stdout.split()), "links": names, "netns": set(netns.stdout.split())}
+
+
+@pytest.fixture
+def leak_check():
+    """Fails the test if it leaves bridges, interfaces, namespaces, hpnlab
+    processes or a fabric record behind."""
+    from testbed import ledger
+    before = snapshot()
+    yield
+    after = snapshot()
+    for kind in before:
+        extra = after[kind] - before[kind]
+        assert not extra, f"left behind {kind}: {sorted(extra)}"
+    assert ledger.load() is None, "the fabric record was not released"
+    ps = subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True).stdout
+    assert "controllers.run" not in ps, "controller process left running"

@@ -1,0 +1,51 @@
+"""The first drills, end to end through `hpnlab run`: the dual-ToR host rides
+through a link failure, the single-ToR host stalls for the outage."""
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from testbed import capabilities
+
+
+def _run(scenario, out):
+    return subprocess.run([sys.executable, "-m", "testbed.cli", "run", scenario, "--out", str(out)],
+                          capture_output=True, text=True, timeout=240)
+
+
+def test_dual_tor_survives_link_failure(tmp_path, leak_check):
+    r = _run("scenarios/dual-tor-link-failure.yaml", tmp_path)
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert r.returncode == 0, r.stdout + r.stderr
+    host = res["metrics"]["hosts"]["s0h0"]
+    assert host["max_silence_s"] <= 1.0
+    assert host["fault_throughput_ratio"] >= 0.45
+    assert res["metrics"]["fidelity"]["min"] >= 0.9
+    # The controller reacted to the port going down well inside a second.
+    assert res["faults"][0]["converged_s"] is not None and res["faults"][0]["converged_s"] < 1.0
+    assert (tmp_path / "summary.md").exists() and (tmp_path / "throughput.png").stat().st_size > 5000
+
+
+def test_single_tor_stalls_for_outage(tmp_path, leak_check):
+    r = _run("scenarios/single-tor-link-failure.yaml", tmp_path)
+    res = json.loads((tmp_path / "results.json").read_text())
+    assert r.returncode == 0, r.stdout + r.stderr
+    host = res["metrics"]["hosts"]["s0h0"]
+    assert host["max_silence_s"] >= 9.0
+    assert host["during_mbit"] < 1.0 < host["before_mbit"]
+
+
+def test_missing_kernel_feature_refused_before_building(tmp_path, leak_check):
+    if capabilities.has(capabilities.probe(), "netem"):
+        pytest.skip("this kernel has netem: nothing to refuse")
+    topo = tmp_path / "delayed.yaml"
+    topo.write_text("kind: region\nfabrics: [{kind: hpn, segments: 1, hosts_per_segment: 2},"
+                    " {kind: hpn, segments: 1, hosts_per_segment: 2}]\n"
+                    "dci: {oversubscription: 2, delay: 2ms}\n")
+    r = subprocess.run([sys.executable, "-m", "testbed.cli", "up", str(topo), "--check"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1
+    assert "netem" in r.stderr and "sch_netem" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1

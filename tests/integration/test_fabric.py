@@ -1,0 +1,98 @@
+"""The default HPN-mini fabric comes up, every host reaches every other over
+each of its ports, links are shaped, and teardown leaves nothing behind."""
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from testbed import ledger
+from testbed.build import build_fabric
+from testbed.realize import FabricNet
+from traffic.iperf import IperfFlows, PairSpec
+
+
+def test_up_all_pairs_reachable_and_shaped(tmp_path, leak_check):
+    fabric = build_fabric({}, name="it-reach")
+    with FabricNet(fabric, str(tmp_path)) as fnet:
+        reach = fnet.check_reachability()
+        pairs = [(h, p) for h, d in reach.items() for p, rtt in d.items()]
+        assert len(pairs) == 8 * 2 * 7
+        assert [p for p in pairs if reach[p[0]][p[1]] is None] == []
+        # Every port is shaped at the scaled rate (200 Gbit / 5000 = 40 Mbit).
+        # (this iproute2 prints HTB classes as text only, even with -j)
+        q = subprocess.run(["tc", "class", "show", "dev", "t0r0k0-e1"],
+                           capture_output=True, text=True, check=True)
+        assert "htb 1:1 root" in q.stdout and "rate 40Mbit" in q.stdout
+        q = fnet.run_in("s0h0", ["tc", "class", "show", "dev", "s0h0-n0p1"])
+        assert "rate 40Mbit" in q.stdout
+        # Proxy ARP answered with the destination NIC's MAC on both ports.
+        neigh = fnet.run_in("s0h0", ["ip", "-j", "neigh", "show", "10.0.1.1"]).stdout
+        macs = {n["lladdr"] for n in json.loads(neigh)}
+        assert macs == {fabric.nic_by_ip("10.0.1.1").mac}
+
+
+def test_nic_spreads_flows_over_both_ports(tmp_path, leak_check):
+    fabric = build_fabric({}, name="it-spread")
+    with FabricNet(fabric, str(tmp_path)) as fnet:
+        before = _tx_bytes(fnet, "s0h0")
+        pairs = [PairSpec("s0h0", f"s1h{i}", f"10.0.1.{i + 1}", 2, 0.0, 5301 + i) for i in range(4)]
+        flows = IperfFlows(fnet, pairs, 3, str(tmp_path))
+        try:
+            flows.start_servers()
+            t0 = time.monotonic()
+            for p in pairs:
+                flows.start_client(p, t0)
+            assert flows.wait(timeout=20) == []
+        finally:
+            flows.stop()
+        after = _tx_bytes(fnet, "s0h0")
+    sent = {p: after[p] - before[p] for p in after}
+    total = sum(sent.values())
+    assert total > 3 * 40e6 / 8 * 0.8  # more than one port's worth in 3 s
+    for port, n in sent.items():
+        assert n > 0.2 * total, f"port {port} carried only {n} of {total} bytes"
+
+
+def _tx_bytes(fnet, host):
+    out = fnet.run_in(host, ["ip", "-j", "-s", "link", "show"]).stdout
+    return {l["ifname"]: l["stats64"]["tx"]["bytes"] for l in json.loads(out)
+            if l["ifname"].startswith(host)}
+
+
+@pytest.mark.parametrize("stage", ["_configure_hosts", "_configure_switch_ports"])
+def test_exception_while_building_leaves_nothing(tmp_path, monkeypatch, leak_check, stage):
+    def boom(self):
+        raise RuntimeError("injected failure")
+    monkeypatch.setattr(FabricNet, stage, boom)
+    with pytest.raises(RuntimeError, match="injected failure"):
+        with FabricNet(build_fabric({}, name="it-boom"), str(tmp_path)):
+            pass
+
+
+def test_cli_up_check_json(leak_check):
+    r = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "topologies/hpn-mini.yaml",
+                        "--check", "--json"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["passed"] and summary["reachable"] == summary["pairs"] == 112
+    assert summary["datapath"] in ("user", "kernel")
+
+
+def test_up_then_down_from_another_shell(leak_check):
+    up = subprocess.Popen([sys.executable, "-m", "testbed.cli", "up", "topologies/hpn-mini.yaml"],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        for line in up.stdout:  # wait for the event "fabric is up"
+            if "fabric is up" in line:
+                break
+        assert ledger.load() is not None
+        down = subprocess.run([sys.executable, "-m", "testbed.cli", "down"],
+                              capture_output=True, text=True, timeout=90)
+        assert down.returncode == 0, down.stderr
+        assert up.wait(30) == 0
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()

@@ -1,0 +1,438 @@
+"""OpenFlow 1.3 messages and the controller event shim, driven by fake
+datapaths and fake events (no sockets, no switches)."""
+import json
+from types import SimpleNamespace
+
+import pytest
+from os_ken.lib.packet import arp, ether_types, ethernet, ipv4, packet
+from os_ken.ofproto import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
+
+from controllers import openflow
+from controllers.routing import compute_routes
+from testbed.build import build_fabric
+
+OFP = ofproto_v1_3
+PARSER = ofproto_v1_3_parser
+
+
+class FakeDatapath:
+    """Records what the controller sends; encodes every message the way a
+    real datapath would before writing it to the socket."""
+    ofproto = ofproto_v1_3
+    ofproto_parser = ofproto_v1_3_parser
+
+    def __init__(self, dpid):
+        self.id = dpid
+        self.sent = []
+        self.xid = 0
+
+    def set_xid(self, msg):
+        self.xid += 1
+        msg.set_xid(self.xid)
+        return self.xid
+
+    def send_msg(self, msg):
+        if msg.xid is None:
+            self.set_xid(msg)
+        msg.serialize()
+        self.sent.append(msg)
+
+
+def reparse(dp, msg):
+    """Decode the bytes of an encoded message back into a message object."""
+    return ofproto_parser.msg(dp, OFP.OFP_VERSION, msg.msg_type, len(msg.buf), msg.xid, bytes(msg.buf))
+
+
+def actions_of(flow_mod):
+    (inst,) = flow_mod.instructions
+    assert inst.type == OFP.OFPIT_APPLY_ACTIONS
+    return inst.actions
+
+
+# --- openflow.py ------------------------------------------------------------------
+def test_base_flows_send_arp_to_the_controller():
+    dp = FakeDatapath(1)
+    wipe_flows, wipe_groups, fm = openflow.base_flows(dp)
+    # A (re)connecting switch is emptied first, so the program record is true.
+    assert wipe_flows.command == OFP.OFPFC_DELETE and wipe_flows.table_id == OFP.OFPTT_ALL
+    assert wipe_groups.command == OFP.OFPGC_DELETE and wipe_groups.group_id == OFP.OFPG_ALL
+    assert isinstance(fm, PARSER.OFPFlowMod)
+    assert fm.command == OFP.OFPFC_ADD
+    assert fm.priority == openflow.PRIO_ARP
+    assert fm.cookie == openflow.COOKIE
+    assert dict(fm.match.items()) == {"eth_type": 0x0806}
+    (out,) = actions_of(fm)
+    assert isinstance(out, PARSER.OFPActionOutput)
+    assert out.port == OFP.OFPP_CONTROLLER
+    assert out.max_len == OFP.OFPCML_NO_BUFFER
+    dp.send_msg(fm)
+    back = reparse(dp, fm)
+    assert back.match["eth_type"] == 0x0806 and back.priority == openflow.PRIO_ARP
+
+
+def test_messages_for_each_operation():
+    dp = FakeDatapath(1)
+    ops = [("group_add", 3, (5, 6)),
+           ("flow_set", "10.0.1.1", ("group", 3)),
+           ("flow_set", "10.0.0.1", ("output", 2)),
+           ("flow_del", "10.0.0.9")]
+    gm, via_group, via_port, delete = openflow.messages_for(dp, ops)
+
+    assert isinstance(gm, PARSER.OFPGroupMod)
+    assert (gm.command, gm.type, gm.group_id) == (OFP.OFPGC_ADD, OFP.OFPGT_SELECT, 3)
+    assert [(b.watch_port, b.watch_group, b.weight) for b in gm.buckets] == [
+        (5, OFP.OFPG_ANY, 1), (6, OFP.OFPG_ANY, 1)]
+    assert [[a.port for a in b.actions] for b in gm.buckets] == [[5], [6]]
+
+    for fm, ip in ((via_group, "10.0.1.1"), (via_port, "10.0.0.1")):
+        assert isinstance(fm, PARSER.OFPFlowMod)
+        assert fm.command == OFP.OFPFC_ADD
+        assert fm.priority == openflow.PRIO_ROUTE and fm.cookie == openflow.COOKIE
+        assert dict(fm.match.items()) == {"eth_type": 0x0800, "ipv4_dst": ip}
+    (g,) = actions_of(via_group)
+    assert isinstance(g, PARSER.OFPActionGroup) and g.group_id == 3
+    (o,) = actions_of(via_port)
+    assert isinstance(o, PARSER.OFPActionOutput) and o.port == 2
+
+    assert isinstance(delete, PARSER.OFPFlowMod)
+    assert delete.command == OFP.OFPFC_DELETE_STRICT
+    assert delete.priority == openflow.PRIO_ROUTE
+    assert (delete.out_port, delete.out_group) == (OFP.OFPP_ANY, OFP.OFPG_ANY)
+    assert dict(delete.match.items()) == {"eth_type": 0x0800, "ipv4_dst": "10.0.0.9"}
+
+    # every message encodes; flow mods decode back to the same match and action
+    for m in (gm, via_group, via_port, delete):
+        dp.send_msg(m)
+    back = reparse(dp, via_port)
+    assert back.match["ipv4_dst"] == "10.0.0.1"
+    assert back.instructions[0].actions[0].port == 2
+    back = reparse(dp, via_group)
+    assert back.instructions[0].actions[0].group_id == 3
+    assert reparse(dp, delete).command == OFP.OFPFC_DELETE_STRICT
+
+
+def test_messages_for_rejects_an_unknown_operation():
+    with pytest.raises(ValueError, match="group_mod"):
+        openflow.messages_for(FakeDatapath(1), [("group_mod", 1, (1, 2))])
+    assert openflow.messages_for(FakeDatapath(1), []) == []
+
+
+# --- the event shim -------------------------------------------------------------------
+def installed_routes(dp):
+    """The route table a switch would hold after the messages it received:
+    {ip: sorted tuple of output ports}."""
+    groups, flows = {}, {}
+    for m in dp.sent:
+        if isinstance(m, PARSER.OFPGroupMod) and m.command == OFP.OFPGC_DELETE:
+            assert m.group_id == OFP.OFPG_ALL
+            groups.clear()
+        elif isinstance(m, PARSER.OFPFlowMod) and m.command == OFP.OFPFC_DELETE:
+            assert m.table_id == OFP.OFPTT_ALL
+            flows.clear()
+        elif isinstance(m, PARSER.OFPGroupMod):
+            assert m.command == OFP.OFPGC_ADD and m.type == OFP.OFPGT_SELECT
+            assert m.group_id not in groups
+            groups[m.group_id] = tuple(sorted(b.actions[0].port for b in m.buckets))
+            assert all(b.watch_port == b.actions[0].port for b in m.buckets)
+        elif isinstance(m, PARSER.OFPFlowMod) and m.priority == openflow.PRIO_ROUTE:
+            ip = m.match["ipv4_dst"]
+            if m.command == OFP.OFPFC_DELETE_STRICT:
+                del flows[ip]
+                continue
+            (act,) = actions_of(m)
+            if isinstance(act, PARSER.OFPActionGroup):
+                assert act.group_id in groups, "flow sent before its group"
+                flows[ip] = groups[act.group_id]
+            else:
+                flows[ip] = (act.port,)
+    return flows
+
+
+def port(no, up=True, admin_down=False):
+    return SimpleNamespace(port_no=no, state=0 if up else OFP.OFPPS_LINK_DOWN,
+                           config=OFP.OFPPC_PORT_DOWN if admin_down else 0)
+
+
+def event(**msg):
+    return SimpleNamespace(msg=SimpleNamespace(**msg))
+
+
+def events(capsys):
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+
+
+class Harness:
+    def __init__(self, fabric, app):
+        self.fabric, self.app = fabric, app
+        self.dps = {s.name: FakeDatapath(s.dpid) for s in fabric.switches()}
+        self.marks = {name: 0 for name in self.dps}
+
+    def features(self, name):
+        self.app.on_features(event(datapath=self.dps[name]))
+
+    def port_desc(self, name):
+        ports = sorted({l.end(name).port for l in self.fabric.links_of(name)})
+        body = [port(p) for p in ports] + [port(OFP.OFPP_LOCAL, up=False)]
+        self.app.on_port_desc(event(datapath=self.dps[name], body=body))
+
+    def port_status(self, name, no, up=True, reason=OFP.OFPPR_MODIFY, admin_down=False):
+        self.app.on_port_status(event(datapath=self.dps[name], reason=reason,
+                                      desc=port(no, up, admin_down)))
+
+    def barrier(self, name, xid):
+        self.app.on_barrier(event(datapath=self.dps[name], xid=xid))
+
+    def last_barrier_xid(self, name):
+        last = self.dps[name].sent[-1]
+        assert isinstance(last, PARSER.OFPBarrierRequest)
+        return last.xid
+
+    def ack_all(self):
+        for name in self.dps:
+            self.barrier(name, self.last_barrier_xid(name))
+
+    def mark(self):
+        """Start a new window for `new`; the full history stays in `sent`."""
+        self.marks = {name: len(dp.sent) for name, dp in self.dps.items()}
+
+    def new(self, name):
+        return self.dps[name].sent[self.marks[name]:]
+
+    def connect(self):
+        for name in self.dps:
+            self.features(name)
+        for name in self.dps:
+            self.port_desc(name)
+        self.ack_all()
+
+
+def make_app(tmp_path, monkeypatch, params):
+    from controllers.hpn_app import HpnController
+    fabric = build_fabric(params)
+    path = tmp_path / "fabric.json"
+    path.write_text(json.dumps(fabric.to_dict()))
+    monkeypatch.setenv("HPNLAB_FABRIC", str(path))
+    return Harness(fabric, HpnController())
+
+
+@pytest.fixture
+def hpn(tmp_path, monkeypatch):
+    return make_app(tmp_path, monkeypatch, {"kind": "hpn"})
+
+
+def test_bring_up_programs_every_switch_and_reports_routes(hpn, capsys):
+    names = list(hpn.dps)
+    for name in names:
+        hpn.features(name)
+        sent = hpn.dps[name].sent
+        assert len(sent) == 4
+        assert sent[0].command == OFP.OFPFC_DELETE and sent[1].command == OFP.OFPGC_DELETE
+        assert sent[2].priority == openflow.PRIO_ARP
+        assert isinstance(sent[3], PARSER.OFPPortDescStatsRequest)
+    assert events(capsys) == [{"event": "switch", "name": n} for n in names]
+
+    # nothing is programmed until every switch has told us its ports
+    for name in names[:-1]:
+        hpn.port_desc(name)
+    assert all(len(dp.sent) == 4 for dp in hpn.dps.values())
+    hpn.port_desc(names[-1])
+
+    expected = compute_routes(hpn.fabric, set()).tables
+    for name, dp in hpn.dps.items():
+        assert isinstance(dp.sent[-1], PARSER.OFPBarrierRequest)
+        assert installed_routes(dp) == expected[name]
+        assert len(installed_routes(dp)) == len(hpn.fabric.nics)
+    tor = hpn.dps["t0r0k0"].sent
+    assert sum(isinstance(m, PARSER.OFPGroupMod) for m in tor) == 1
+    assert sum(isinstance(m, PARSER.OFPFlowMod) for m in tor) == 1 + 8
+    assert events(capsys) == []
+
+    # barriers: a wrong xid and a partial set report nothing
+    hpn.barrier(names[0], hpn.last_barrier_xid(names[0]) + 100)
+    for name in names[:-1]:
+        hpn.barrier(name, hpn.last_barrier_xid(name))
+    assert events(capsys) == []
+    hpn.barrier(names[-1], hpn.last_barrier_xid(names[-1]))
+    assert events(capsys) == [{"event": "routes", "version": 1, "down": [], "host_overrides": {}}]
+    # a repeated reply reports nothing more
+    hpn.barrier(names[-1], hpn.last_barrier_xid(names[-1]))
+    assert events(capsys) == []
+
+
+def test_host_link_down_and_up_on_a_dual_plane_tor(hpn, capsys):
+    hpn.connect()
+    old_xids = {n: hpn.last_barrier_xid(n) for n in hpn.dps}
+    events(capsys)
+    hpn.mark()
+    fabric = hpn.fabric
+    target = fabric.nic_by_ip("10.0.1.1")
+    assert target.host == "s1h0"
+
+    hpn.port_status("t1r0k0", 1, up=False)
+    assert events(capsys) == [{"event": "port", "switch": "t1r0k0", "port": 1, "up": False}]
+    for name in hpn.dps:
+        if fabric.nodes[name].plane == 0:
+            (delete, barrier) = hpn.new(name)
+            assert delete.command == OFP.OFPFC_DELETE_STRICT
+            assert delete.match["ipv4_dst"] == target.ip
+        else:
+            (barrier,) = hpn.new(name)
+        assert isinstance(barrier, PARSER.OFPBarrierRequest)
+
+    # replies to the previous version's barriers do not count
+    for name, xid in old_xids.items():
+        hpn.barrier(name, xid)
+    assert events(capsys) == []
+    hpn.ack_all()
+    (ev,) = events(capsys)
+    overrides = {n.host: {target.ip: [n.ports[1]]} for n in fabric.nics if n.host != "s1h0"}
+    assert ev == {"event": "routes", "version": 2, "down": [["t1r0k0", 1]],
+                  "host_overrides": overrides}
+
+    # the same state again changes nothing
+    hpn.mark()
+    hpn.port_status("t1r0k0", 1, up=False)
+    assert all(hpn.new(name) == [] for name in hpn.dps)
+    events(capsys)
+
+    # link back: plane 0 gets its route to s1h0 again, overrides vanish
+    hpn.port_status("t1r0k0", 1, up=True)
+    expected = compute_routes(fabric, set()).tables
+    for name, dp in hpn.dps.items():
+        (*changes, barrier) = hpn.new(name)
+        assert isinstance(barrier, PARSER.OFPBarrierRequest)
+        if fabric.nodes[name].plane == 0:
+            (flow,) = changes
+            assert flow.command == OFP.OFPFC_ADD and flow.match["ipv4_dst"] == target.ip
+        else:
+            assert changes == []
+        assert installed_routes(dp) == expected[name]
+    hpn.ack_all()
+    assert events(capsys)[-1] == {"event": "routes", "version": 3, "down": [], "host_overrides": {}}
+
+
+@pytest.mark.parametrize("how", ["admin-down", "deleted"])
+def test_port_config_down_and_port_deletion_count_as_down(hpn, capsys, how):
+    hpn.connect()
+    events(capsys)
+    if how == "admin-down":
+        hpn.port_status("t0r0k1", 2, up=True, admin_down=True)
+    else:
+        hpn.port_status("t0r0k1", 2, up=True, reason=OFP.OFPPR_DELETE)
+    assert events(capsys) == [{"event": "port", "switch": "t0r0k1", "port": 2, "up": False}]
+    hpn.ack_all()
+    (ev,) = events(capsys)
+    assert ev["down"] == [["t0r0k1", 2]]
+    s0h1 = hpn.fabric.nic_by_ip("10.0.0.2")
+    assert ev["host_overrides"]["s0h0"] == {s0h1.ip: ["s0h0-n0p0"]}
+
+
+def test_reserved_ports_are_ignored(hpn, capsys):
+    hpn.connect()
+    events(capsys)
+    hpn.mark()
+    hpn.port_status("a0n0", OFP.OFPP_LOCAL, up=False)
+    assert all(hpn.new(name) == [] for name in hpn.dps)
+    assert hpn.app.down == set()
+
+
+def test_unknown_datapath_is_ignored(hpn, capsys):
+    stranger = FakeDatapath(0xBEEF)
+    hpn.app.on_features(event(datapath=stranger))
+    assert stranger.sent == []
+    assert events(capsys) == []
+
+
+
+def test_port_status_from_an_unknown_datapath_does_not_block_routes(hpn, capsys):
+    hpn.connect()
+    hpn.port_status("t1r0k0", 1, up=False)
+    hpn.ack_all()
+    events(capsys)
+    stranger = FakeDatapath(0xBEEF)
+    hpn.app.on_port_status(event(datapath=stranger, reason=OFP.OFPPR_MODIFY, desc=port(3, up=False)))
+    assert stranger.sent == [] and events(capsys) == []
+    assert all(name is not None for name, _ in hpn.app.down)
+    # The controller still follows the real fabric afterwards.
+    hpn.port_status("t1r0k0", 1, up=True)
+    hpn.ack_all()
+    assert events(capsys)[-1]["event"] == "routes"
+
+def arp_request(src_mac, src_ip, dst_ip):
+    pkt = packet.Packet()
+    pkt.add_protocol(ethernet.ethernet(dst="ff:ff:ff:ff:ff:ff", src=src_mac,
+                                       ethertype=ether_types.ETH_TYPE_ARP))
+    pkt.add_protocol(arp.arp(opcode=arp.ARP_REQUEST, src_mac=src_mac, src_ip=src_ip,
+                             dst_mac="00:00:00:00:00:00", dst_ip=dst_ip))
+    pkt.serialize()
+    return bytes(pkt.data)
+
+
+def packet_in(h, switch, in_port, data):
+    dp = h.dps[switch]
+    h.mark()
+    h.app.on_packet_in(event(datapath=dp, data=data, match=PARSER.OFPMatch(in_port=in_port),
+                             buffer_id=OFP.OFP_NO_BUFFER, reason=OFP.OFPR_ACTION))
+    return h.new(switch)
+
+
+def test_proxy_arp_answers_with_the_nic_mac(hpn):
+    hpn.connect()
+    hpn.mark()
+    src = hpn.fabric.nic_by_ip("10.0.0.2")
+    dst = hpn.fabric.nic_by_ip("10.0.1.3")
+    (out,) = packet_in(hpn, "t0r0k1", 2, arp_request(src.mac, src.ip, dst.ip))
+    assert isinstance(out, PARSER.OFPPacketOut)
+    assert out.in_port == OFP.OFPP_CONTROLLER and out.buffer_id == OFP.OFP_NO_BUFFER
+    assert [a.port for a in out.actions] == [2]
+    reply = packet.Packet(out.data)
+    eth = reply.get_protocol(ethernet.ethernet)
+    assert (eth.src, eth.dst, eth.ethertype) == (dst.mac, src.mac, ether_types.ETH_TYPE_ARP)
+    a = reply.get_protocol(arp.arp)
+    assert a.opcode == arp.ARP_REPLY
+    assert (a.src_mac, a.src_ip, a.dst_mac, a.dst_ip) == (dst.mac, dst.ip, src.mac, src.ip)
+    assert dst.mac == "02:00:0a:00:01:03"
+
+
+def test_packet_in_without_an_answer_sends_nothing(hpn):
+    hpn.connect()
+    hpn.mark()
+    src = hpn.fabric.nic_by_ip("10.0.0.1")
+    # an address outside the fabric
+    assert packet_in(hpn, "t0r0k0", 1, arp_request(src.mac, src.ip, "10.9.9.9")) == []
+    # an ARP reply, not a request
+    pkt = packet.Packet()
+    pkt.add_protocol(ethernet.ethernet(dst="02:00:0a:00:01:01", src=src.mac,
+                                       ethertype=ether_types.ETH_TYPE_ARP))
+    pkt.add_protocol(arp.arp(opcode=arp.ARP_REPLY, src_mac=src.mac, src_ip=src.ip,
+                             dst_mac="02:00:0a:00:01:01", dst_ip="10.0.1.1"))
+    pkt.serialize()
+    assert packet_in(hpn, "t0r0k0", 1, bytes(pkt.data)) == []
+    # plain IPv4
+    pkt = packet.Packet()
+    pkt.add_protocol(ethernet.ethernet(dst="02:00:0a:00:01:01", src=src.mac,
+                                       ethertype=ether_types.ETH_TYPE_IP))
+    pkt.add_protocol(ipv4.ipv4(src=src.ip, dst="10.0.1.1", proto=17))
+    pkt.serialize()
+    assert packet_in(hpn, "t0r0k0", 1, bytes(pkt.data)) == []
+
+
+def test_single_plane_dual_tor_failure_needs_no_overrides(tmp_path, monkeypatch, capsys):
+    h = make_app(tmp_path, monkeypatch, {"kind": "hpn", "planes": 1, "dual_tor": True})
+    h.connect()
+    events(capsys)
+    h.mark()
+    h.port_status("t1r0k0", 1, up=False)
+    expected = compute_routes(h.fabric, {("t1r0k0", 1)}).tables
+    # the ToR that lost s1h0 now forwards it up to both aggs, through the
+    # group it already has for remote destinations
+    (flow, barrier) = h.new("t1r0k0")
+    assert flow.match["ipv4_dst"] == "10.0.1.1"
+    assert isinstance(actions_of(flow)[0], PARSER.OFPActionGroup)
+    assert installed_routes(h.dps["t1r0k0"]) == expected["t1r0k0"]
+    assert len(expected["t1r0k0"]["10.0.1.1"]) == 2
+    for agg in ("a0n0", "a0n1"):
+        assert installed_routes(h.dps[agg]) == expected[agg]
+    h.ack_all()
+    assert events(capsys)[-1] == {"event": "routes", "version": 2, "down": [["t1r0k0", 1]],
+                                  "host_overrides": {}}

@@ -1,0 +1,308 @@
+"""Pure planning modules: host/switch command plans, capability checks, the
+resource ledger (with a stand-in ovs-vsctl; nothing real is touched)."""
+import json
+import os
+import re
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+from testbed import hostconfig
+from testbed.build import build_fabric
+from testbed.capabilities import Feature, datapath, missing_for
+from testbed.ledger import Ledger, load
+
+REGION_DELAY = {"kind": "region", "fabrics": [{"kind": "hpn"}, {"kind": "hpn"}],
+                "dci": {"oversubscription": 2, "delay": "2ms"}}
+
+
+def split_script(script):
+    """{'ip': [...], 'tc': [...], 'shell': [...]} from a host script."""
+    out = {"shell": []}
+    lines = iter(script.splitlines())
+    for line in lines:
+        m = re.fullmatch(r"(ip|tc) -batch - <<'HPNLAB_EOF'", line)
+        if m:
+            body = []
+            for inner in lines:
+                if inner == "HPNLAB_EOF":
+                    break
+                body.append(inner)
+            else:
+                raise AssertionError("unterminated here-document")
+            assert m.group(1) not in out
+            out[m.group(1)] = body
+        else:
+            out["shell"].append(line)
+    return out
+
+
+# --- hostconfig ----------------------------------------------------------------------
+def test_host_script_for_a_dual_port_nic():
+    fabric = build_fabric({"kind": "hpn"})
+    script = hostconfig.host_script(fabric, "s0h0")
+    assert script.endswith("\n")
+    parts = split_script(script)
+    ip, tc, shell = parts["ip"], parts["tc"], parts["shell"]
+    ports = ("s0h0-n0p0", "s0h0-n0p1")
+    for p in ports:
+        assert f"link set dev {p} address 02:00:0a:00:00:01 mtu 9000" in ip
+        assert f"addr add 10.0.0.1/32 dev {p}" in ip
+        assert f"link set dev {p} up" in ip
+        (ethtool,) = [l for l in shell if l.startswith(f"ethtool -K {p} ")]
+        for feature in ("tx", "rx", "tso", "gso", "gro"):
+            assert f" {feature} off" in ethtool
+    assert sum("addr add" in l for l in ip) == 2
+    # one multipath route over both ports, for the one DC prefix of rail 0
+    routes = [l for l in ip if l.startswith("route ")]
+    assert routes == ["route replace 10.0.0.0/16 nexthop dev s0h0-n0p0 nexthop dev s0h0-n0p1"]
+    assert any("fib_multipath_hash_policy=1" in l for l in shell)
+    assert any("ignore_routes_with_linkdown=1" in l for l in shell)
+
+    # 200 Gbit/s scaled by 5000: 40 Mbit/s, HTB + a byte FIFO of 0.1 s
+    limit = hostconfig.queue_bytes(40.0, 9000)
+    assert limit == 500000
+    for p in ports:
+        mine = [l for l in tc if f" dev {p} " in l]
+        assert mine[0] == f"qdisc replace dev {p} root handle 1: htb default 1"
+        assert re.search(r"htb rate 40mbit ceil 40mbit ", mine[1]), mine[1]
+        assert mine[1].endswith("quantum 9014")
+        assert mine[2] == f"qdisc replace dev {p} parent 1:1 handle 10: bfifo limit {limit}"
+        assert len(mine) == 3
+    assert not any("netem" in l for l in tc)
+
+
+def test_host_script_with_two_rails_routes_each_rail_over_its_own_nic():
+    fabric = build_fabric({"kind": "hpn", "rails": 2})
+    ip = split_script(hostconfig.host_script(fabric, "s1h2"))["ip"]
+    assert [l for l in ip if l.startswith("route ")] == [
+        "route replace 10.0.0.0/16 nexthop dev s1h2-n0p0 nexthop dev s1h2-n0p1",
+        "route replace 10.1.0.0/16 nexthop dev s1h2-n1p0 nexthop dev s1h2-n1p1"]
+    assert "addr add 10.0.1.3/32 dev s1h2-n0p1" in ip
+    assert "addr add 10.1.1.3/32 dev s1h2-n1p1" in ip
+
+
+def test_host_script_in_a_region_routes_every_dc_prefix():
+    fabric = build_fabric(REGION_DELAY)
+    ip = split_script(hostconfig.host_script(fabric, "d1s0h0"))["ip"]
+    hops = "nexthop dev d1s0h0-n0p0 nexthop dev d1s0h0-n0p1"
+    assert [l for l in ip if l.startswith("route ")] == [
+        f"route replace 10.0.0.0/16 {hops}", f"route replace 10.16.0.0/16 {hops}"]
+    assert "addr add 10.16.0.1/32 dev d1s0h0-n0p0" in ip
+
+
+def test_switch_port_plan_uses_netem_on_dci_ends_only():
+    fabric = build_fabric(REGION_DELAY)
+    ip_lines, tc_lines = hostconfig.switch_port_plan(fabric)
+    switch_ends = [e for l in fabric.links for e in (l.a, l.b) if fabric.nodes[e.node].is_switch]
+    assert len(ip_lines) == len(switch_ends)
+    assert all(l.endswith(" mtu 9000") for l in ip_lines)
+    dci_ends = {e.ifname for l in fabric.links if l.kind == "dci" for e in (l.a, l.b)}
+    assert len(dci_ends) == 4
+    netem = [l for l in tc_lines if " netem " in l]
+    assert {l.split()[3] for l in netem} == dci_ends
+    for line in netem:
+        assert " delay 2ms " in line
+    # DCI: 400 Gbit/s / 5000 = 80 Mbit/s; a queue of 0.1 s = 1e6 bytes = 110 jumbo frames
+    assert all(line.endswith(" limit 110") for line in netem)
+    roots = [l for l in tc_lines if " root " in l]
+    assert len(roots) == len(switch_ends)
+    leaves = [l for l in tc_lines if "parent 1:1 " in l]
+    assert len(leaves) == len(switch_ends)
+    assert sum(" bfifo " in l for l in leaves) == len(switch_ends) - 4
+    # no host port is in the switch plan
+    assert not any("-n0p" in l for l in ip_lines + tc_lines)
+
+
+def test_switch_port_plan_without_delay_has_no_netem():
+    fabric = build_fabric({"kind": "region", "fabrics": [{"kind": "hpn"}, {"kind": "hpn"}],
+                           "dci": {"oversubscription": 1}})
+    _, tc_lines = hostconfig.switch_port_plan(fabric)
+    assert tc_lines and not any("netem" in l for l in tc_lines)
+
+
+@pytest.mark.parametrize("rate, mtu, expected", [
+    (1.0, 9000, 16 * 9014),        # floor: 16 jumbo frames
+    (0.001, 1500, 16 * 1514),
+    (40.0, 9000, 500000),          # 0.1 s at 40 Mbit/s
+    (400.0, 9000, 5000000),
+])
+def test_queue_bytes(rate, mtu, expected):
+    assert hostconfig.queue_bytes(rate, mtu) == expected
+
+
+def test_override_lines_add_change_remove():
+    ip = "10.0.1.1"
+    add = hostconfig.override_lines({}, {ip: ("s0h0-n0p1",)})
+    assert add == ["route replace 10.0.1.1/32 nexthop dev s0h0-n0p1"]
+    assert hostconfig.override_lines({ip: ("s0h0-n0p1",)}, {ip: ("s0h0-n0p1",)}) == []
+    assert hostconfig.override_lines({ip: ("s0h0-n0p1",)}, {ip: ["s0h0-n0p1"]}) == []
+    assert hostconfig.override_lines({ip: ("s0h0-n0p1",)}, {ip: ("s0h0-n0p0",)}) == [
+        "route replace 10.0.1.1/32 nexthop dev s0h0-n0p0"]
+    assert hostconfig.override_lines({ip: ("s0h0-n0p1",)}, {}) == ["route del 10.0.1.1/32"]
+    both = hostconfig.override_lines({"10.0.1.2": ("a",)}, {"10.0.1.3": ("b", "c")})
+    assert both == ["route del 10.0.1.2/32", "route replace 10.0.1.3/32 nexthop dev b nexthop dev c"]
+
+
+# --- capabilities ------------------------------------------------------------------
+BASIC = [Feature("htb", True, "ok", "shaping"), Feature("openvswitch module", False, "no", "")]
+
+
+def test_missing_for_names_netem_and_its_module():
+    fabric = build_fabric(REGION_DELAY)
+    for feats in (BASIC, BASIC + [Feature("netem", False, "Unknown qdisc", "delay")]):
+        (msg,) = missing_for(fabric, feats)
+        assert "netem" in msg and "sch_netem" in msg
+        assert "dci.delay" in msg
+    assert missing_for(fabric, BASIC + [Feature("netem", True, "ok", "delay")]) == []
+
+
+def test_missing_for_without_delay_needs_nothing():
+    fabric = build_fabric({"kind": "region", "fabrics": [{"kind": "hpn"}, {"kind": "hpn"}],
+                           "dci": {"oversubscription": 1}})
+    assert missing_for(fabric, []) == []
+    assert missing_for(build_fabric({"kind": "hpn"}), []) == []
+
+
+def test_datapath_choice():
+    assert datapath(BASIC) == "user"
+    assert datapath([Feature("openvswitch module", True, "loaded", "")]) == "kernel"
+    assert datapath([]) == "user"
+
+
+# --- ledger ---------------------------------------------------------------------------
+FAKE_OVS = """#!/bin/sh
+echo "$*" >> "$HPNLAB_TEST_OVS_LOG"
+case "$*" in *list-br*) cat "$HPNLAB_TEST_OVS_BRIDGES" 2>/dev/null ;; esac
+exit 0
+"""
+NO_BRIDGE = "hpnlabtnobr0"
+NO_IFACE = "hpnlabtnoif0"
+
+
+@pytest.fixture
+def fake_ovs(tmp_path, monkeypatch):
+    """A stand-in ovs-vsctl first on PATH: logs its arguments, lists the
+    bridges written to `bridges`. The real Open vSwitch is never asked."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = bindir / "ovs-vsctl"
+    exe.write_text(FAKE_OVS)
+    exe.chmod(0o755)
+    log, bridges = tmp_path / "ovs.log", tmp_path / "bridges"
+    monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("HPNLAB_TEST_OVS_LOG", str(log))
+    monkeypatch.setenv("HPNLAB_TEST_OVS_BRIDGES", str(bridges))
+    calls = lambda: log.read_text().splitlines() if log.exists() else []  # noqa: E731
+    return calls, bridges
+
+
+def no_such_interface(name):
+    with pytest.raises(OSError):
+        socket.if_nametoindex(name)
+
+
+@pytest.fixture
+def sleeper():
+    """A live child process, reaped as soon as it dies."""
+    child = subprocess.Popen(["sleep", "30"])
+    reaper = threading.Thread(target=child.wait, daemon=True)
+    reaper.start()
+    yield child
+    if child.poll() is None:
+        child.kill()
+    reaper.join(5)
+
+
+def test_claim_writes_the_record(tmp_path, fake_ovs):
+    path = str(tmp_path / "state" / "fabric.json")
+    ledger = Ledger(path)
+    ledger.claim("demo", "runs/demo")
+    with open(path) as fh:
+        data = json.load(fh)
+    assert data["owner"] == os.getpid()
+    assert (data["fabric"], data["run_dir"]) == ("demo", "runs/demo")
+    ledger.add("bridges", "b1", "b2", "b1")
+    ledger.add_process(4242, ["python", "-m", "controllers.run"])
+    back = load(path)
+    assert back.data["bridges"] == ["b1", "b2"]
+    assert back.data["processes"] == [{"pid": 4242, "cmd": "python -m controllers.run"}]
+    # the same process may claim again
+    Ledger(path).claim("demo2", "runs/demo2")
+    assert load(path).data["fabric"] == "demo2"
+
+
+def test_claim_refuses_while_the_owner_lives(tmp_path, fake_ovs, sleeper):
+    calls, _ = fake_ovs
+    path = str(tmp_path / "fabric.json")
+    first = Ledger(path)
+    first.data.update(owner=sleeper.pid, fabric="other", bridges=[NO_BRIDGE])
+    first.save()
+    with pytest.raises(RuntimeError, match="hpnlab down") as err:
+        Ledger(path).claim("mine", "runs/mine")
+    assert "'other'" in str(err.value) and str(sleeper.pid) in str(err.value)
+    assert load(path).data["owner"] == sleeper.pid
+    assert calls() == []
+
+    # once the owner is gone its record is swept and replaced
+    sleeper.kill()
+    deadline = time.monotonic() + 5
+    while sleeper.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    Ledger(path).claim("mine", "runs/mine")
+    data = load(path).data
+    assert (data["owner"], data["fabric"], data["bridges"]) == (os.getpid(), "mine", [])
+    assert any("list-br" in c for c in calls())
+
+
+def test_sweep_of_things_already_gone_is_quick_and_empty(tmp_path, fake_ovs):
+    calls, _ = fake_ovs
+    no_such_interface(NO_IFACE)
+    ledger = Ledger(str(tmp_path / "fabric.json"))
+    ledger.data.update(bridges=[NO_BRIDGE], interfaces=[NO_IFACE])
+    t0 = time.monotonic()
+    assert ledger.sweep(timeout=2.0) == []
+    assert time.monotonic() - t0 < 1.0
+    assert [c for c in calls() if "list-br" in c] and not [c for c in calls() if "del-br" in c]
+
+
+def test_sweep_removes_a_listed_bridge_and_process(tmp_path, fake_ovs, sleeper):
+    calls, bridges = fake_ovs
+    bridges.write_text(f"unrelated0\n{NO_BRIDGE}\n")
+    ledger = Ledger(str(tmp_path / "fabric.json"))
+    ledger.data.update(bridges=[NO_BRIDGE])
+    ledger.data["processes"].append({"pid": sleeper.pid, "cmd": "sleep 30"})
+    t0 = time.monotonic()
+    leftover = ledger.sweep(timeout=2.0)
+    assert time.monotonic() - t0 < 2.0
+    assert leftover == [f"process {sleeper.pid}", f"bridge {NO_BRIDGE}"]
+    assert sleeper.wait(5) is not None
+    dels = [c for c in calls() if "del-br" in c]
+    assert len(dels) == 1 and dels[0].endswith(f"del-br {NO_BRIDGE}")
+    assert not any("unrelated0" in c for c in calls())
+
+
+def test_sweep_without_ovs_vsctl_does_not_crash(tmp_path, monkeypatch):
+    empty = tmp_path / "emptybin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    ledger = Ledger(str(tmp_path / "fabric.json"))
+    ledger.data.update(bridges=[NO_BRIDGE], interfaces=[NO_IFACE])
+    assert ledger.sweep(timeout=1.0) == []
+
+
+def test_release_and_load(tmp_path, fake_ovs):
+    path = str(tmp_path / "fabric.json")
+    assert load(path) is None
+    ledger = Ledger(path)
+    ledger.claim("demo", "runs/demo")
+    assert os.path.exists(path)
+    ledger.release()
+    assert not os.path.exists(path)
+    ledger.release()  # a second release is harmless
+    with open(path, "w") as fh:
+        fh.write("{not json")
+    assert load(path) is None
