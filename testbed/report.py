@@ -174,8 +174,13 @@ def _section_faults(results):
     for f in faults:
         at, applied = f.get("at"), f.get("applied_at")
         lag = None if at is None or applied is None else (applied - at) * 1000
-        rows.append([f.get("action") or "-", _link_text(f.get("link")), at, applied, lag])
-    text = md_table(["action", "link", "scheduled (s)", "applied (s)", "lag (ms)"], rows)
+        conv = f.get("converged_s")
+        rows.append([f.get("action") or "-", _link_text(f.get("link")), at, applied, lag,
+                     None if conv is None else conv * 1000])
+    text = md_table(["action", "link", "scheduled (s)", "applied (s)", "lag (ms)",
+                     "routes converged (ms)"], rows)
+    text += ("\n\n*routes converged*: time from the fault to the controller's recomputed "
+             "routes being acknowledged by every switch.")
     outages = (results.get("metrics") or {}).get("outages") or []
     if outages:
         text += "\n\nOutage windows: " + "; ".join(
