@@ -21,7 +21,7 @@ integration: setup
 
 demo: setup
 	@rm -rf $(DEMO)
-	$(HPNLAB) run scenarios/dual-tor-link-failure.yaml --out $(DEMO)/dual-tor; \
+	@$(HPNLAB) run scenarios/dual-tor-link-failure.yaml --out $(DEMO)/dual-tor; \
 	  dual=$$?; \
 	$(HPNLAB) run scenarios/single-tor-link-failure.yaml --out $(DEMO)/single-tor; \
 	  single=$$?; \
