@@ -33,3 +33,21 @@ def format_rate(bps):
         if bps >= mult:
             return f"{bps / mult:g}{unit}"
     return f"{bps:g}bit"
+
+
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKMGT]?)(i?)B\s*$")
+_SIZE_MULT = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+SIZE_PATTERN = r"^\s*[0-9]*\.?[0-9]+\s*[kKMGT]?i?B\s*$"
+
+
+def parse_bytes(text):
+    """'5.5GB' -> 5.5e9, '4MiB' -> 4194304, a bare number is bytes."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text)
+    m = _SIZE.match(str(text))
+    if not m:
+        raise ValueError(f"not a size: {text!r} (expected e.g. '550MB', '4MiB')")
+    unit, binary = m.group(2), m.group(3)
+    if binary:
+        return float(m.group(1)) * 1024 ** " KMGT".index(unit.upper() or " ")
+    return float(m.group(1)) * _SIZE_MULT[unit]

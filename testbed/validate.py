@@ -23,7 +23,7 @@ from referencing.jsonschema import DRAFT202012
 
 from .build import ModelError, build_fabric
 from .model import Fabric
-from .units import parse_time
+from .units import parse_bytes, parse_time
 
 SCENARIO, TOPOLOGY = "scenario", "topology"
 TOP = "(top)"   # the FIELD of problems about the document as a whole
@@ -393,8 +393,9 @@ class Scenario:
     duration_s: float
     traffic: list             # dicts: kind, src, dst (list), parallel, start (s)
     faults: list              # dicts sorted by at: at (s), action, link (a, b), index
-    expect: list              # dicts: name, metric, host (or None), min, max (or None)
+    expect: list              # dicts: name, metric, host, job (or None), min, max (or None)
     topology_path: str | None = None   # the topology file, when not inline
+    jobs: tuple = ()          # dicts: see _job_entry
 
 
 def load_scenario(path):
@@ -418,7 +419,7 @@ def _scenario_from_doc(path, doc):
         raise ConfigError(problems)
 
     duration = parse_time(doc["duration"])
-    traffic = [_traffic_entry(t) for t in doc["traffic"]]
+    traffic = [_traffic_entry(t) for t in doc.get("traffic", [])]
     faults = [_fault_entry(f) for f in doc.get("faults", [])]
     expect = [_expect_entry(e) for e in doc.get("expect", [])]
 
@@ -432,9 +433,13 @@ def _scenario_from_doc(path, doc):
         problems += e.problems
     if duration <= 0:
         problems.append(Problem(file, "duration", f"expected seconds > 0, got {_show(doc['duration'])}"))
-    problems += _traffic_problems(file, doc["traffic"], traffic, duration, fabric)
+    problems += _traffic_problems(file, doc.get("traffic", []), traffic, duration, fabric)
+    jobs = []
+    if fabric is not None:
+        jobs = [_job_entry(j, fabric) for j in doc.get("jobs", [])]
+        problems += _job_problems(file, doc.get("jobs", []), jobs, duration, fabric)
     problems += _fault_problems(file, faults, duration, fabric)
-    problems += _expect_problems(file, expect, fabric)
+    problems += _expect_problems(file, expect, fabric, {j["name"] for j in jobs})
     if problems:
         raise ConfigError(problems)
 
@@ -442,7 +447,8 @@ def _scenario_from_doc(path, doc):
         name=doc["name"], description=doc.get("description", ""), path=file,
         topology_params=params, fabric=fabric, duration_s=duration, traffic=traffic,
         faults=sorted(faults, key=lambda f: f["at"]),
-        expect=expect, topology_path=None if topo_path is None else str(topo_path))
+        expect=expect, topology_path=None if topo_path is None else str(topo_path),
+        jobs=tuple(jobs))
 
 
 def _missing_topology(file, topo, problems):
@@ -467,7 +473,7 @@ def _fault_entry(raw):
 
 def _expect_entry(raw):
     entry = {"name": raw.get("name"), "metric": raw["metric"], "host": raw.get("host"),
-             "min": raw.get("min"), "max": raw.get("max")}
+             "job": raw.get("job"), "min": raw.get("min"), "max": raw.get("max")}
     if not entry["name"]:
         entry["name"] = _expect_name(entry)
     return entry
@@ -475,7 +481,8 @@ def _expect_entry(raw):
 
 def _expect_name(entry):
     """A readable default name: 'fault_throughput_ratio of s0h0 >= 0.45'."""
-    text = entry["metric"] + (f" of {entry['host']}" if entry["host"] else "")
+    who = entry["host"] or entry.get("job")
+    text = entry["metric"] + (f" of {who}" if who else "")
     low, high = entry["min"], entry["max"]
     if low is not None and high is not None:
         return f"{text} in [{low:g}, {high:g}]"
@@ -588,9 +595,23 @@ def _fault_number(field):
     return int(re.search(r"\[(\d+)\]", field).group(1))
 
 
-def _expect_problems(file, expect, fabric):
+JOB_METRICS = {"iteration_time_s", "iteration_time_p50_s", "iteration_time_p99_s",
+               "job_completion_s", "gpu_utilization", "bytes_per_rank_ratio",
+               "iteration_time_vs_analytical", "retransmissions", "crossing_bytes",
+               "stalled_iterations"}
+
+
+def _expect_problems(file, expect, fabric, job_names=frozenset()):
     problems = []
     for i, e in enumerate(expect):
+        if e["job"] is not None and e["host"] is not None:
+            problems.append(Problem(file, f"expect[{i}].job", "expected either host or job, got both"))
+        elif e["job"] is not None and e["job"] not in job_names:
+            problems.append(Problem(file, f"expect[{i}].job", f"job {e['job']!r} is not in this "
+                                    f"scenario (jobs: {', '.join(sorted(job_names)) or 'none'})"))
+        elif e["metric"] in JOB_METRICS and e["job"] is None:
+            problems.append(Problem(file, f"expect[{i}].job",
+                                    f"metric {e['metric']} is measured per job: name the job"))
         if e["host"] is not None and fabric is not None:
             why = _host_problem(fabric, e["host"])
             if why:
@@ -619,4 +640,71 @@ def check_files(paths):
             load_fabric(path)
         except ConfigError as e:
             problems += e.problems
+    return problems
+
+
+# --- training jobs -------------------------------------------------------------
+
+def _job_entry(raw, fabric):
+    """A job with defaults filled in and its sizes scaled (bytes divided by
+    the fabric's scale; times stay real, so compute/communication ratios hold)."""
+    real = parse_bytes(raw["bytes"])
+    groups = raw.get("groups")
+    if groups is None and raw["collective"] == "hierarchical":
+        groups = "dc" if len({n.dc for n in fabric.hosts()}) > 1 else "segment"
+    return {"name": raw["name"], "hosts": list(raw["hosts"]), "collective": raw["collective"],
+            "groups": _job_groups(groups, raw["hosts"], fabric), "bytes_real": real,
+            "bytes": int(round(real / fabric.scale)), "compute_s": parse_time(raw.get("compute", 0)),
+            "overlap": float(raw.get("overlap", 0.0)), "iterations": raw.get("iterations", 5),
+            "dscp": raw.get("dscp", 26), "port": raw.get("port"),
+            "microbatches": raw.get("microbatches", 1), "start": parse_time(raw.get("start", 0))}
+
+
+def _job_groups(groups, hosts, fabric):
+    """'segment' / 'dc' / explicit lists -> lists of host names (job order kept)."""
+    if groups is None:
+        return None
+    if isinstance(groups, list):
+        return [list(g) for g in groups]
+    keys = {}
+    for h in hosts:
+        node = fabric.nodes.get(h)
+        if node is None:
+            continue
+        key = node.dc if groups == "dc" else (node.dc, node.segment)
+        keys.setdefault(key, []).append(h)
+    return list(keys.values())
+
+
+def _job_problems(file, raws, jobs, duration, fabric):
+    problems, seen = [], set()
+    for i, (raw, j) in enumerate(zip(raws, jobs)):
+        here = f"jobs[{i}]"
+        if j["name"] in seen:
+            problems.append(Problem(file, f"{here}.name", f"job name {j['name']!r} is used twice"))
+        seen.add(j["name"])
+        bad_host = False
+        for k, h in enumerate(j["hosts"]):
+            why = _host_problem(fabric, h)
+            if why:
+                problems.append(Problem(file, f"{here}.hosts[{k}]", why))
+                bad_host = True
+        n = len(j["hosts"])
+        if j["start"] >= duration:
+            problems.append(Problem(file, f"{here}.start", f"expected a start before the end of the "
+                                    f"run ({_seconds(duration)}), got {_seconds(j['start'])}"))
+        if j["collective"] == "halving-doubling" and n & (n - 1):
+            problems.append(Problem(file, f"{here}.hosts", f"halving-doubling needs a power-of-two "
+                                    f"number of ranks, got {n}"))
+        if j["bytes"] < n:
+            problems.append(Problem(file, f"{here}.bytes", f"expected at least one byte per rank after "
+                                    f"scaling by {fabric.scale:g}, got {j['bytes']} bytes for {n} ranks"))
+        if j["groups"] is not None and not bad_host:
+            flat = [h for g in j["groups"] for h in g]
+            if sorted(flat) != sorted(j["hosts"]) or len(flat) != len(set(flat)):
+                problems.append(Problem(file, f"{here}.groups", "expected groups that split the "
+                                        "job's hosts, each host in exactly one group"))
+        if j["groups"] is not None and j["collective"] != "hierarchical":
+            problems.append(Problem(file, f"{here}.groups", "groups apply to the hierarchical "
+                                    f"collective only, not {j['collective']}"))
     return problems
