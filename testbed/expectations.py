@@ -39,8 +39,27 @@ def expected_text(lo, hi):
     return "any value"
 
 
-def lookup(metrics, metric, host):
+JOB_METRICS = ("iteration_time_s", "iteration_time_p50_s", "iteration_time_p99_s",
+               "job_completion_s", "gpu_utilization", "bytes_per_rank_ratio",
+               "iteration_time_vs_analytical", "retransmissions", "crossing_bytes",
+               "stalled_iterations")
+
+
+def lookup_job(metrics, metric, job):
+    """A per-job measurement (training jobs): (value or None, reason)."""
+    jobs = metrics.get("jobs") or {}
+    if job not in jobs:
+        return None, f"job {job!r} was not measured"
+    value = jobs[job].get(metric)
+    return value, None if value is not None else f"{metric} not measured for job {job}"
+
+
+def lookup(metrics, metric, host, job=None):
     """(measured value or None, reason when None)."""
+    if metric in JOB_METRICS:
+        if job is None:
+            return None, f"{metric} is measured per job: name the job"
+        return lookup_job(metrics, metric, job)
     if metric == FIDELITY:
         if host is not None:
             return None, "fidelity is measured per link, not per host"
@@ -76,7 +95,7 @@ def evaluate_one(item, metrics, trustworthy):
     """The result dict of one expectation."""
     metric, host = item.get("metric"), item.get("host")
     lo, hi = _bound(item.get("min")), _bound(item.get("max"))
-    measured, reason = lookup(metrics, metric, host)
+    measured, reason = lookup(metrics, metric, host, item.get("job"))
     within = False
     if measured is not None:
         within, reason = check(measured, lo, hi)
@@ -90,6 +109,7 @@ def evaluate_one(item, metrics, trustworthy):
         "name": item.get("name") or metric,
         "metric": metric,
         "host": host,
+        "job": item.get("job"),
         "expected": expected_text(lo, hi),
         "min": lo,
         "max": hi,

@@ -4,7 +4,7 @@ import datetime
 import os
 import time
 
-from . import expectations, metrics, report, sampler
+from . import expectations, jobs as jobs_mod, metrics, report, sampler
 from .realize import FabricNet
 from traffic.iperf import INTERVAL_S, IperfFlows, plan_pairs
 
@@ -22,17 +22,31 @@ def run_scenario(sc, out_dir, log=print):
         pairs = plan_pairs(fabric, sc.traffic)
         flows = IperfFlows(fnet, pairs, sc.duration_s, run_dir)
         senders = sorted({p.src for p in pairs})
-        samp = sampler.LinkSampler(fnet, senders, on_sample=_progress(fabric, senders, log))
+        agents = None
+        if sc.jobs:
+            configs = jobs_mod.agent_configs(fabric, sc.jobs, run_dir, sc.duration_s)
+            agents = jobs_mod.JobAgents(fnet, configs, run_dir, log)
+        samp = sampler.LinkSampler(fnet, senders,
+                                   on_sample=_progress(fabric, senders, agents, sc.jobs, log))
         try:
+            if agents:
+                agents.start()
+                agents.wait_ready()
             flows.start_servers()
-            t0 = time.monotonic()
+            t0 = time.monotonic() + 0.1
+            if agents:
+                agents.go(time.time() + (t0 - time.monotonic()))
             samp.start(t0)
             faults = _timeline(fnet, flows, pairs, sc, t0, log)
             _sleep_until(t0 + sc.duration_s)
             problems = flows.wait(timeout=15)
+            if agents:
+                problems += agents.wait(timeout=15)
         finally:
             samp.stop()
             flows.stop()
+            if agents:
+                agents.stop()
         events = list(fnet.controller.events)
         datapath = fnet.datapath
         bringup = fnet.timings.get("routes")
@@ -43,6 +57,13 @@ def run_scenario(sc, out_dir, log=print):
     rates, names = sampler.egress_rates(fabric)
     fid_links = sampler.fidelity(samp.samples, rates, names)
     m = metrics.compute_metrics(series, info, faults, sc.duration_s, fid_links)
+    if sc.jobs:
+        agent_results = agents.results()
+        rate = _goodput_rate(fabric)
+        m.update(jobs_mod.job_metrics(sc.jobs, agent_results, rate, faults, sc.duration_s))
+        _generator_fidelity(m, agent_results)
+        m["dci_bytes"] = sampler.dci_bytes(fabric, samp.samples)
+    m["host_cpu"] = sampler.cpu_summary(samp.cpu)
     trustworthy = expectations.is_trustworthy(m["fidelity"]["min"])
     exp = expectations.evaluate(sc.expect, m, trustworthy)
     results = {
@@ -61,6 +82,35 @@ def run_scenario(sc, out_dir, log=print):
                         "plot": os.path.basename(plot)}
     report.write_results(out_dir, results)
     return results
+
+
+def _goodput_rate(fabric):
+    """Payload rate of one NIC port: the line rate less RoCE framing
+    (Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + ICRC 4 bytes per 4096)."""
+    port = min(l.rate_bps for l in fabric.links if l.kind == "access") / fabric.scale
+    return port * 4096 / (4096 + 58)
+
+
+def _generator_fidelity(m, agent_results):
+    """How far the generators fell behind their pacing: packets sent late
+    and the share of line rate they achieved while backlogged (a generator
+    short of CPU falls behind, and the run must say so)."""
+    got = [res for res in agent_results.values() if res]
+    sent = sum(r["packets_sent"] for res in got for r in res["jobs"])
+    late = sum(res["pacing"]["late_packets"] for res in got)
+    tx = sum(res["pacing"]["tx_s"] for res in got)
+    lost = sum(res["pacing"]["lost_s"] for res in got)
+    on_time = tx / (tx + lost) if tx else None
+    m["generators"] = {"packets_sent": sent, "late_packets": late,
+                       "max_lag_s": max((res["pacing"]["max_lag_s"] for res in got), default=None),
+                       "lost_s": round(lost, 4), "on_time": on_time,
+                       "missing_results": sorted(h for h, r in agent_results.items() if r is None)}
+    fid = m["fidelity"]
+    if on_time is not None:
+        fid["generators_on_time"] = on_time
+        fid["min"] = on_time if fid["min"] is None else min(fid["min"], on_time)
+    if m["generators"]["missing_results"]:
+        fid["min"] = 0.0  # an agent that wrote nothing measured nothing
 
 
 def _require_reachable(fnet):
@@ -114,7 +164,7 @@ def _grid(per_flow, info, duration):
     return {"interval_s": INTERVAL_S, "t": t, "flows": flows, "flow_info": info}
 
 
-def _progress(fabric, senders, log):
+def _progress(fabric, senders, agents, jobs, log):
     ports = {h: sampler.host_ports(fabric, h) for h in senders}
     last = [0.0]
 
@@ -123,6 +173,14 @@ def _progress(fabric, senders, log):
             return
         last[0] = t
         parts = []
+        if agents:
+            done = {}
+            for rec in agents.last_progress():
+                done.setdefault(rec["job"], {})[rec["rank"]] = rec["iter"] + 1
+            for job in jobs:
+                ranks = done.get(job["name"], {})
+                it = min(ranks.values()) if len(ranks) == len(job["hosts"]) else 0
+                parts.append(f"{job['name']} {it}/{job['iterations']} iterations")
         for h in senders:
             rates = [samp.rate_mbit(p) for p in ports[h]]
             per_port = " ".join(f"{r:5.1f}" for r in rates)

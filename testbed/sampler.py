@@ -41,7 +41,9 @@ class LinkSampler:
         self.hosts = list(hosts)
         self.interval = interval
         self.on_sample = on_sample
-        self.samples = []            # (t, {dev: (bytes, overlimits)})
+        self.samples = []            # (t, {dev: (bytes, backlog, drops)})
+        self.cpu = []                # (t, busy fraction of all cores since the last sample)
+        self._cpu_last = None
         self._stop = threading.Event()
         self._thread = None
         self.t0 = None
@@ -57,11 +59,24 @@ class LinkSampler:
             counters.update(read_qdiscs(self.fnet.ns_argv(h, [])))
         return counters
 
+    def _cpu_busy(self):
+        with open("/proc/stat") as fh:
+            fields = [int(x) for x in fh.readline().split()[1:]]
+        idle = fields[3] + fields[4]
+        total = sum(fields)
+        last, self._cpu_last = self._cpu_last, (idle, total)
+        if last is None or total == last[1]:
+            return None
+        return 1.0 - (idle - last[0]) / (total - last[1])
+
     def _run(self):
         next_t = time.monotonic()
         while not self._stop.is_set():
             counters = self._read()
             t = time.monotonic() - self.t0
+            busy = self._cpu_busy()
+            if busy is not None:
+                self.cpu.append((t, busy))
             self.samples.append((t, counters))
             if self.on_sample:
                 self.on_sample(t, self)
@@ -121,3 +136,24 @@ def egress_rates(fabric):
 
 def host_ports(fabric, host):
     return [l.end(host).ifname for l in fabric.links_of(host) if fabric.nodes[host].kind == HOST]
+
+
+def cpu_summary(cpu, saturated=0.95):
+    """Host CPU over the run: mean busy fraction and the share of 0.1 s
+    samples in which every core was (nearly) busy: an emulator at 100% CPU
+    delays packets and its numbers stop meaning what they say."""
+    if not cpu:
+        return {"mean_busy": None, "saturated_share": None}
+    busy = [b for _, b in cpu]
+    return {"mean_busy": round(sum(busy) / len(busy), 3),
+            "saturated_share": round(sum(1 for b in busy if b >= saturated) / len(busy), 3)}
+
+
+def dci_bytes(fabric, samples):
+    """Bytes that crossed the DC interconnect during the run, measured on the
+    egress counters of every DCI link end (both directions)."""
+    if len(samples) < 2:
+        return 0
+    ends = [e.ifname for l in fabric.links if l.kind == "dci" for e in (l.a, l.b)]
+    first, last = samples[0][1], samples[-1][1]
+    return sum(last[d][0] - first[d][0] for d in ends if d in first and d in last)

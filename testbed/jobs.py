@@ -1,0 +1,277 @@
+"""Training jobs in a drill: agent plans (pure), running the agents, and the
+job metrics computed from what the agents measured (pure)."""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+
+from traffic import collectives
+
+STALL_FACTOR = 3.0   # an iteration this many times the job's median counts as stalled
+
+
+# --- plans (pure) --------------------------------------------------------------
+
+def rank_specs(fabric, jobs):
+    """{host: [job spec for the rank on that host]}; job ids follow scenario order."""
+    per_host = {}
+    for job_id, job in enumerate(jobs):
+        peers = []
+        for h in job["hosts"]:
+            nic = fabric.nics_of(h)[0]
+            peers.append({"host": h, "ip": nic.ip, "mac": nic.mac})
+        index = {h: i for i, h in enumerate(job["hosts"])}
+        groups = None if job["groups"] is None else [[index[h] for h in g] for g in job["groups"]]
+        for rank, h in enumerate(job["hosts"]):
+            per_host.setdefault(h, []).append({
+                "id": job_id, "name": job["name"], "rank": rank, "peers": peers,
+                "collective": job["collective"], "bytes": job["bytes"], "groups": groups,
+                "compute_s": job["compute_s"], "overlap": job["overlap"],
+                "iterations": job["iterations"], "dscp": job["dscp"], "port": job["port"],
+                "microbatches": job["microbatches"], "start": job["start"]})
+    return per_host
+
+
+def agent_configs(fabric, jobs, run_dir, deadline_s):
+    """{host: config dict} for every host that runs at least one rank."""
+    rates = {}
+    for link in fabric.links:
+        if link.kind == "access":
+            rates[link.a.ifname] = link.rate_bps / fabric.scale
+    out = {}
+    for host, specs in rank_specs(fabric, jobs).items():
+        nic = fabric.nics_of(host)[0]
+        out[host] = {"host": host, "deadline_s": deadline_s,
+                     "out": os.path.join(run_dir, f"agent-{host}.json"),
+                     "nic": {"ip": nic.ip, "mac": nic.mac, "ports": list(nic.ports),
+                             "rate_bps": min(rates[p] for p in nic.ports)},
+                     "jobs": specs}
+    return out
+
+
+def schedule_of(job):
+    """The schedule a job's ranks run (same call the agents make)."""
+    n = len(job["hosts"])
+    if job["collective"] == "hierarchical":
+        index = {h: i for i, h in enumerate(job["hosts"])}
+        return collectives.hierarchical_allreduce([[index[h] for h in g] for g in job["groups"]],
+                                                  job["bytes"], port=job["port"])
+    if job["collective"] == "pipeline":
+        return collectives.pipeline(n, job["bytes"], microbatches=job["microbatches"], port=job["port"])
+    return collectives.compile(job["collective"], n=n, size=job["bytes"], port=job["port"])
+
+
+def expected_bytes_per_rank(job):
+    """Bytes a rank must move per iteration by the algorithm's formula
+    (independent of the schedule code for the AllReduces)."""
+    n, s = len(job["hosts"]), job["bytes"]
+    if job["collective"] in ("ring", "halving-doubling") and s % n == 0:
+        return 2 * (n - 1) * s // n
+    return None  # other collectives: the schedule's volume is the reference
+
+
+def analytical_iteration_s(job, port_rate_bps, latency_s=0.0):
+    """Iteration time on an idle fabric: compute plus the schedule's
+    communication time at one port's rate (one flow per transfer), with the
+    overlapped share of compute hidden."""
+    comm = collectives.analytical_time(schedule_of(job), port_rate_bps, latency_s)
+    compute = job["compute_s"]
+    return max(compute, (1.0 - job["overlap"]) * compute + comm)
+
+
+# --- running -------------------------------------------------------------------
+
+class JobAgents:
+    def __init__(self, fnet, configs, run_dir, log=print):
+        self.fnet = fnet
+        self.configs = configs
+        self.run_dir = run_dir
+        self.log = log
+        self.procs = {}
+        self.progress = []
+        self.ready = set()
+        self.lock = threading.Condition()
+
+    def start(self):
+        for host, cfg in self.configs.items():
+            path = os.path.join(self.run_dir, f"agent-{host}.cfg.json")
+            with open(path, "w") as fh:
+                json.dump(cfg, fh, indent=1)
+            err = open(os.path.join(self.run_dir, f"agent-{host}.log"), "w")
+            proc = self.fnet.popen_in(host, [sys.executable, "-m", "traffic.agent", path],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                      text=True)
+            self.procs[host] = proc
+            threading.Thread(target=self._follow, args=(host, proc), daemon=True).start()
+
+    def _follow(self, host, proc):
+        for line in proc.stdout:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            with self.lock:
+                if rec.get("event") == "ready":
+                    self.ready.add(host)
+                else:
+                    self.progress.append(rec)
+                self.lock.notify_all()
+
+    def wait_ready(self, timeout=60.0):
+        """Block until every agent has set up its sockets (an event each
+        agent prints), so that they can all start at the same moment."""
+        with self.lock:
+            ok = self.lock.wait_for(lambda: len(self.ready) == len(self.procs) or any(
+                p.poll() is not None for p in self.procs.values()), timeout)
+            missing = sorted(set(self.procs) - self.ready)
+        if not ok or missing:
+            raise RuntimeError(f"traffic agents not ready in {timeout:.0f} s: {', '.join(missing)} "
+                               f"(logs in {self.run_dir})")
+
+    def go(self, start_at):
+        for proc in self.procs.values():
+            proc.stdin.write(json.dumps({"start_at": start_at}) + "\n")
+            proc.stdin.flush()
+
+    def last_progress(self):
+        with self.lock:
+            return list(self.progress)
+
+    def wait(self, timeout):
+        """Wait for every agent (each stops itself at its deadline)."""
+        problems = []
+        for host, proc in self.procs.items():
+            try:
+                rc = proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                rc = proc.wait(10)
+                problems.append(f"agent on {host} did not stop by itself")
+            if rc != 0:
+                problems.append(f"agent on {host} exited with status {rc}: see "
+                                f"{os.path.join(self.run_dir, 'agent-' + host + '.log')}")
+        return problems
+
+    def stop(self):
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+
+    def results(self):
+        out = {}
+        for host, cfg in self.configs.items():
+            try:
+                with open(cfg["out"]) as fh:
+                    out[host] = json.load(fh)
+            except (OSError, json.JSONDecodeError):
+                out[host] = None
+        return out
+
+
+# --- metrics (pure) ------------------------------------------------------------
+
+def job_metrics(jobs, agent_results, port_rate_bps, faults=(), duration=None):
+    """Per job: iteration times (job-level: iteration k ends when its last
+    rank ends it), completion time, bytes, retransmissions, GPU-utilization
+    proxy; plus the aggregate utilization weighted by ranks (GPUs)."""
+    out = {}
+    windows = _outages(faults, duration)
+    for job in jobs:
+        ranks = [r for res in agent_results.values() if res for r in res["jobs"]
+                 if r["name"] == job["name"]]
+        out[job["name"]] = _one_job(job, ranks, port_rate_bps, windows)
+    total = sum(len(j["hosts"]) for j in jobs)
+    util = [(m["gpu_utilization"], m["ranks"]) for m in out.values() if m["gpu_utilization"] is not None]
+    aggregate = sum(u * n for u, n in util) / total if util and total else None
+    return {"jobs": out, "gpu_utilization": aggregate}
+
+
+def _one_job(job, ranks, port_rate_bps, windows):
+    n = len(job["hosts"])
+    iters = job["iterations"]
+    ends = {}
+    for r in ranks:
+        for rec in r["iterations"]:
+            ends.setdefault(rec["iter"], []).append(rec["end"])
+    complete = sorted(k for k, v in ends.items() if len(v) == n)
+    job_end = [max(ends[k]) for k in complete]
+    times = [b - a for a, b in zip([0.0] + job_end, job_end)]
+    steady = times[1:] if len(times) > 1 else times   # the first includes start-up skew
+    median = statistics.median(steady) if steady else None
+    analytical = analytical_iteration_s(job, port_rate_bps)
+    expected = expected_bytes_per_rank(job)
+    planned = [r["bytes_per_iteration_planned"] for r in ranks]
+    # Measured at the receivers: payload bytes that arrived in order, per
+    # rank and iteration, against the algorithm's volume.
+    ratios = []
+    for r in ranks:
+        ref = expected if expected is not None else r["bytes_per_iteration_planned"]
+        ratios += [rec["bytes_received"] / ref for rec in r["iterations"] if ref]
+    util = [sum(x["compute_s"] for x in r["iterations"]) / sum(x["iter_s"] for x in r["iterations"])
+            for r in ranks if r["iterations"] and sum(x["iter_s"] for x in r["iterations"]) > 0]
+    phases = _by_phase(complete, job_end, times, windows)
+    return {
+        "ranks": n, "collective": job["collective"], "bytes_per_iteration": job["bytes"],
+        "iterations_planned": iters, "iterations_completed": len(complete),
+        "iteration_times_s": [round(t, 4) for t in times],
+        "iteration_ends_s": [round(t, 4) for t in job_end],
+        "iteration_time_s": statistics.mean(steady) if steady else None,
+        "iteration_time_p50_s": median,
+        "iteration_time_p99_s": _percentile(steady, 99) if steady else None,
+        "job_completion_s": job_end[-1] if len(complete) == iters else None,
+        "analytical_iteration_s": analytical,
+        "iteration_time_vs_analytical": (statistics.mean(steady) / analytical) if steady and analytical else None,
+        "bytes_sent": sum(r["bytes_sent"] for r in ranks),
+        "bytes_received": sum(r["bytes_received"] for r in ranks),
+        "bytes_per_rank_expected": expected if expected is not None else (max(planned) if planned else None),
+        "bytes_per_rank_ratio": max(ratios, key=lambda x: abs(x - 1.0)) if ratios else None,
+        "retransmissions": sum(r["retransmitted"] for r in ranks),
+        "timeouts": sum(r["timeouts"] for r in ranks),
+        "cnps": sum(r["cnps_received"] for r in ranks),
+        "ce_marks": sum(r["ce_marks"] for r in ranks),
+        "gpu_utilization": statistics.mean(util) if util else None,
+        "stalled_iterations": sum(1 for t in times if median and t > STALL_FACTOR * median),
+        **phases,
+    }
+
+
+def _outages(faults, duration):
+    down, out = {}, []
+    for f in faults:
+        key = tuple(sorted(f["link"]))
+        if f["action"] == "link-down":
+            down.setdefault(key, f["applied_at"])
+        elif key in down:
+            out.append((down.pop(key), f["applied_at"]))
+    out += [(start, duration if duration is not None else float("inf")) for start in down.values()]
+    return out
+
+
+def _by_phase(complete, ends, times, windows):
+    """Mean iteration time of iterations that ended before, during and after
+    the outages (empty without faults)."""
+    if not windows:
+        return {}
+    first, last = min(w[0] for w in windows), max(w[1] for w in windows)
+    groups = {"before": [], "during": [], "after": []}
+    for end, t in zip(ends, times):
+        start = end - t
+        if end <= first:
+            groups["before"].append(t)
+        elif start >= last:
+            groups["after"].append(t)
+        elif any(start < w1 and end > w0 for w0, w1 in windows):
+            groups["during"].append(t)
+    return {f"iteration_{k}_s": (statistics.mean(v) if v else None) for k, v in groups.items()}
+
+
+def _percentile(values, p):
+    ordered = sorted(values)
+    k = max(0, min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1)))))
+    return ordered[k]

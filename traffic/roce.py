@@ -1,0 +1,272 @@
+"""RoCEv2 frames for the traffic agents: built once with scapy, patched per packet.
+
+An agent has to push >= 100,000 packets/s from one core, which rules out
+building packets with scapy in the send loop. Instead a `FrameTemplate`
+builds the complete frame once,
+
+    Ether / IPv4 (DSCP, ECN, DF, id 0, TTL 64) / UDP (dport 4791, csum 0)
+          / BTH / [AETH] / payload / ICRC
+
+and per packet only rewrites the BTH opcode, the ackreq bit + PSN word and
+(for ACK frames) the AETH word, then recomputes the ICRC with a single
+incremental `zlib.crc32` call over the BTH tail.
+
+ICRC (IBA Annex A17, RoCEv2 over IPv4): a CRC-32 over
+
+    8 bytes 0xFF                       (stands for the IB LRH)
+    IPv4 header, TOS, TTL and header checksum set to all ones
+    UDP header, checksum set to all ones
+    BTH with byte 4 (FECN, BECN, resv6) set to all ones
+    everything after the BTH up to the ICRC (AETH, payload, pad)
+
+stored least-significant byte first after the payload. The masked fields
+are the ones switches may rewrite on the way (ECN marking, TTL, checksums,
+FECN/BECN), so the ICRC survives CE marking. Everything up to and including
+the UDP header is constant for a template, and so are BTH bytes 1-3 (flags,
+pkey), so the CRC state after "prefix + BTH[0:4] + 0xFF" is cached per
+opcode and only BTH[5:] onward is hashed per packet.
+
+IB payloads are a multiple of 4 bytes: a template for an odd length pads
+with zeros and records the pad in the BTH padcount, which `payload_length`
+subtracts again.
+
+Receivers get the UDP payload (BTH ... ICRC) from a UDP socket and parse it
+with `parse_bth` / `parse_aeth` / `payload_length` (struct, no scapy).
+"""
+import struct
+import zlib
+
+from scapy.contrib import roce as _scapy_roce
+from scapy.contrib.roce import AETH, BTH  # also binds UDP dport 4791 -> BTH
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+from scapy.packet import Raw
+
+ROCE_PORT = 4791
+
+# BTH opcodes (RC transport), plus the RoCEv2 congestion notification packet.
+SEND_FIRST = 0x00
+SEND_MIDDLE = 0x01
+SEND_LAST = 0x02
+SEND_ONLY = 0x04
+ACK = 0x11          # RC Acknowledge: BTH / AETH
+CNP = 0x81
+DATA_OPCODES = frozenset((SEND_FIRST, SEND_MIDDLE, SEND_LAST, SEND_ONLY))
+
+# ECN codepoints (low two bits of the IPv4 TOS byte).
+NOT_ECT = 0
+ECT1 = 1
+ECT0 = 2
+CE = 3
+
+# AETH syndrome byte: bits 6-5 say ACK (00), RNR NAK (01) or NAK (11); for
+# an ACK bits 4-0 are a credit count, 0x1f meaning "credits not tracked".
+AETH_ACK = 0x00
+CREDITS_INVALID = 0x1F
+ACK_SYNDROME = AETH_ACK | CREDITS_INVALID
+NAK_PSN_SEQ_ERROR = 0x60
+
+ETH_LEN, IP_LEN, UDP_LEN, BTH_LEN, AETH_LEN, ICRC_LEN = 14, 20, 8, 12, 4, 4
+CNP_PAD_LEN = 16
+BTH_OFF = ETH_LEN + IP_LEN + UDP_LEN      # 42: templates never carry IP options
+PSN_MASK = 0xFFFFFF
+
+_BTH = struct.Struct("!BBHII")
+_U32 = struct.Struct("!I")
+_LRH_STANDIN = b"\xff" * 8
+
+
+def is_nak(syndrome):
+    """True for any NAK syndrome (bits 6-5 == 11)."""
+    return syndrome & 0x60 == 0x60
+
+
+def _layout(opcode):
+    return "ack" if opcode == ACK else "cnp" if opcode == CNP else "data"
+
+
+class FrameTemplate:
+    """One prebuilt RoCEv2 frame; `frame()` patches it in place.
+
+    `payload_len` is the application payload (ignored for CNP, whose BTH is
+    followed by scapy's 16-byte CNPPadding). The frame's opcode can be
+    changed per packet among opcodes of the same layout (the data opcodes
+    among themselves); ACK templates need aeth=True.
+    """
+
+    def __init__(self, src_mac, dst_mac, src_ip, dst_ip, sport, dqpn, dscp,
+                 payload_len, opcode=SEND_MIDDLE, ecn=ECT0, aeth=False):
+        if aeth != (opcode == ACK):
+            raise ValueError("an AETH goes with (and only with) the ACK opcode")
+        if not 0 <= dscp < 64 or not 0 <= ecn < 4:
+            raise ValueError("dscp must be 0..63 and ecn 0..3")
+        if not 0 <= dqpn <= PSN_MASK:
+            raise ValueError("dqpn is a 24-bit number")
+        if payload_len < 0:
+            raise ValueError("payload_len must be >= 0")
+        self._args = (src_mac, dst_mac, src_ip, dst_ip, sport, dqpn, dscp)
+        self.opcode, self.ecn, self.aeth = opcode, ecn, aeth
+        self.syndrome, self.msn = ACK_SYNDROME, 0
+        if opcode == CNP:
+            payload_len = 0
+        self.payload_len = payload_len
+        pad = -payload_len % 4
+        bth = BTH(opcode=opcode, padcount=pad, dqpn=dqpn, psn=0,
+                  becn=1 if opcode == CNP else 0)
+        if opcode == CNP:
+            padding = getattr(_scapy_roce, "CNPPadding", None)
+            bth = bth / (padding() if padding else Raw(bytes(CNP_PAD_LEN)))
+        else:
+            if aeth:
+                bth = bth / AETH(syndrome=self.syndrome, msn=self.msn)
+            if payload_len + pad:
+                bth = bth / Raw(bytes(payload_len + pad))
+        pkt = (Ether(src=src_mac, dst=dst_mac)
+               / IP(src=src_ip, dst=dst_ip, tos=dscp << 2 | ecn, id=0,
+                    flags="DF", ttl=64)
+               / UDP(sport=sport, dport=ROCE_PORT, chksum=0)
+               / bth)
+        self.buf = bytearray(bytes(pkt))
+        self.aeth_off = BTH_OFF + BTH_LEN if aeth else None
+
+        head = bytearray(self.buf[ETH_LEN:BTH_OFF])
+        head[1] = head[8] = 0xFF                      # TOS, TTL
+        head[10:12] = b"\xff\xff"                     # IP checksum
+        head[IP_LEN + 6:IP_LEN + 8] = b"\xff\xff"     # UDP checksum
+        self._prefix_crc = zlib.crc32(_LRH_STANDIN + head)
+        self._bth_rest = bytes(self.buf[BTH_OFF + 1:BTH_OFF + 4]) + b"\xff"
+        self._crc_by_opcode = {}
+        self._tail = memoryview(self.buf)[BTH_OFF + 5:-ICRC_LEN]
+        self._siblings = {payload_len: self}
+        self.frame(0)
+
+    def _head_crc(self, opcode):
+        """CRC state after prefix + BTH[0:5] for this opcode (cached)."""
+        if _layout(opcode) != _layout(self.opcode):
+            raise ValueError("opcode %#x does not fit a %s template"
+                             % (opcode, _layout(self.opcode)))
+        crc = zlib.crc32(bytes((opcode,)) + self._bth_rest, self._prefix_crc)
+        self._crc_by_opcode[opcode] = crc
+        return crc
+
+    def frame(self, psn, opcode=None, ackreq=False, syndrome=None, msn=None):
+        """Patch PSN/opcode/ackreq (and AETH), recompute the ICRC, return self.buf.
+
+        Every call writes all patchable fields, so an argument left at None
+        means the template's value, not the previous call's. The returned
+        bytearray is reused by the next call: send it right away.
+        """
+        buf = self.buf
+        op = self.opcode if opcode is None else opcode
+        buf[BTH_OFF] = op
+        buf[BTH_OFF + 8:BTH_OFF + 12] = (
+            (psn & PSN_MASK) | (0x80000000 if ackreq else 0)).to_bytes(4, "big")
+        if self.aeth_off is not None:
+            s = self.syndrome if syndrome is None else syndrome
+            m = self.msn if msn is None else msn
+            buf[self.aeth_off:self.aeth_off + 4] = (s << 24 | m & PSN_MASK).to_bytes(4, "big")
+        elif syndrome is not None or msn is not None:
+            raise ValueError("this template has no AETH")
+        crc = self._crc_by_opcode.get(op)
+        if crc is None:
+            crc = self._head_crc(op)
+        buf[-ICRC_LEN:] = zlib.crc32(self._tail, crc).to_bytes(4, "little")
+        return buf
+
+    def for_length(self, payload_len):
+        """A template identical but for its payload length (cached), e.g.
+        for the shorter last packet of a message: IP total length, IP
+        checksum and UDP length differ, so it needs a frame of its own."""
+        tpl = self._siblings.get(payload_len)
+        if tpl is None:
+            tpl = FrameTemplate(*self._args, payload_len, opcode=self.opcode,
+                                ecn=self.ecn, aeth=self.aeth)
+            tpl._siblings = self._siblings
+            self._siblings[payload_len] = tpl
+        return tpl
+
+    def retarget(self, sport, dqpn):
+        """A copy for another flow to the same peer: new UDP source port and
+        destination QP, patched into the bytes (no scapy: building a frame
+        with scapy costs about a millisecond, too much per transfer)."""
+        if not 0 <= dqpn <= PSN_MASK or not 0 <= sport <= 0xFFFF:
+            raise ValueError("sport is 16 bits and dqpn 24 bits")
+        tpl = object.__new__(FrameTemplate)
+        tpl.__dict__.update(self.__dict__)
+        tpl._args = self._args[:4] + (sport, dqpn) + self._args[6:]
+        buf = bytearray(self.buf)
+        udp = ETH_LEN + IP_LEN
+        buf[udp:udp + 2] = sport.to_bytes(2, "big")
+        buf[BTH_OFF + 5:BTH_OFF + 8] = dqpn.to_bytes(3, "big")
+        tpl.buf = buf
+        head = bytearray(buf[ETH_LEN:BTH_OFF])
+        head[1] = head[8] = 0xFF
+        head[10:12] = b"\xff\xff"
+        head[IP_LEN + 6:IP_LEN + 8] = b"\xff\xff"
+        tpl._prefix_crc = zlib.crc32(_LRH_STANDIN + head)
+        tpl._crc_by_opcode = {}
+        tpl._tail = memoryview(buf)[BTH_OFF + 5:-ICRC_LEN]
+        tpl._siblings = {tpl.payload_len: tpl}
+        tpl.frame(0)
+        return tpl
+
+    def __len__(self):
+        return len(self.buf)
+
+
+# --- receiving side: the UDP payload (BTH ... ICRC) ------------------------
+
+def parse_bth(data):
+    """(opcode, dqpn, psn, ackreq, fecn, becn) from a UDP payload."""
+    op, _flags, _pkey, w1, w2 = _BTH.unpack_from(data)
+    return (op, w1 & PSN_MASK, w2 & PSN_MASK, bool(w2 >> 31),
+            bool(w1 >> 31), bool(w1 >> 30 & 1))
+
+
+def parse_aeth(data):
+    """(syndrome, msn) from the AETH following the BTH."""
+    v = _U32.unpack_from(data, BTH_LEN)[0]
+    return v >> 24, v & PSN_MASK
+
+
+def payload_length(data):
+    """Application payload bytes: after BTH[/AETH], without pad and ICRC."""
+    op = data[0]
+    hdr = BTH_LEN + (AETH_LEN if op == ACK else CNP_PAD_LEN if op == CNP else 0)
+    pad = data[1] >> 4 & 3
+    return max(0, len(data) - hdr - ICRC_LEN - pad)
+
+
+# --- whole frames: checks and dissection ------------------------------------
+
+def verify_icrc(frame_bytes):
+    """True if a whole Ethernet frame is RoCEv2/IPv4 with a correct ICRC.
+
+    Handles one 802.1Q tag and Ethernet padding (the IP total length says
+    where the datagram, and so the ICRC, ends)."""
+    b = bytes(frame_bytes)
+    off = ETH_LEN
+    etype = b[12:14]
+    if etype == b"\x81\x00":
+        off, etype = ETH_LEN + 4, b[16:18]
+    if etype != b"\x08\x00" or len(b) < off + IP_LEN or b[off] >> 4 != 4:
+        return False
+    ihl = (b[off] & 0x0F) * 4
+    end = off + int.from_bytes(b[off + 2:off + 4], "big")
+    udp = off + ihl
+    if (b[off + 9] != 17 or end > len(b) or end < udp + UDP_LEN + BTH_LEN + ICRC_LEN
+            or int.from_bytes(b[udp + 2:udp + 4], "big") != ROCE_PORT):
+        return False
+    ip = bytearray(b[off:udp])
+    ip[1] = ip[8] = 0xFF
+    ip[10:12] = b"\xff\xff"
+    rest = bytearray(b[udp:end - ICRC_LEN])
+    rest[6:8] = b"\xff\xff"                  # UDP checksum
+    rest[UDP_LEN + 4] = 0xFF                 # BTH FECN/BECN/resv6
+    crc = zlib.crc32(rest, zlib.crc32(ip, zlib.crc32(_LRH_STANDIN)))
+    return crc.to_bytes(4, "little") == b[end - ICRC_LEN:end]
+
+
+def dissect(frame_bytes):
+    """scapy's view of a frame (UDP dport 4791 dissects as BTH)."""
+    return Ether(bytes(frame_bytes))

@@ -1,0 +1,388 @@
+"""Transport logic of the traffic agents: DCQCN, pacing, go-back-N.
+
+Pure state machines: no sockets, no sleeping, no clock reads. Every method
+where time matters takes `now` (float seconds, any monotonic origin), so the
+agent drives them with time.monotonic() and the tests with a virtual clock.
+
+DCQCN (Zhu et al., "Congestion Control for Large-Scale RDMA Deployments",
+SIGCOMM 2015), reaction point, timer-driven variant:
+
+    on CNP:   R_T = R_C
+              R_C = R_C * (1 - alpha/2)
+              alpha = (1 - g) * alpha + g
+              restart the alpha timer and the increase stages
+    every alpha_period without a CNP:   alpha = (1 - g) * alpha
+    every increase_period without a CNP (i = periods since the last CNP):
+              i <= F:        fast recovery        R_C = (R_T + R_C) / 2
+              F < i <= 2F:   additive increase    R_T += R_AI, then as above
+              i > 2F:        hyper increase       R_T += R_HAI, then as above
+    R_T and R_C are clamped to [min_rate, line_rate].
+
+The paper advances the stages with a timer and a byte counter; here the
+timer alone does it (F periods of each stage), because at tens of Mbit/s
+a byte counter sized like the paper's would hardly ever fire. The limiter
+is engaged by the first CNP with alpha = 1 (so the first CNP halves the
+rate, as on the NICs); until then the flow runs at line rate. Once R_T and
+R_C are within RATE_SNAP of each other R_C takes R_T's value, so a flow
+really gets back to line rate instead of approaching it forever.
+
+Default parameters (`DcqcnParams`) are the paper's scaled to the
+emulation: ports of tens of Mbit/s and RTTs of 1-100 ms, i.e. about 1000x
+slower links and longer RTTs than the 40 Gbit/s, tens-of-microseconds
+fabric DCQCN was tuned for:
+    g = 1/256                   as in the paper
+    cnp_interval_s = 4 ms       paper 50 us: a few RTTs; a 40 Mbit/s port
+                                sends a 4 KiB packet every ~0.83 ms, so a
+                                congested flow gets at most one CNP per ~5
+    alpha_period_s = 5 ms       must exceed cnp_interval (paper: K = 55 us
+                                > 50 us), else alpha decays between the
+                                CNPs of a flow that is congested throughout
+    increase_period_s = 5 ms    same reasoning as the paper's T = K
+    fast_recovery_steps = 5     paper's F
+    ai = 1% of line rate        (paper 40 Mbit/s of 40 Gbit/s = 0.1%; larger
+                                here because there are far fewer periods per
+                                second of emulated time)
+    hai = 10% of line rate      10 x ai, the NICs' default ratio
+    min_rate = 1% of line rate  a 4 KiB packet every ~80 ms at 40 Mbit/s.
+                                Mind the go-back-N timer at such rates: if
+                                ACKs come only every 8 packets they are
+                                ~0.7 s apart, so a sender near min_rate must
+                                ask for ACKs (ackreq) more often than once
+                                per rto_s worth of packets, or use a larger
+                                rto_s, to avoid spurious timeouts.
+With these, recovery from min_rate to line rate without CNPs takes at most
+2F + ceil((1 - 0.01 - F*0.01) / 0.1) + ceil(log2(0.99 / RATE_SNAP)) = 30
+increase periods = 150 ms.
+
+Go-back-N (`GbnSender`/`GbnReceiver`) follows the RC transport: PSN ==
+packet index, cumulative ACKs, a NAK (PSN sequence error) names the PSN the
+receiver expects, and a sender timeout goes back to the oldest unacked PSN.
+"""
+import math
+from dataclasses import dataclass
+
+RATE_SNAP = 1e-3            # R_C snaps to R_T within this fraction of line rate
+DEFAULT_CNP_INTERVAL_S = 4e-3
+DEFAULT_NAK_RETRY_S = 0.05
+_EPS = 1e-9                 # float slack for comparing times (and period counts)
+
+
+@dataclass
+class DcqcnParams:
+    """DCQCN knobs; the bps ones left at None are derived from line_rate_bps."""
+    line_rate_bps: float
+    min_rate_bps: float | None = None       # 1% of line rate
+    g: float = 1 / 256
+    alpha_period_s: float = 5e-3
+    increase_period_s: float = 5e-3
+    fast_recovery_steps: int = 5
+    ai_rate_bps: float | None = None        # 1% of line rate
+    hai_rate_bps: float | None = None       # 10% of line rate
+    cnp_interval_s: float = DEFAULT_CNP_INTERVAL_S
+
+    def __post_init__(self):
+        if self.line_rate_bps <= 0:
+            raise ValueError("line_rate_bps must be > 0")
+        if self.min_rate_bps is None:
+            self.min_rate_bps = 0.01 * self.line_rate_bps
+        if self.ai_rate_bps is None:
+            self.ai_rate_bps = 0.01 * self.line_rate_bps
+        if self.hai_rate_bps is None:
+            self.hai_rate_bps = 0.1 * self.line_rate_bps
+        if not 0 < self.min_rate_bps <= self.line_rate_bps:
+            raise ValueError("need 0 < min_rate_bps <= line_rate_bps")
+        if not 0 < self.g <= 1:
+            raise ValueError("need 0 < g <= 1")
+        if self.alpha_period_s <= 0 or self.increase_period_s <= 0:
+            raise ValueError("periods must be > 0")
+
+
+class Dcqcn:
+    """DCQCN reaction point of one flow: `rate` is what the pacer should use.
+
+    Timer periods are counted from the last CNP (period k ends at
+    t_cnp + k * period), so the outcome does not depend on how often the
+    caller ticks.
+    """
+
+    def __init__(self, params):
+        self.p = params
+        self.rate = float(params.line_rate_bps)      # R_C
+        self.target = float(params.line_rate_bps)    # R_T
+        self.alpha = 1.0
+        self.cnps = 0
+        self.stage_steps = 0          # increase periods applied since the last CNP
+        self._alpha_steps = 0         # alpha periods applied since the last CNP
+        self._since = None            # time of the last CNP; None: limiter idle
+
+    def on_cnp(self, now):
+        self.tick(now)
+        p = self.p
+        self.cnps += 1
+        self.target = self.rate
+        self.rate = max(p.min_rate_bps, self.rate * (1 - self.alpha / 2))
+        self.alpha = (1 - p.g) * self.alpha + p.g
+        self.stage_steps = self._alpha_steps = 0
+        self._since = now
+
+    def tick(self, now):
+        """Apply every alpha/increase period that ended by `now` (idempotent)."""
+        if self._since is None or now <= self._since:
+            return
+        p = self.p
+        elapsed = now - self._since
+        n = int(elapsed / p.alpha_period_s + _EPS)
+        if n > self._alpha_steps:
+            self.alpha *= (1 - p.g) ** (n - self._alpha_steps)
+            self._alpha_steps = n
+        n = int(elapsed / p.increase_period_s + _EPS)
+        line = p.line_rate_bps
+        while self.stage_steps < n:
+            if self.rate == line and self.target == line:
+                self.stage_steps = n          # nothing left to increase
+                break
+            self._increase()
+
+    def _increase(self):
+        p = self.p
+        self.stage_steps += 1
+        f = p.fast_recovery_steps
+        if self.stage_steps > 2 * f:
+            self.target += p.hai_rate_bps
+        elif self.stage_steps > f:
+            self.target += p.ai_rate_bps
+        self.target = min(self.target, p.line_rate_bps)
+        self.rate = min((self.target + self.rate) / 2, p.line_rate_bps)
+        if self.target - self.rate <= RATE_SNAP * p.line_rate_bps:
+            self.rate = self.target
+
+
+class Pacer:
+    """Token-bucket pacing of one sender: packet k+1 may leave nbytes*8/rate
+    after packet k. Idle time earns credit for at most `burst_packets`
+    back-to-back packets, so a sender that waited (window full, no data)
+    does not then blast a burst into the fabric.
+
+    Lost time: when a late send is beyond what the burst credit can
+    recover, the schedule slips; `lost_s` adds up those slips, and
+    `efficiency` = tx time / (tx time + lost time) is the rate the pacer
+    really achieved while backlogged, relative to its configured rate.
+
+    Lateness: a packet is late if it leaves more than `tolerance_s` after
+    the pacer allowed it *while the caller was waiting for the pacer*, i.e.
+    after ready()/wait_time() had answered "not yet" since the previous
+    send. The lag is taken at the first poll that finds the pacer ready
+    (or at the send, if the caller sends without polling), so time a
+    sender spends with nothing to send is not counted as lag.
+    """
+
+    def __init__(self, rate_bps, burst_packets=2, tolerance_s=1e-3):
+        if burst_packets < 1:
+            raise ValueError("burst_packets must be >= 1")
+        self.set_rate(rate_bps)
+        self.burst_packets = burst_packets
+        self.tolerance_s = tolerance_s
+        self.next_time = None     # earliest departure of the next packet
+        self.late = 0
+        self.max_lag_s = 0.0
+        self.lost_s = 0.0         # schedule time lost to lateness beyond the burst credit
+        self.tx_s = 0.0           # sum of the packets' transmission times at the rate
+        self.packets = 0
+        self.bytes = 0
+        self._waiting = False     # caller was told "not yet" since the last send
+        self._lag = None          # lag noticed at the first ready poll
+
+    def set_rate(self, rate_bps):
+        """New rate; it spaces the packets sent from now on."""
+        if rate_bps <= 0:
+            raise ValueError("rate must be > 0")
+        self.rate_bps = float(rate_bps)
+
+    def wait_time(self, now):
+        if self.next_time is None or now >= self.next_time - _EPS:
+            if self._waiting and self._lag is None and self.next_time is not None:
+                self._lag = now - self.next_time
+            return 0.0
+        self._waiting = True
+        return self.next_time - now
+
+    def ready(self, now):
+        return self.wait_time(now) == 0.0
+
+    def sent(self, nbytes, now):
+        tx = nbytes * 8 / self.rate_bps
+        if self.next_time is None:
+            base = now          # a fresh pacer starts without credit
+        else:
+            if self._waiting:
+                lag = self._lag if self._lag is not None else now - self.next_time
+                if lag > self.max_lag_s:
+                    self.max_lag_s = lag
+                if lag > self.tolerance_s:
+                    self.late += 1
+            earliest = now - (self.burst_packets - 1) * tx
+            if self._waiting and earliest > self.next_time:
+                self.lost_s += earliest - self.next_time
+            base = max(self.next_time, earliest)
+        self.next_time = base + tx
+        self._waiting = False
+        self._lag = None
+        self.packets += 1
+        self.bytes += nbytes
+        self.tx_s += tx
+
+    @property
+    def efficiency(self):
+        """Share of its rate the pacer achieved while it had packets waiting:
+        1.0 unless the caller polled it late (a CPU-starved generator)."""
+        return self.tx_s / (self.tx_s + self.lost_s) if self.tx_s else None
+
+
+class GbnSender:
+    """Go-back-N over packet indices 0..npackets-1 (PSN == index).
+
+    `una` is the oldest unacknowledged PSN, `nxt` the next one to send
+    (moved back to una by a NAK or a timeout), `high` one past the highest
+    PSN ever sent. The timer runs while una < high; it restarts on ACK
+    progress, on a go-back and when a send finds nothing outstanding.
+    Stale or bogus ACKs/NAKs (below una, or beyond what was sent) are ignored.
+    The caller should set ackreq at least once per window (and on the last
+    packet) so that the receiver's ACKs keep the window open.
+    """
+
+    def __init__(self, npackets, window, rto_s):
+        if not 0 < npackets < 2 ** 24:
+            raise ValueError("need 0 < npackets < 2**24 (PSNs are 24 bits)")
+        if window < 1 or rto_s <= 0:
+            raise ValueError("need window >= 1 and rto_s > 0")
+        self.npackets, self.window, self.rto_s = npackets, window, rto_s
+        self.una = self.nxt = self.high = 0
+        self.timer_start = 0.0
+        self.retransmitted = 0      # sends of a PSN that had been sent before
+        self.timeouts = 0
+        self.naks = 0
+
+    @property
+    def done(self):
+        return self.una >= self.npackets
+
+    @property
+    def outstanding(self):
+        return self.high - self.una
+
+    def next_psn(self, now):
+        if self.nxt >= self.npackets or self.nxt - self.una >= self.window:
+            return None
+        return self.nxt
+
+    def on_sent(self, psn, now):
+        if psn != self.nxt:
+            raise ValueError("sent psn %d, expected %d" % (psn, self.nxt))
+        if self.una >= self.high:
+            self.timer_start = now          # first packet in flight: arm the timer
+        if psn < self.high:
+            self.retransmitted += 1
+        else:
+            self.high = psn + 1
+        self.nxt = psn + 1
+
+    def on_ack(self, psn, now):
+        """Cumulative: every PSN <= psn has been received in order."""
+        if self.una <= psn < self.high:
+            self.una = psn + 1
+            self.nxt = max(self.nxt, self.una)
+            self.timer_start = now
+
+    def on_nak(self, psn, now):
+        """The receiver expects psn: everything below it arrived; resend from psn."""
+        if self.una <= psn < self.high:
+            self.naks += 1
+            self.una = psn
+            self.nxt = psn
+            self.timer_start = now
+
+    def check_timeout(self, now):
+        """Go back to una if nothing was acked for rto_s while packets are out."""
+        if self.una < self.high and now - self.timer_start >= self.rto_s:
+            self.timeouts += 1
+            self.nxt = self.una
+            self.timer_start = now
+            return True
+        return False
+
+
+class GbnReceiver:
+    """Receiving end of one go-back-N transfer.
+
+    `on_data` returns the control packets to send back, as tuples:
+    ("ack", psn) cumulative up to psn, ("nak", expected_psn), ("cnp",).
+    In-order data is acked every `ack_every` packets, on ackreq and on the
+    last packet; a gap is NAKed once (again only after `nak_retry_s`, in
+    case the retransmission was lost too); a duplicate is re-ACKed so that
+    a lost ACK gets repaired; a CE mark yields a CNP at most once per
+    `cnp_interval_s`.
+    """
+
+    def __init__(self, npackets, ack_every=8, cnp_interval_s=DEFAULT_CNP_INTERVAL_S,
+                 nak_retry_s=DEFAULT_NAK_RETRY_S):
+        if not 0 < npackets < 2 ** 24:
+            raise ValueError("need 0 < npackets < 2**24 (PSNs are 24 bits)")
+        self.npackets, self.ack_every = npackets, max(1, ack_every)
+        self.cnp_interval_s, self.nak_retry_s = cnp_interval_s, nak_retry_s
+        self.expected = 0
+        self.received = 0
+        self.out_of_order = 0
+        self.duplicates = 0
+        self.ce_marks = 0
+        self.cnps_sent = 0
+        self._unacked = 0
+        self._nak_psn = None
+        self._nak_time = 0.0
+        self._last_cnp = None
+
+    @property
+    def done(self):
+        return self.expected >= self.npackets
+
+    def on_data(self, psn, ce, ackreq, now):
+        actions = []
+        if psn == self.expected:
+            self.expected += 1
+            self.received += 1
+            self._unacked += 1
+            self._nak_psn = None
+            if ackreq or self._unacked >= self.ack_every or self.expected == self.npackets:
+                actions.append(("ack", psn))
+                self._unacked = 0
+        elif self.expected < psn < self.npackets:
+            self.out_of_order += 1
+            if (self._nak_psn != self.expected
+                    or now - self._nak_time >= self.nak_retry_s - _EPS):
+                actions.append(("nak", self.expected))
+                self._nak_psn, self._nak_time = self.expected, now
+        elif psn < self.expected:
+            self.duplicates += 1
+            actions.append(("ack", self.expected - 1))
+            self._unacked = 0
+        else:
+            return actions          # beyond the transfer: not ours to judge
+        if ce:
+            self.ce_marks += 1
+            if self._last_cnp is None or now - self._last_cnp >= self.cnp_interval_s - _EPS:
+                actions.append(("cnp",))
+                self.cnps_sent += 1
+                self._last_cnp = now
+        return actions
+
+
+def recovery_bound_s(params):
+    """Upper bound on the time DCQCN needs, without CNPs, to get from
+    min_rate back to line rate (see the module docstring)."""
+    p = params
+    f = p.fast_recovery_steps
+    line, low = p.line_rate_bps, p.min_rate_bps
+    to_line = max(0.0, line - low - f * p.ai_rate_bps)
+    steps = 2 * f + math.ceil(to_line / p.hai_rate_bps)
+    if line > low:
+        steps += math.ceil(math.log2((line - low) / (RATE_SNAP * line)))
+    return steps * p.increase_period_s
