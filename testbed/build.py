@@ -197,8 +197,11 @@ class _Builder:
             path = f"fabrics[{dc}]."
             if fp["kind"] == "region":
                 raise ModelError(f"{path}kind", "a region cannot contain another region")
-            tops, up_rate, host_cap = self.datacenter(fp, dc, f"d{dc}", path)
-            capacity.append(host_cap)
+            tops, up_rate, _ = self.datacenter(fp, dc, f"d{dc}", path)
+            # What the DC's NICs can offer: every access link (both ports of
+            # a dual-ToR NIC count), spread over its planes below.
+            capacity.append(sum(l.rate_bps for l in self.f.links if l.kind == "access"
+                                and self.f.nodes[l.a.node].dc == dc))
             for plane, aggs in tops.items():
                 border = self.switch(f"d{dc}b{plane}", BORDER, dc, plane=plane).name
                 borders[dc, plane] = border
@@ -222,7 +225,7 @@ class _Builder:
             except ValueError as e:
                 raise ModelError("dci.rate", str(e)) from None
         else:
-            # Oversubscription: per plane, the smaller DC's host capacity over
+            # Oversubscription: per plane, the smaller DC's NIC capacity over
             # the interconnect capacity between two DCs.
             rate = min(capacity) / nplanes / (float(dci["oversubscription"]) * links)
         p["dci"]["effective_rate"] = format_rate(rate)

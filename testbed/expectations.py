@@ -41,8 +41,9 @@ def expected_text(lo, hi):
 
 JOB_METRICS = ("iteration_time_s", "iteration_time_p50_s", "iteration_time_p99_s",
                "job_completion_s", "gpu_utilization", "bytes_per_rank_ratio",
-               "iteration_time_vs_analytical", "retransmissions", "crossing_bytes",
-               "stalled_iterations")
+               "iteration_time_vs_analytical", "retransmissions", "crossing_bytes_per_iteration",
+               "dci_bytes", "stalled_iterations", "fault_iteration_slowdown",
+               "iterations_completed")
 
 
 def lookup_job(metrics, metric, job):
@@ -96,6 +97,14 @@ def evaluate_one(item, metrics, trustworthy):
     metric, host = item.get("metric"), item.get("host")
     lo, hi = _bound(item.get("min")), _bound(item.get("max"))
     measured, reason = lookup(metrics, metric, host, item.get("job"))
+    base = item.get("relative_to")
+    if base is not None and measured is not None:
+        # e.g. hierarchical's iteration time over flat ring's, same metric
+        ref, why = lookup(metrics, metric, host, base)
+        if ref:
+            measured = measured / ref
+        else:
+            measured, reason = None, why or f"{metric} of job {base} is 0"
     within = False
     if measured is not None:
         within, reason = check(measured, lo, hi)
@@ -110,6 +119,7 @@ def evaluate_one(item, metrics, trustworthy):
         "metric": metric,
         "host": host,
         "job": item.get("job"),
+        "relative_to": item.get("relative_to"),
         "expected": expected_text(lo, hi),
         "min": lo,
         "max": hi,

@@ -176,7 +176,7 @@ class JobAgents:
 
 # --- metrics (pure) ------------------------------------------------------------
 
-def job_metrics(jobs, agent_results, port_rate_bps, faults=(), duration=None):
+def job_metrics(jobs, agent_results, port_rate_bps, faults=(), duration=None, dc_of=None):
     """Per job: iteration times (job-level: iteration k ends when its last
     rank ends it), completion time, bytes, retransmissions, GPU-utilization
     proxy; plus the aggregate utilization weighted by ranks (GPUs)."""
@@ -186,6 +186,12 @@ def job_metrics(jobs, agent_results, port_rate_bps, faults=(), duration=None):
         ranks = [r for res in agent_results.values() if res for r in res["jobs"]
                  if r["name"] == job["name"]]
         out[job["name"]] = _one_job(job, ranks, port_rate_bps, windows)
+        if dc_of:
+            groups = {}
+            for i, h in enumerate(job["hosts"]):
+                groups.setdefault(dc_of[h], []).append(i)
+            per_iter = collectives.crossing_bytes(schedule_of(job), list(groups.values()))
+            out[job["name"]]["crossing_bytes_per_iteration"] = per_iter
     total = sum(len(j["hosts"]) for j in jobs)
     util = [(m["gpu_utilization"], m["ranks"]) for m in out.values() if m["gpu_utilization"] is not None]
     aggregate = sum(u * n for u, n in util) / total if util and total else None
@@ -216,11 +222,16 @@ def _one_job(job, ranks, port_rate_bps, windows):
     util = [sum(x["compute_s"] for x in r["iterations"]) / sum(x["iter_s"] for x in r["iterations"])
             for r in ranks if r["iterations"] and sum(x["iter_s"] for x in r["iterations"]) > 0]
     phases = _by_phase(complete, job_end, times, windows)
+    if phases.get("iteration_during_s") and phases.get("iteration_before_s"):
+        phases["fault_iteration_slowdown"] = phases["iteration_during_s"] / phases["iteration_before_s"]
+    elif windows:
+        phases["fault_iteration_slowdown"] = None
     return {
         "ranks": n, "collective": job["collective"], "bytes_per_iteration": job["bytes"],
         "iterations_planned": iters, "iterations_completed": len(complete),
         "iteration_times_s": [round(t, 4) for t in times],
         "iteration_ends_s": [round(t, 4) for t in job_end],
+        "window_s": [job["start"], job["start"] + job_end[-1]] if job_end else None,
         "iteration_time_s": statistics.mean(steady) if steady else None,
         "iteration_time_p50_s": median,
         "iteration_time_p99_s": _percentile(steady, 99) if steady else None,

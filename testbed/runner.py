@@ -60,7 +60,11 @@ def run_scenario(sc, out_dir, log=print):
     if sc.jobs:
         agent_results = agents.results()
         rate = _goodput_rate(fabric)
-        m.update(jobs_mod.job_metrics(sc.jobs, agent_results, rate, faults, sc.duration_s))
+        dc_of = {h.name: h.dc for h in fabric.hosts()}
+        m.update(jobs_mod.job_metrics(sc.jobs, agent_results, rate, faults, sc.duration_s, dc_of))
+        for jm in m["jobs"].values():
+            if jm.get("window_s"):
+                jm["dci_bytes"] = sampler.dci_bytes(fabric, samp.samples, *jm["window_s"])
         _generator_fidelity(m, agent_results)
         m["dci_bytes"] = sampler.dci_bytes(fabric, samp.samples)
     m["host_cpu"] = sampler.cpu_summary(samp.cpu)

@@ -149,9 +149,14 @@ def cpu_summary(cpu, saturated=0.95):
             "saturated_share": round(sum(1 for b in busy if b >= saturated) / len(busy), 3)}
 
 
-def dci_bytes(fabric, samples):
-    """Bytes that crossed the DC interconnect during the run, measured on the
-    egress counters of every DCI link end (both directions)."""
+def dci_bytes(fabric, samples, start=None, end=None):
+    """Bytes that crossed the DC interconnect, measured on the egress
+    counters of every DCI link end (both directions), over the whole run or
+    between the samples that bracket [start, end]."""
+    if start is not None:
+        before = [s for s in samples if s[0] <= start] or samples[:1]
+        after = [s for s in samples if s[0] >= end] or samples[-1:]
+        samples = [before[-1], after[0]]
     if len(samples) < 2:
         return 0
     ends = [e.ifname for l in fabric.links if l.kind == "dci" for e in (l.a, l.b)]

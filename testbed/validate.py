@@ -473,7 +473,8 @@ def _fault_entry(raw):
 
 def _expect_entry(raw):
     entry = {"name": raw.get("name"), "metric": raw["metric"], "host": raw.get("host"),
-             "job": raw.get("job"), "min": raw.get("min"), "max": raw.get("max")}
+             "job": raw.get("job"), "relative_to": raw.get("relative_to"),
+             "min": raw.get("min"), "max": raw.get("max")}
     if not entry["name"]:
         entry["name"] = _expect_name(entry)
     return entry
@@ -483,6 +484,8 @@ def _expect_name(entry):
     """A readable default name: 'fault_throughput_ratio of s0h0 >= 0.45'."""
     who = entry["host"] or entry.get("job")
     text = entry["metric"] + (f" of {who}" if who else "")
+    if entry.get("relative_to"):
+        text += f" / that of {entry['relative_to']}"
     low, high = entry["min"], entry["max"]
     if low is not None and high is not None:
         return f"{text} in [{low:g}, {high:g}]"
@@ -597,8 +600,9 @@ def _fault_number(field):
 
 JOB_METRICS = {"iteration_time_s", "iteration_time_p50_s", "iteration_time_p99_s",
                "job_completion_s", "gpu_utilization", "bytes_per_rank_ratio",
-               "iteration_time_vs_analytical", "retransmissions", "crossing_bytes",
-               "stalled_iterations"}
+               "iteration_time_vs_analytical", "retransmissions", "crossing_bytes_per_iteration",
+               "dci_bytes", "stalled_iterations", "fault_iteration_slowdown",
+               "iterations_completed"}
 
 
 def _expect_problems(file, expect, fabric, job_names=frozenset()):
@@ -609,6 +613,12 @@ def _expect_problems(file, expect, fabric, job_names=frozenset()):
         elif e["job"] is not None and e["job"] not in job_names:
             problems.append(Problem(file, f"expect[{i}].job", f"job {e['job']!r} is not in this "
                                     f"scenario (jobs: {', '.join(sorted(job_names)) or 'none'})"))
+        elif e.get("relative_to") is not None and e["relative_to"] not in job_names:
+            problems.append(Problem(file, f"expect[{i}].relative_to", f"job {e['relative_to']!r} is "
+                                    f"not in this scenario (jobs: {', '.join(sorted(job_names)) or 'none'})"))
+        elif e.get("relative_to") is not None and e["job"] is None:
+            problems.append(Problem(file, f"expect[{i}].relative_to",
+                                    "a comparison needs the job to compare: name it in job"))
         elif e["metric"] in JOB_METRICS and e["job"] is None:
             problems.append(Problem(file, f"expect[{i}].job",
                                     f"metric {e['metric']} is measured per job: name the job"))

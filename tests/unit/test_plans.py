@@ -106,8 +106,9 @@ def test_switch_port_plan_uses_netem_on_dci_ends_only():
     assert {l.split()[3] for l in netem} == dci_ends
     for line in netem:
         assert " delay 2ms " in line
-    # DCI: 400 Gbit/s / 5000 = 80 Mbit/s; a queue of 0.1 s = 1e6 bytes = 110 jumbo frames
-    assert all(line.endswith(" limit 110") for line in netem)
+    # DCI per plane: 8 hosts x 200 Gbit/s (one port per plane) / oversubscription 2
+    # = 800 Gbit/s, / 5000 = 160 Mbit/s; a queue of 0.1 s = 2e6 bytes = 221 jumbo frames
+    assert all(line.endswith(" limit 221") for line in netem)
     roots = [l for l in tc_lines if " root " in l]
     assert len(roots) == len(switch_ends)
     leaves = [l for l in tc_lines if "parent 1:1 " in l]
