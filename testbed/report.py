@@ -1,4 +1,5 @@
-"""Write a drill's results: results.json, summary.md and throughput.png.
+"""Write a drill's results: results.json, summary.md, throughput.png and,
+when the drill ran training jobs, iterations.png.
 
 The runner assembles the results dict; this module only renders it. Every
 renderer tolerates missing keys and None values, because a drill that broke
@@ -12,9 +13,11 @@ import os
 import tempfile
 
 from .expectations import FIDELITY_THRESHOLD
+from .jobs import STALL_FACTOR
 from .metrics import aggregate, as_faults, as_series, link_outages
 
 RESULTS_JSON, SUMMARY_MD, PLOT_PNG = "results.json", "summary.md", "throughput.png"
+ITERATIONS_PNG = "iterations.png"
 FLOW_STYLES = ("-", "--", ":", "-.")
 
 
@@ -117,10 +120,26 @@ def fidelity_min(results):
     return (((results.get("metrics") or {}).get("fidelity")) or {}).get("min")
 
 
+def _generator_problems(results):
+    """Sentences about traffic generators that fell behind or wrote nothing."""
+    gen = (results.get("metrics") or {}).get("generators") or {}
+    problems = []
+    if gen.get("missing_results"):
+        problems.append("No results from the traffic agents on "
+                        f"{', '.join(map(str, gen['missing_results']))}.")
+    on_time = gen.get("on_time")
+    if on_time is not None and on_time < FIDELITY_THRESHOLD:
+        problems.append(f"The traffic generators kept to their line-rate pacing only "
+                        f"{fmt(on_time)} of the time.")
+    return problems
+
+
 def low_fidelity(results):
-    """True when the run itself says it is untrustworthy or fidelity is low."""
+    """True when the run itself says it is untrustworthy, fidelity is low,
+    or the training jobs' traffic generators could not keep up."""
     fid = fidelity_min(results)
-    return results.get("trustworthy") is False or (fid is not None and fid < FIDELITY_THRESHOLD)
+    return (results.get("trustworthy") is False or (fid is not None and fid < FIDELITY_THRESHOLD)
+            or bool(_generator_problems(results)))
 
 
 def verdict(results):
@@ -141,24 +160,41 @@ def _headline(results):
 
 def _warning_block(results):
     fid = fidelity_min(results)
+    causes = _generator_problems(results)
+    links = ((results.get("metrics") or {}).get("fidelity") or {}).get("links") or {}
+    worst_link = min((v.get("fidelity") for v in links.values()
+                      if v.get("fidelity") is not None), default=None)
+    if not causes:
+        causes = [f"The worst loaded link delivered {fmt(fid)} of its configured rate "
+                  f"(threshold {fmt(FIDELITY_THRESHOLD)})."]
+    elif worst_link is not None and worst_link < FIDELITY_THRESHOLD:
+        causes.append(f"The worst loaded link delivered {fmt(worst_link)} of its "
+                      f"configured rate (threshold {fmt(FIDELITY_THRESHOLD)}).")
     return "\n".join([
         "> **WARNING: LOW EMULATION FIDELITY - THESE RESULTS ARE NOT TRUSTWORTHY**",
         ">",
-        f"> The worst loaded link delivered {fmt(fid)} of its configured rate "
-        f"(threshold {fmt(FIDELITY_THRESHOLD)}). The host could not emulate this "
+        "> " + " ".join(causes) + " The host could not emulate this "
         "fabric faithfully, so no expectation is allowed to pass. Use a smaller "
         "fabric, a larger rate scale-down, or a less loaded machine, and re-run.",
     ])
+
+
+def _scope(e):
+    """What an expectation measured: a host, a job, a job relative to another."""
+    if e.get("job"):
+        text = f"job {e['job']}"
+        return text + (f" / job {e['relative_to']}" if e.get("relative_to") else "")
+    return e.get("host") or "(all)"
 
 
 def _section_expectations(results):
     exps = results.get("expectations") or []
     if not exps:
         return "No expectations were declared."
-    rows = [[e.get("name") or "-", e.get("metric") or "-", e.get("host") or "(all)",
+    rows = [[e.get("name") or "-", e.get("metric") or "-", _scope(e),
              e.get("expected") or "-", e.get("measured"), (e.get("status") or "-").upper(),
              e.get("reason") or ""] for e in exps]
-    header = ["expectation", "metric", "host", "expected", "measured", "status", "note"]
+    header = ["expectation", "metric", "of", "expected", "measured", "status", "note"]
     return md_table(header, rows)
 
 
@@ -189,7 +225,17 @@ def _section_faults(results):
     return text
 
 
+NO_FLOWS = "No iperf3 flows in this drill."
+
+
+def _no_iperf_flows(metrics):
+    """A drill that only ran training jobs: its flow tables would be empty."""
+    return bool(metrics.get("jobs")) and not metrics.get("flows")
+
+
 def _section_hosts(metrics):
+    if _no_iperf_flows(metrics):
+        return NO_FLOWS
     hosts = metrics.get("hosts") or {}
     if not hosts:
         return "No per-host metrics."
@@ -207,6 +253,8 @@ def _section_hosts(metrics):
 
 
 def _section_flows(metrics):
+    if _no_iperf_flows(metrics):
+        return NO_FLOWS
     flows = metrics.get("flows") or {}
     if not flows:
         return "No flows."
@@ -229,6 +277,78 @@ def _section_fidelity(results):
         parts.append(md_table(["link", "configured Mbit/s", "achieved Mbit/s", "fidelity"], rows))
     else:
         parts.append("No link was loaded enough to measure fidelity.")
+    metrics = results.get("metrics") or {}
+    gen = metrics.get("generators")
+    if gen:
+        missing = gen.get("missing_results") or []
+        parts.append(
+            f"Traffic generators: {fmt(gen.get('packets_sent'))} packets sent, "
+            f"{fmt(gen.get('late_packets'))} late, max lag {fmt(gen.get('max_lag_s'), ' s')}, "
+            f"{fmt(gen.get('lost_s'), ' s')} lost behind the pacing, on time "
+            f"**{fmt(gen.get('on_time'))}** of the time"
+            + (f"; no results from {', '.join(map(str, missing))}" if missing else "") + ".")
+    cpu = metrics.get("host_cpu")
+    if cpu:
+        parts.append(f"Host CPU: {_pct(cpu.get('mean_busy'))} busy on average, every core "
+                     f"saturated in {_pct(cpu.get('saturated_share'))} of the samples.")
+    return "\n\n".join(parts)
+
+
+def _pct(x):
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def _section_jobs(results):
+    """Training jobs: one row per job, the fault phases, the aggregates."""
+    metrics = results.get("metrics") or {}
+    jobs = metrics.get("jobs") or {}
+    rows = []
+    for name, j in jobs.items():
+        rows.append([name, j.get("collective") or "-", j.get("ranks"),
+                     f"{fmt(j.get('iterations_completed'))}/{fmt(j.get('iterations_planned'))}",
+                     j.get("iteration_time_s"), j.get("iteration_time_p50_s"),
+                     j.get("iteration_time_p99_s"), j.get("analytical_iteration_s"),
+                     j.get("iteration_time_vs_analytical"), j.get("job_completion_s"),
+                     j.get("bytes_per_rank_expected"), j.get("bytes_per_rank_ratio"),
+                     j.get("retransmissions"), j.get("timeouts"),
+                     _pct(j.get("gpu_utilization")), j.get("stalled_iterations")])
+    parts = [md_table(["job", "collective", "ranks", "iterations", "mean iter (s)",
+                       "p50 (s)", "p99 (s)", "analytical (s)", "measured/analytical",
+                       "completion (s)", "bytes/rank/iter expected", "bytes ratio (worst)",
+                       "retransmissions", "timeouts", "GPU util", "stalled"], rows)]
+    parts.append("*iter*: job-level iteration time (an iteration ends when its last rank "
+                 "ends it); mean, p50 and p99 skip the first iteration (start-up skew). "
+                 "*bytes ratio*: the received bytes of the rank-iteration furthest from the "
+                 "expected volume, over that volume. *GPU util*: compute time over iteration "
+                 f"time (a proxy). *stalled*: iterations longer than {fmt(STALL_FACTOR)}x the "
+                 "median.")
+    phased = {name: j for name, j in jobs.items()
+              if any(f"iteration_{k}_s" in j for k in ("before", "during", "after"))}
+    if phased:
+        rows = []
+        for name, j in phased.items():
+            before, during = j.get("iteration_before_s"), j.get("iteration_during_s")
+            slowdown = j.get("fault_iteration_slowdown")
+            if slowdown is None and before and during is not None:
+                slowdown = during / before
+            rows.append([name, before, during, j.get("iteration_after_s"), slowdown])
+        parts.append("Iteration time around the faults (mean of the iterations that ended "
+                     "before the first outage, overlapped one, or started after the last):\n\n"
+                     + md_table(["job", "before (s)", "during (s)", "after (s)",
+                                 "during/before"], rows))
+    if any(j.get("dci_bytes") or j.get("crossing_bytes_per_iteration") for j in jobs.values()):
+        rows = [[name, j.get("dci_bytes"), j.get("crossing_bytes_per_iteration")]
+                for name, j in jobs.items()]
+        parts.append(md_table(["job", "DCI bytes while it ran", "schedule's crossing bytes "
+                               "per iteration"], rows))
+    lines = [f"GPU utilization over all jobs (weighted by GPUs): "
+             f"**{_pct(metrics.get('gpu_utilization'))}**."]
+    if metrics.get("dci_bytes") is not None:
+        lines.append(f"Bytes over the DC interconnect: {fmt(metrics['dci_bytes'])}.")
+    parts.append(" ".join(lines))
+    plot = (results.get("files") or {}).get("iterations")
+    if plot:
+        parts.append(f"![iterations]({os.path.basename(plot)})")
     return "\n\n".join(parts)
 
 
@@ -257,12 +377,15 @@ def render_summary(results):
     plot = (results.get("files") or {}).get("plot")
     if plot:
         parts.append(f"![throughput]({os.path.basename(plot)})")
-    for title, body in (("Expectations", _section_expectations(results)),
-                        ("Fault timeline", _section_faults(results)),
-                        ("Per-host throughput", _section_hosts(metrics)),
-                        ("Per-flow", _section_flows(metrics)),
-                        ("Fidelity", _section_fidelity(results)),
-                        ("Fabric", _section_fabric(results))):
+    sections = [("Expectations", _section_expectations(results)),
+                ("Fault timeline", _section_faults(results))]
+    if metrics.get("jobs"):
+        sections.append(("Training jobs", _section_jobs(results)))
+    sections += [("Per-host throughput", _section_hosts(metrics)),
+                 ("Per-flow", _section_flows(metrics)),
+                 ("Fidelity", _section_fidelity(results)),
+                 ("Fabric", _section_fabric(results))]
+    for title, body in sections:
         parts.append(f"## {title}\n\n{body}")
     notes = metrics.get("settings")
     if notes:
@@ -319,30 +442,26 @@ def _draw_faults(ax, faults, duration):
                 fontsize=7, color="red" if down else "green")
 
 
-def plot_throughput(out_dir, series, faults, title, flow_info=None):
-    """Write throughput.png into `out_dir` and return its path.
+def _new_axes():
+    """A figure on the Agg canvas and its single axes.
 
-    `series` is the results' series dict ({interval_s, t, flows, flow_info})
-    or a metrics.Series; uses matplotlib's object API with the Agg canvas so
-    it never needs a display and never touches pyplot's global state.
+    matplotlib's object API with the Agg canvas never needs a display and
+    never touches pyplot's global state. Imported here: writing JSON and
+    markdown should not pay matplotlib's import time, nor fail on a machine
+    that only reads results.
     """
-    # Imported here: writing JSON and markdown should not pay matplotlib's
-    # import time, nor fail on a machine that only reads results.
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    if flow_info is None:
-        flow_info = series.get("flow_info", {}) if isinstance(series, dict) else {}
-    series = as_series(series)
-    duration = series.t[-1] if series.t else 0.0
-
     fig = Figure(figsize=(11, 5.5), dpi=110)
-    canvas = FigureCanvasAgg(fig)
-    ax = fig.add_subplot(1, 1, 1)
-    _draw_flows(ax, series, flow_info)
-    _draw_faults(ax, faults, duration)
-    ax.set_xlabel("time since traffic start (s)")
-    ax.set_ylabel("throughput (Mbit/s)")
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot(1, 1, 1)
+
+
+def _finish_plot(fig, ax, out_dir, filename, title, xlabel, ylabel, duration):
+    """Title, labels, limits and legend; write the PNG and return its path."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
     ax.set_title(title)
     ax.set_xlim(0, max(duration, 1e-3))
     ax.set_ylim(bottom=0)
@@ -352,11 +471,64 @@ def plot_throughput(out_dir, series, faults, title, flow_info=None):
     fig.tight_layout()
 
     png = io.BytesIO()
-    canvas.print_png(png)
+    fig.canvas.print_png(png)
     os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, PLOT_PNG)
+    path = os.path.join(out_dir, filename)
     _atomic_write(path, png.getvalue())
     return path
+
+
+def plot_throughput(out_dir, series, faults, title, flow_info=None):
+    """Write throughput.png into `out_dir` and return its path.
+
+    `series` is the results' series dict ({interval_s, t, flows, flow_info})
+    or a metrics.Series.
+    """
+    if flow_info is None:
+        flow_info = series.get("flow_info", {}) if isinstance(series, dict) else {}
+    series = as_series(series)
+    duration = series.t[-1] if series.t else 0.0
+
+    fig, ax = _new_axes()
+    _draw_flows(ax, series, flow_info)
+    _draw_faults(ax, faults, duration)
+    return _finish_plot(fig, ax, out_dir, PLOT_PNG, title, "time since traffic start (s)",
+                        "throughput (Mbit/s)", duration)
+
+
+def plot_iterations(out_dir, results):
+    """Write iterations.png into `out_dir`: every job's iteration times at
+    the moments the iterations ended, its analytical iteration time as a
+    dashed line of the same colour, and the faults. Returns its path, or
+    None when the drill ran no training job."""
+    jobs = (results.get("metrics") or {}).get("jobs") or {}
+    if not jobs:
+        return None
+    faults = results.get("faults") or []
+    ends = [e for j in jobs.values() for e in j.get("iteration_ends_s") or [] if e is not None]
+    duration = results.get("duration_s") or max(ends, default=0.0)
+
+    fig, ax = _new_axes()
+    for i, (name, j) in enumerate(sorted(jobs.items())):
+        color = f"C{i % 10}"
+        x = j.get("iteration_ends_s") or []
+        y = _nan((j.get("iteration_times_s") or [])[:len(x)])
+        ax.plot(x[:len(y)], y, color=color, marker="o", markersize=4, linewidth=1.4,
+                zorder=3, label=f"{name} ({j.get('collective') or '?'}, "
+                                f"{fmt(j.get('ranks'))} ranks)")
+        analytical = j.get("analytical_iteration_s")
+        if analytical is not None:
+            ax.axhline(analytical, color=color, linestyle="--", linewidth=1.0, zorder=2,
+                       label=f"{name} analytical {fmt(analytical, ' s')}")
+    _draw_faults(ax, faults, duration)
+    tops = [t for j in jobs.values() for t in (j.get("iteration_times_s") or []) + [
+        j.get("analytical_iteration_s")] if t is not None]
+    if tops:
+        ax.set_ylim(0, 1.15 * max(tops) or 1.0)   # room above the first, slowest iteration
+    title = f"{results.get('scenario') or '(unnamed)'}: iteration time per job"
+    return _finish_plot(fig, ax, out_dir, ITERATIONS_PNG, title,
+                        "iteration end, time since traffic start (s)", "iteration time (s)",
+                        duration)
 
 
 # ------------------------------------------------------ side by side
@@ -385,11 +557,28 @@ def _text_table(header, rows):
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
+def _job_comparison_rows(results):
+    """Table rows of one run's training jobs, one per job."""
+    jobs = (results.get("metrics") or {}).get("jobs") or {}
+    name = results.get("scenario") or "-"
+    return [[name if i == 0 else "", job, fmt(j.get("iteration_time_s")),
+             fmt(j.get("iteration_time_p99_s")), _pct(j.get("gpu_utilization")),
+             fmt(j.get("retransmissions")), fmt(j.get("stalled_iterations"))]
+            for i, (job, j) in enumerate(jobs.items())]
+
+
 def render_side_by_side(results_list):
-    """A compact terminal table comparing several runs (e.g. dual vs single ToR)."""
+    """A compact terminal table comparing several runs (e.g. dual vs single ToR),
+    and a second one for their training jobs when any ran some."""
     header = ["scenario", "result", "host", "before", "during", "after",
               "silence_s", "ratio", "fidelity"]
     rows = []
     for results in results_list:
         rows += _comparison_rows(results)
-    return _text_table(header, rows) + "\n(throughput in Mbit/s; ratio = during/before)"
+    text = _text_table(header, rows) + "\n(throughput in Mbit/s; ratio = during/before)"
+    job_rows = [row for results in results_list for row in _job_comparison_rows(results)]
+    if job_rows:
+        text += "\n\n" + _text_table(["scenario", "job", "iter_s", "p99_s", "gpu_util",
+                                       "retx", "stalled"], job_rows)
+        text += "\n(iter_s: mean iteration time after the first; retx: retransmissions)"
+    return text

@@ -84,6 +84,9 @@ def run_scenario(sc, out_dir, log=print):
                                   flow_info=info)
     results["files"] = {"results": "results.json", "summary": "summary.md",
                         "plot": os.path.basename(plot)}
+    iterations = report.plot_iterations(out_dir, results)
+    if iterations:
+        results["files"]["iterations"] = os.path.basename(iterations)
     report.write_results(out_dir, results)
     return results
 

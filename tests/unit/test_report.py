@@ -7,7 +7,7 @@ import pytest
 
 from testbed.expectations import evaluate
 from testbed.metrics import compute_metrics
-from testbed.report import (fmt, jsonable, load_results, plot_throughput,
+from testbed.report import (fmt, jsonable, load_results, plot_iterations, plot_throughput,
                             render_side_by_side, write_results)
 
 DT = 0.1
@@ -135,3 +135,124 @@ def test_fmt_and_jsonable():
     assert fmt(float("inf")) == "-"
     assert jsonable({"x": (1, math.nan), 2: {"y": float("-inf")}}) == {"x": [1, None],
                                                                        "2": {"y": None}}
+
+
+def job_drill(flows=True, on_time=0.98):
+    """drill() plus one ring job that slowed down while h0's uplink was down,
+    as the runner adds it; flows=False: a drill with jobs and no iperf3."""
+    results = drill("ring-failover")
+    if not flows:
+        series = {**results["series"], "flows": {}, "flow_info": {}}
+        fidelity = {"t0a~a0": {"configured_mbit": 40.0, "achieved_mbit": 39.0}}
+        results["metrics"] = compute_metrics(series, {}, results["faults"], 15, fidelity)
+        results["series"] = series
+    times = [0.9] + [0.6] * 6 + [1.5] * 3 + [0.6] * 5
+    ends = [round(sum(times[:i + 1]), 4) for i in range(len(times))]
+    metrics = results["metrics"]
+    metrics["jobs"] = {"ring4": {
+        "ranks": 4, "collective": "ring", "bytes_per_iteration": 1000000,
+        "iterations_planned": 15, "iterations_completed": 15,
+        "iteration_times_s": times, "iteration_ends_s": ends,
+        "iteration_time_s": 0.8429, "iteration_time_p50_s": 0.6, "iteration_time_p99_s": 1.5,
+        "job_completion_s": ends[-1], "analytical_iteration_s": 0.5549,
+        "iteration_time_vs_analytical": 1.519, "bytes_sent": 45000000,
+        "bytes_received": 44990000, "bytes_per_rank_expected": 750000,
+        "bytes_per_rank_ratio": 0.9987, "retransmissions": 12, "timeouts": 1, "cnps": 3,
+        "ce_marks": 5, "gpu_utilization": 0.3172, "stalled_iterations": 0,
+        "iteration_before_s": 0.6, "iteration_during_s": 1.5, "iteration_after_s": 0.6}}
+    metrics["gpu_utilization"] = 0.3172
+    metrics["generators"] = {"packets_sent": 27776, "late_packets": 1739, "max_lag_s": 0.0238,
+                             "lost_s": 0.4252, "on_time": on_time, "missing_results": []}
+    metrics["host_cpu"] = {"mean_busy": 0.137, "saturated_share": 0.05}
+    metrics["dci_bytes"] = 0
+    metrics["fidelity"]["generators_on_time"] = on_time
+    metrics["fidelity"]["min"] = min(metrics["fidelity"]["min"], on_time)
+    results["files"]["iterations"] = "iterations.png"
+    return results
+
+
+def headings(text):
+    return [line for line in text.splitlines() if line.startswith("## ")]
+
+
+def test_summary_shows_training_jobs(tmp_path):
+    write_results(str(tmp_path), job_drill())
+    text = (tmp_path / "summary.md").read_text()
+    assert "## Training jobs" in text
+    # collective, ranks, done/planned, mean, p50, p99, analytical, ratio, completion,
+    # bytes expected and worst ratio, retransmissions, timeouts, GPU util, stalled
+    assert ("| ring4 | ring | 4 | 15/15 | 0.843 | 0.6 | 1.5 | 0.555 | 1.52 | 12 | 750000 "
+            "| 0.999 | 12 | 1 | 32% | 0 |") in text
+    assert "| ring4 | 0.6 | 1.5 | 0.6 | 2.5 |" in text          # before, during, after
+    assert "weighted by GPUs): **32%**" in text
+    assert "DC interconnect: 0." in text
+    assert "![iterations](iterations.png)" in text
+    # the job section sits between the fault timeline and the flow tables
+    assert headings(text).index("## Training jobs") == headings(text).index(
+        "## Fault timeline") + 1
+    fidelity = text.split("## Fidelity")[1]
+    assert "27776 packets sent, 1739 late, max lag 0.0238 s" in fidelity
+    assert "on time **0.98**" in fidelity
+    assert "Host CPU: 14% busy on average" in fidelity and "5% of the samples" in fidelity
+    assert "WARNING" not in text
+    assert "h1->h2#1" in text          # the iperf3 flows are still reported
+
+
+def test_summary_warns_when_generators_fall_behind(tmp_path):
+    results = job_drill(on_time=0.7)
+    results["metrics"]["generators"]["missing_results"] = ["h3"]
+    write_results(str(tmp_path), results)
+    text = (tmp_path / "summary.md").read_text()
+    assert "WARNING: LOW EMULATION FIDELITY" in text
+    assert "line-rate pacing only 0.7 of the time" in text
+    assert "No results from the traffic agents on h3." in text
+    assert "no results from h3" in text.split("## Fidelity")[1]
+
+
+def test_summary_of_jobs_without_iperf3_flows(tmp_path):
+    results = job_drill(flows=False)
+    del results["metrics"]["jobs"]["ring4"]["iteration_before_s"]
+    write_results(str(tmp_path), results)
+    text = (tmp_path / "summary.md").read_text()
+    hosts = text.split("## Per-host throughput")[1].split("## ")[0]
+    flows = text.split("## Per-flow")[1].split("## ")[0]
+    assert hosts.strip() == flows.strip() == "No iperf3 flows in this drill."
+    assert "| ring4 | ring | 4 | 15/15 |" in text
+
+
+def test_iterations_plot(tmp_path):
+    path = plot_iterations(str(tmp_path), job_drill())
+    assert path == str(tmp_path / "iterations.png")
+    data = (tmp_path / "iterations.png").read_bytes()
+    assert data.startswith(PNG_SIGNATURE)
+    assert len(data) > 5 * 1024
+    # a job that completed nothing still gets its analytical line, and no crash
+    results = job_drill(flows=False)
+    job = results["metrics"]["jobs"]["ring4"]
+    job.update(iteration_times_s=[], iteration_ends_s=[], iterations_completed=0)
+    results["faults"] = []
+    assert os.path.exists(plot_iterations(str(tmp_path / "empty"), results))
+
+
+def test_no_jobs_no_iterations_plot_and_same_sections(tmp_path):
+    results = drill()
+    assert plot_iterations(str(tmp_path), results) is None
+    assert not (tmp_path / "iterations.png").exists()
+    write_results(str(tmp_path), results)
+    text = (tmp_path / "summary.md").read_text()
+    assert headings(text) == ["## Result: PASSED - 2/2 expectations met", "## Expectations",
+                              "## Fault timeline", "## Per-host throughput", "## Per-flow",
+                              "## Fidelity", "## Fabric"]
+    assert "iperf3" not in text and "generators" not in text and "Host CPU" not in text
+    assert "| source host | flows |" in text
+
+
+def test_side_by_side_lists_jobs():
+    text = render_side_by_side([job_drill(), drill("dual-tor")])
+    lines = text.splitlines()
+    assert sum(1 for line in lines if "(all)" in line) == 2    # the flow table stays
+    head = next(i for i, line in enumerate(lines) if line.split()[:2] == ["scenario", "job"])
+    assert lines[head].split() == ["scenario", "job", "iter_s", "p99_s", "gpu_util", "retx",
+                                   "stalled"]
+    assert lines[head + 2].split() == ["ring-failover", "ring4", "0.843", "1.5", "32%", "12", "0"]
+    assert "iter_s" not in render_side_by_side([drill("dual-tor")])
