@@ -16,7 +16,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # 1. System packages (Debian 12 / Ubuntu 22.04+).
-pkgs=(mininet openvswitch-switch iperf3 tcpdump ethtool iproute2 iputils-ping
+pkgs=(mininet openvswitch-switch iperf3 tcpdump tshark ethtool iproute2 iputils-ping
       procps kmod python3 python3-venv python3-pip)
 missing=()
 for p in "${pkgs[@]}"; do
@@ -26,6 +26,8 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
     log "installing system packages: ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
+    # tshark would otherwise ask whether non-root users may capture.
+    echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
     apt-get update -q
     apt-get install -y -q --no-install-recommends "${missing[@]}"
 else

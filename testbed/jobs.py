@@ -72,6 +72,32 @@ def expected_bytes_per_rank(job):
     return None  # other collectives: the schedule's volume is the reference
 
 
+FRAME_BYTES = 4096 + 58   # a full RoCE frame: Ethernet, IPv4, UDP, BTH, payload, ICRC
+
+
+def path_latency_s(fabric, job, frame_bytes=FRAME_BYTES):
+    """The longest store-and-forward delay between two ranks that exchange
+    data: after the sender's own port, every further hop serializes the
+    frame again at its link's (scaled) rate. Paths follow the controller's
+    routes on the healthy fabric."""
+    from controllers.routing import compute_routes, trace
+    routes = compute_routes(fabric)
+    sched = schedule_of(job)
+    worst = 0.0
+    pairs = {(r, s.peer) for r, steps in sched.steps.items() for s in steps if s.kind == "send"}
+    for r, p in pairs:
+        src, dst = job["hosts"][r], job["hosts"][p]
+        ifname = fabric.nics_of(src)[0].ports[0]
+        path = trace(fabric, routes, ifname, fabric.nics_of(dst)[0].ip)
+        if not path:
+            continue
+        hops = list(zip(path, path[1:]))
+        delay = sum(frame_bytes * 8 / (fabric.links_between(a, b)[0].rate_bps / fabric.scale)
+                    for a, b in hops)
+        worst = max(worst, delay)
+    return worst
+
+
 def analytical_iteration_s(job, port_rate_bps, latency_s=0.0):
     """Iteration time on an idle fabric: compute plus the schedule's
     communication time at one port's rate (one flow per transfer), with the
@@ -176,7 +202,8 @@ class JobAgents:
 
 # --- metrics (pure) ------------------------------------------------------------
 
-def job_metrics(jobs, agent_results, port_rate_bps, faults=(), duration=None, dc_of=None):
+def job_metrics(jobs, agent_results, port_rate_bps, faults=(), duration=None, dc_of=None,
+                fabric=None):
     """Per job: iteration times (job-level: iteration k ends when its last
     rank ends it), completion time, bytes, retransmissions, GPU-utilization
     proxy; plus the aggregate utilization weighted by ranks (GPUs)."""
@@ -185,7 +212,8 @@ def job_metrics(jobs, agent_results, port_rate_bps, faults=(), duration=None, dc
     for job in jobs:
         ranks = [r for res in agent_results.values() if res for r in res["jobs"]
                  if r["name"] == job["name"]]
-        out[job["name"]] = _one_job(job, ranks, port_rate_bps, windows)
+        latency = path_latency_s(fabric, job) if fabric is not None else 0.0
+        out[job["name"]] = _one_job(job, ranks, port_rate_bps, windows, latency)
         if dc_of:
             groups = {}
             for i, h in enumerate(job["hosts"]):
@@ -198,7 +226,7 @@ def job_metrics(jobs, agent_results, port_rate_bps, faults=(), duration=None, dc
     return {"jobs": out, "gpu_utilization": aggregate}
 
 
-def _one_job(job, ranks, port_rate_bps, windows):
+def _one_job(job, ranks, port_rate_bps, windows, latency_s=0.0):
     n = len(job["hosts"])
     iters = job["iterations"]
     ends = {}
@@ -210,7 +238,7 @@ def _one_job(job, ranks, port_rate_bps, windows):
     times = [b - a for a, b in zip([0.0] + job_end, job_end)]
     steady = times[1:] if len(times) > 1 else times   # the first includes start-up skew
     median = statistics.median(steady) if steady else None
-    analytical = analytical_iteration_s(job, port_rate_bps)
+    analytical = analytical_iteration_s(job, port_rate_bps, latency_s)
     expected = expected_bytes_per_rank(job)
     planned = [r["bytes_per_iteration_planned"] for r in ranks]
     # Measured at the receivers: payload bytes that arrived in order, per
@@ -237,6 +265,7 @@ def _one_job(job, ranks, port_rate_bps, windows):
         "iteration_time_p99_s": _percentile(steady, 99) if steady else None,
         "job_completion_s": job_end[-1] if len(complete) == iters else None,
         "analytical_iteration_s": analytical,
+        "path_latency_s": latency_s,
         "iteration_time_vs_analytical": (statistics.mean(steady) / analytical) if steady and analytical else None,
         "bytes_sent": sum(r["bytes_sent"] for r in ranks),
         "bytes_received": sum(r["bytes_received"] for r in ranks),

@@ -5,6 +5,7 @@ import os
 import time
 
 from . import expectations, jobs as jobs_mod, metrics, report, sampler
+from .capture import Capture
 from .realize import FabricNet
 from traffic.iperf import INTERVAL_S, IperfFlows, plan_pairs
 
@@ -26,9 +27,14 @@ def run_scenario(sc, out_dir, log=print):
         if sc.jobs:
             configs = jobs_mod.agent_configs(fabric, sc.jobs, run_dir, sc.duration_s)
             agents = jobs_mod.JobAgents(fnet, configs, run_dir, log)
+        captures = []
         samp = sampler.LinkSampler(fnet, senders,
                                    on_sample=_progress(fabric, senders, agents, sc.jobs, log))
         try:
+            for host in (sc.capture or {}).get("hosts", []):
+                cap = Capture(fnet, host, out_dir, sc.capture["packets"])
+                captures.append(cap)
+                cap.wait_listening()
             if agents:
                 agents.start()
                 agents.wait_ready()
@@ -45,6 +51,7 @@ def run_scenario(sc, out_dir, log=print):
         finally:
             samp.stop()
             flows.stop()
+            capture_files = [c.stop() for c in captures]
             if agents:
                 agents.stop()
         events = list(fnet.controller.events)
@@ -61,7 +68,8 @@ def run_scenario(sc, out_dir, log=print):
         agent_results = agents.results()
         rate = _goodput_rate(fabric)
         dc_of = {h.name: h.dc for h in fabric.hosts()}
-        m.update(jobs_mod.job_metrics(sc.jobs, agent_results, rate, faults, sc.duration_s, dc_of))
+        m.update(jobs_mod.job_metrics(sc.jobs, agent_results, rate, faults, sc.duration_s, dc_of,
+                                      fabric))
         for jm in m["jobs"].values():
             if jm.get("window_s"):
                 jm["dci_bytes"] = sampler.dci_bytes(fabric, samp.samples, *jm["window_s"])
@@ -84,6 +92,8 @@ def run_scenario(sc, out_dir, log=print):
                                   flow_info=info)
     results["files"] = {"results": "results.json", "summary": "summary.md",
                         "plot": os.path.basename(plot)}
+    if capture_files:
+        results["files"]["captures"] = [os.path.basename(p) for p in capture_files if p]
     iterations = report.plot_iterations(out_dir, results)
     if iterations:
         results["files"]["iterations"] = os.path.basename(iterations)

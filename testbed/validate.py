@@ -396,6 +396,7 @@ class Scenario:
     expect: list              # dicts: name, metric, host, job (or None), min, max (or None)
     topology_path: str | None = None   # the topology file, when not inline
     jobs: tuple = ()          # dicts: see _job_entry
+    capture: dict | None = None   # {"hosts": [...], "packets": n}
 
 
 def load_scenario(path):
@@ -440,6 +441,13 @@ def _scenario_from_doc(path, doc):
         problems += _job_problems(file, doc.get("jobs", []), jobs, duration, fabric)
     problems += _fault_problems(file, faults, duration, fabric)
     problems += _expect_problems(file, expect, fabric, {j["name"] for j in jobs})
+    capture = doc.get("capture")
+    if capture is not None and fabric is not None:
+        for k, h in enumerate(capture["hosts"]):
+            why = _host_problem(fabric, h)
+            if why:
+                problems.append(Problem(file, f"capture.hosts[{k}]", why))
+        capture = {"hosts": list(capture["hosts"]), "packets": capture.get("packets", 1000)}
     if problems:
         raise ConfigError(problems)
 
@@ -448,7 +456,7 @@ def _scenario_from_doc(path, doc):
         topology_params=params, fabric=fabric, duration_s=duration, traffic=traffic,
         faults=sorted(faults, key=lambda f: f["at"]),
         expect=expect, topology_path=None if topo_path is None else str(topo_path),
-        jobs=tuple(jobs))
+        jobs=tuple(jobs), capture=capture)
 
 
 def _missing_topology(file, topo, problems):

@@ -1,0 +1,44 @@
+"""Packet captures inside emulated hosts, for Wireshark/tshark.
+
+tcpdump runs in the host's namespace on all its ports; the runner waits for
+its "listening" line (an event, not a delay) before traffic starts.
+"""
+import os
+import select
+import subprocess
+import time
+
+
+class Capture:
+    def __init__(self, fnet, host, out_dir, packets=1000, bpf="udp port 4791"):
+        self.path = os.path.join(out_dir, f"capture-{host}.pcap")
+        argv = ["tcpdump", "-i", "any", "-n", "-U", "-s", "0", "-c", str(packets),
+                "-w", self.path, bpf]
+        self.proc = fnet.popen_in(host, argv, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+        self.host = host
+
+    def wait_listening(self, timeout=10.0):
+        deadline = time.monotonic() + timeout
+        seen = ""
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.proc.stderr], [], [], deadline - time.monotonic())
+            if not ready:
+                break
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            seen += line
+            if "listening on" in line:
+                return
+        raise RuntimeError(f"tcpdump in {self.host} did not start: {seen.strip()[-200:]}")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.path if os.path.exists(self.path) else None
