@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 HPNLAB := $(VENV)/bin/hpnlab
 DEMO   ?= results/demo
 
-.PHONY: setup test unit integration demo bench clean
+.PHONY: setup test unit integration demo drills bench clean
 
 setup:
 	bash scripts/provision.sh
@@ -29,8 +29,17 @@ demo: setup
 	echo "Reports: $(DEMO)/dual-tor/summary.md  $(DEMO)/single-tor/summary.md (plots beside them)"; \
 	test $$dual -eq 0 -a $$single -eq 0
 
+drills: setup
+	@rm -rf results/drills; fail=0; \
+	for s in scenarios/*.yaml; do \
+	  n=$$(basename $$s .yaml); \
+	  $(HPNLAB) run $$s --out results/drills/$$n || fail=1; \
+	done; \
+	echo; $(HPNLAB) compare results/drills/*; exit $$fail
+
 bench: setup
 	$(PY) bench/bringup.py
+	$(PY) bench/generator.py
 
 clean:
 	-[ -x $(HPNLAB) ] && $(HPNLAB) down
