@@ -134,5 +134,5 @@ def missing_for(fabric, feats):
     """One message per required feature the machine lacks."""
     module = {name: mod for name, (mod, _, _) in QDISCS.items()}
     return [f"{why} need the {name} qdisc (kernel module {module.get(name, name)}), "
-            f"which this kernel lacks; run without it or in the VM tier"
+            f"which this kernel lacks; run it where the module exists (e.g. the Vagrant VM)"
             for name, why in required_features(fabric) if not has(feats, name)]

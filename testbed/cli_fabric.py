@@ -10,6 +10,7 @@ from . import capabilities, ledger as ledger_mod, report
 from .validate import ConfigError, load_fabric, load_scenario
 
 OK, FAILED = 0, 1
+CANNOT_RUN_HERE = 3   # the kernel lacks a feature the file needs (see hpnlab doctor)
 
 
 def _err(msg):
@@ -102,7 +103,10 @@ def run_up(args):
     except KeyboardInterrupt:
         print("torn down", file=sys.stderr)
         return OK
-    except (CapabilityError, RuntimeError, TimeoutError) as e:
+    except CapabilityError as e:
+        _err(str(e))
+        return CANNOT_RUN_HERE
+    except (RuntimeError, TimeoutError) as e:
         return _err(str(e))
 
 
@@ -183,7 +187,10 @@ def run_run(args):
         results = run_scenario(sc, out)
     except KeyboardInterrupt:
         return _err("interrupted; the fabric was torn down")
-    except (CapabilityError, ReachabilityError, RuntimeError, TimeoutError) as e:
+    except CapabilityError as e:
+        _err(str(e))
+        return CANNOT_RUN_HERE
+    except (ReachabilityError, RuntimeError, TimeoutError) as e:
         return _err(str(e))
     for e in results["expectations"]:
         print(f"  {e['status'].upper():13} {e['name']}: expected {e['expected']}, "

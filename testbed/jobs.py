@@ -34,8 +34,10 @@ def rank_specs(fabric, jobs):
     return per_host
 
 
-def agent_configs(fabric, jobs, run_dir, deadline_s):
-    """{host: config dict} for every host that runs at least one rank."""
+def agent_configs(fabric, jobs, run_dir, deadline_s, transport=None):
+    """{host: config dict} for every host that runs at least one rank;
+    `transport` holds the scenario's knobs (DCQCN rates as shares of the
+    port's line rate, turned into bit/s here)."""
     rates = {}
     for link in fabric.links:
         if link.kind == "access":
@@ -43,7 +45,12 @@ def agent_configs(fabric, jobs, run_dir, deadline_s):
     out = {}
     for host, specs in rank_specs(fabric, jobs).items():
         nic = fabric.nics_of(host)[0]
-        out[host] = {"host": host, "deadline_s": deadline_s,
+        rate = min(rates[p] for p in nic.ports)
+        knobs = dict(transport or {})
+        dcqcn = dict(knobs.pop("dcqcn", {}))
+        for share in [k for k in dcqcn if k.endswith("_share")]:
+            dcqcn[share.replace("_share", "_bps")] = dcqcn.pop(share) * rate
+        out[host] = {"host": host, "deadline_s": deadline_s, **knobs, "dcqcn": dcqcn,
                      "out": os.path.join(run_dir, f"agent-{host}.json"),
                      "nic": {"ip": nic.ip, "mac": nic.mac, "ports": list(nic.ports),
                              "rate_bps": min(rates[p] for p in nic.ports)},

@@ -25,7 +25,7 @@ def run_scenario(sc, out_dir, log=print):
         senders = sorted({p.src for p in pairs})
         agents = None
         if sc.jobs:
-            configs = jobs_mod.agent_configs(fabric, sc.jobs, run_dir, sc.duration_s)
+            configs = jobs_mod.agent_configs(fabric, sc.jobs, run_dir, sc.duration_s, sc.transport)
             agents = jobs_mod.JobAgents(fnet, configs, run_dir, log)
         captures = []
         samp = sampler.LinkSampler(fnet, senders,

@@ -397,6 +397,7 @@ class Scenario:
     topology_path: str | None = None   # the topology file, when not inline
     jobs: tuple = ()          # dicts: see _job_entry
     capture: dict | None = None   # {"hosts": [...], "packets": n}
+    transport: dict | None = None  # agent knobs: window, rto_s, dcqcn (see _transport_entry)
 
 
 def load_scenario(path):
@@ -456,7 +457,7 @@ def _scenario_from_doc(path, doc):
         topology_params=params, fabric=fabric, duration_s=duration, traffic=traffic,
         faults=sorted(faults, key=lambda f: f["at"]),
         expect=expect, topology_path=None if topo_path is None else str(topo_path),
-        jobs=tuple(jobs), capture=capture)
+        jobs=tuple(jobs), capture=capture, transport=_transport_entry(doc.get("transport")))
 
 
 def _missing_topology(file, topo, problems):
@@ -726,3 +727,25 @@ def _job_problems(file, raws, jobs, duration, fabric):
             problems.append(Problem(file, f"{here}.groups", "groups apply to the hierarchical "
                                     f"collective only, not {j['collective']}"))
     return problems
+
+
+def _transport_entry(raw):
+    """Scenario transport knobs -> agent config keys (times in seconds; DCQCN
+    rates stay shares of line rate until the runner knows the port rate)."""
+    if raw is None:
+        return None
+    out = {}
+    if "window" in raw:
+        out["window"] = raw["window"]
+    if "rto" in raw:
+        out["rto_s"] = parse_time(raw["rto"])
+    names = {"g": "g", "fast_recovery_steps": "fast_recovery_steps",
+             "alpha_period": "alpha_period_s", "increase_period": "increase_period_s",
+             "cnp_interval": "cnp_interval_s", "min_rate": "min_rate_share",
+             "ai_rate": "ai_rate_share", "hai_rate": "hai_rate_share"}
+    dcqcn = {}
+    for key, value in (raw.get("dcqcn") or {}).items():
+        dcqcn[names[key]] = parse_time(value) if key.endswith(("period", "interval")) else value
+    if dcqcn:
+        out["dcqcn"] = dcqcn
+    return out

@@ -86,3 +86,15 @@ def test_capture_dissects_as_roce(tmp_path, leak_check):
     for pkt in rdpcap(str(pcap)):
         assert roce.verify_icrc(bytes(Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
                                       / pkt[IP]))
+
+
+def test_jobs_sharing_hosts_slow_each_other(tmp_path, leak_check):
+    r, res = _run("scenarios/two-jobs-contention.yaml", tmp_path)
+    assert r.returncode == 0, r.stdout[-2000:]
+    jobs = res["metrics"]["jobs"]
+    alone, shared = jobs["large-alone"], jobs["large-shared"]
+    assert shared["iteration_time_s"] > 1.1 * alone["iteration_time_s"]
+    assert shared["gpu_utilization"] < alone["gpu_utilization"]
+    # the aggregate weighs each job by its GPUs (8 + 8 + 4 ranks)
+    weighted = sum(j["gpu_utilization"] * j["ranks"] for j in jobs.values()) / 20
+    assert abs(res["metrics"]["gpu_utilization"] - weighted) < 1e-9

@@ -6,6 +6,7 @@ import os
 import pytest
 
 from testbed.build import build_fabric
+from testbed import jobs
 from testbed.jobs import (STALL_FACTOR, agent_configs, analytical_iteration_s,
                           expected_bytes_per_rank, job_metrics, rank_specs)
 
@@ -255,3 +256,19 @@ def test_an_agent_without_results_completes_nothing():
     # the ranks that did report still measured their own compute share
     assert m["gpu_utilization"] == pytest.approx(
         sum(0.8 / ENDS[r][-1] for r in (0, 2, 3)) / 3)
+
+
+def test_scenario_transport_knobs_reach_the_agents(tmp_path):
+    from testbed.validate import load_scenario
+    from traffic.transport import DcqcnParams
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: knobs\ntopology: {kind: hpn}\nduration: 5\n"
+        "jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, bytes: 1GB}]\n"
+        "transport: {window: 16, rto: 120ms, dcqcn: {g: 0.01, ai_rate: 0.05, cnp_interval: 2ms}}\n")
+    sc = load_scenario(path)
+    cfg = jobs.agent_configs(sc.fabric, sc.jobs, str(tmp_path), 5, sc.transport)["s0h0"]
+    assert cfg["window"] == 16 and abs(cfg["rto_s"] - 0.12) < 1e-12
+    params = DcqcnParams(line_rate_bps=cfg["nic"]["rate_bps"], **cfg["dcqcn"])
+    assert params.ai_rate_bps == 0.05 * 40e6 and params.g == 0.01
+    assert abs(params.cnp_interval_s - 0.002) < 1e-12
