@@ -8,6 +8,8 @@ import select
 import subprocess
 import time
 
+from .procs import end
+
 
 class Capture:
     def __init__(self, fnet, host, out_dir, packets=1000, bpf="udp port 4791"):
@@ -34,11 +36,5 @@ class Capture:
         raise RuntimeError(f"tcpdump in {self.host} did not start: {seen.strip()[-200:]}")
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        end(self.proc)
         return self.path if os.path.exists(self.path) else None

@@ -12,6 +12,8 @@ import sys
 import threading
 import time
 
+from .procs import end
+
 
 def free_port():
     with socket.socket() as s:
@@ -85,12 +87,6 @@ class ControllerProcess:
         return None
 
     def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
         if self.proc:
+            end(self.proc)
             self._log.close()

@@ -9,6 +9,8 @@ import threading
 
 from traffic import collectives
 
+from .procs import end as end_process
+
 STALL_FACTOR = 3.0   # an iteration this many times the job's median counts as stalled
 
 
@@ -179,8 +181,7 @@ class JobAgents:
             try:
                 rc = proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                proc.terminate()
-                rc = proc.wait(10)
+                rc = end_process(proc, 10)
                 problems.append(f"agent on {host} did not stop by itself")
             if rc != 0:
                 problems.append(f"agent on {host} exited with status {rc}: see "
@@ -189,12 +190,7 @@ class JobAgents:
 
     def stop(self):
         for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+            end_process(proc, 10)
 
     def results(self):
         out = {}

@@ -11,6 +11,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 
+from testbed.procs import end
+
 BASE_PORT = 5201
 INTERVAL_S = 0.1
 
@@ -92,19 +94,13 @@ class IperfFlows:
                 try:
                     proc.wait(max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
-                    proc.terminate()
-                    proc.wait(5)
+                    end(proc)
                     problems.append(f"iperf3 {name} {p.src}->{p.dst} did not finish in time")
         return problems
 
     def stop(self):
         for proc in list(self.clients.values()) + list(self.servers.values()):
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(5)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+            end(proc)
 
     def series(self):
         """Per-flow receiver throughput: {flow id: [(t_end, mbit), ...]} on

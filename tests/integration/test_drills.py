@@ -1,7 +1,6 @@
 """The first drills, end to end through `hpnlab run`: the dual-ToR host rides
 through a link failure, the single-ToR host stalls for the outage."""
 import json
-import shutil
 import subprocess
 import sys
 
