@@ -64,6 +64,20 @@ def link_mac(ifname):
         return f.read().strip()
 
 
+def settled(read, timeout=1.0):
+    """A counter's value once it stops moving (frames still in flight through
+    the veth land within microseconds): poll until two reads agree."""
+    deadline = time.monotonic() + timeout
+    last = read()
+    while time.monotonic() < deadline:
+        time.sleep(0.001)
+        now = read()
+        if now == last:
+            return now
+        last = now
+    return last
+
+
 class Flow:
     """The per-packet decisions of traffic.agent.OutFlow, for one endless
     stream of MESSAGE_PACKETS-packet messages."""
@@ -120,8 +134,7 @@ class Counted:
         self.seconds = time.perf_counter() - self.t0
         cpu = os.times()
         self.cpu = (cpu.user - self.cpu0.user) + (cpu.system - self.cpu0.system)
-        time.sleep(0.05)  # let the last frames land before reading the counter
-        self.delivered = link_stat(RX_IF, "rx_packets") - self.rx0
+        self.delivered = settled(lambda: link_stat(RX_IF, "rx_packets")) - self.rx0
         self.dropped = link_stat(TX_IF, "tx_dropped") - self.drop0
 
     def result(self, method, sent, errors=0):

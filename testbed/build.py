@@ -65,9 +65,12 @@ def build_fabric(params, name="fabric"):
 
 def _rate(p, path, key):
     try:
-        return parse_rate(p["rates"][key])
+        rate = parse_rate(p["rates"][key])
     except (KeyError, ValueError) as e:
         raise ModelError(f"{path}rates.{key}", str(e)) from None
+    if rate <= 0:
+        raise ModelError(f"{path}rates.{key}", f"expected a rate > 0, got {p['rates'][key]!r}")
+    return rate
 
 
 class _Builder:

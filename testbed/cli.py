@@ -124,6 +124,10 @@ def build_parser():
 
 def main(argv=None):
     """Run the command line; returns the exit status instead of exiting."""
+    # Progress lines must reach a pipe (make, a test, a log) as they happen.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(line_buffering=True)
     try:
         args = build_parser().parse_args(argv)
     except SystemExit as e:

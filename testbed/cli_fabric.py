@@ -149,7 +149,7 @@ def run_down(args):
         print("no fabric is running")
         return OK
     owner = led.data["owner"]
-    if ledger_mod._alive(owner) and owner != os.getpid():
+    if led.owner_running() and owner != os.getpid():
         print(f"stopping fabric {led.data['fabric']!r} (pid {owner})")
         os.kill(owner, signal.SIGTERM)
         ledger_mod._wait(lambda: not ledger_mod._alive(owner), 60)
@@ -195,6 +195,8 @@ def run_run(args):
     for e in results["expectations"]:
         print(f"  {e['status'].upper():13} {e['name']}: expected {e['expected']}, "
               f"measured {report.fmt(e['measured'])}")
+    for problem in results.get("problems") or []:
+        print(f"  PROBLEM       {problem}")
     fid = results["metrics"]["fidelity"]["min"]
     print(f"fidelity {report.fmt(fid)}; {report.verdict(results)}; "
           f"report: {os.path.join(out, 'summary.md')}")

@@ -50,8 +50,8 @@ class ControllerProcess:
             if event.get("event") == "routes" and self.on_routes:
                 try:
                     self.on_routes(event)
-                except Exception as e:  # keep following events; report it
-                    event["apply_error"] = str(e)
+                except Exception as e:  # keep following events; the runner reports it
+                    event["apply_error"] = f"{type(e).__name__}: {e}"
             with self.cond:
                 self.events.append(event)
                 self.cond.notify_all()

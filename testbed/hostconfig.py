@@ -7,13 +7,15 @@ import ipaddress
 
 from .model import HOST
 
-# Queue behind each shaped port: about this much time at the port's rate,
-# but never less than a handful of jumbo frames. The default (1000 frames of
-# 9 KB at 40 Mbit/s = 1.8 s) would turn every stall into seconds; a queue of
-# only a few frames starves some of 8 TCP flows sharing a port (their
-# windows shrink to a frame or two and they live on retransmit timeouts).
+# Queue behind each shaped port: 100 ms at the port's rate (500 KB at
+# 40 Mbit/s), and at least a few frames on slow links. The default (1000
+# frames of 9 KB at 40 Mbit/s = 1.8 s) would turn every stall into seconds;
+# a queue of only a few frames at 40 Mbit/s starves some of 8 TCP flows
+# sharing a port (their windows shrink to a frame or two and they live on
+# retransmit timeouts). No queue holds much more than 100 ms, which keeps
+# the traffic agents' 250 ms retransmission timeout above two full queues.
 QUEUE_SECONDS = 0.1
-QUEUE_MIN_FRAMES = 16
+QUEUE_MIN_FRAMES = 4
 
 
 def queue_bytes(rate_mbit, mtu):
@@ -74,12 +76,14 @@ def host_script(fabric, host):
                          f"addr add {nic.ip}/32 dev {ifname}",
                          f"link set dev {ifname} up"]
             tc_lines += shaping_lines(ifname, fabric.scaled_mbit(link), fabric.mtu, link.delay_s)
-            lines.append(f"ethtool -K {ifname} tx off rx off tso off gso off gro off >/dev/null 2>&1")
+            lines.append(f"ethtool -K {ifname} tx off rx off tso off gso off gro off >/dev/null 2>&1 || true")
             lines.append(f"sysctl -qw net.ipv4.conf.{ifname.replace('.', '/')}.rp_filter=0")
         hops = " ".join(f"nexthop dev {p}" for p in nic.ports)
         for prefix in rail_prefixes(fabric, nic.rail):
             ip_lines.append(f"route replace {prefix} {hops}")
-    return "\n".join([_batch("ip", ip_lines)] + lines + [_batch("tc", tc_lines)]) + "\n"
+    # set -e: a failed address, route or qdisc must fail the bring-up, not
+    # hide behind the last command's status.
+    return "\n".join(["set -e", _batch("ip", ip_lines)] + lines + [_batch("tc", tc_lines)]) + "\n"
 
 
 def _batch(tool, lines):

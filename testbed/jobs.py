@@ -6,8 +6,9 @@ import statistics
 import subprocess
 import sys
 import threading
+import time
 
-from traffic import collectives
+from traffic import collectives, roce
 
 from .procs import end as end_process
 
@@ -52,7 +53,8 @@ def agent_configs(fabric, jobs, run_dir, deadline_s, transport=None):
         dcqcn = dict(knobs.pop("dcqcn", {}))
         for share in [k for k in dcqcn if k.endswith("_share")]:
             dcqcn[share.replace("_share", "_bps")] = dcqcn.pop(share) * rate
-        out[host] = {"host": host, "deadline_s": deadline_s, **knobs, "dcqcn": dcqcn,
+        out[host] = {"host": host, "deadline_s": deadline_s, "payload": roce.payload_for_mtu(fabric.mtu),
+                     **knobs, "dcqcn": dcqcn,
                      "out": os.path.join(run_dir, f"agent-{host}.json"),
                      "nic": {"ip": nic.ip, "mac": nic.mac, "ports": list(nic.ports),
                              "rate_bps": min(rates[p] for p in nic.ports)},
@@ -81,15 +83,26 @@ def expected_bytes_per_rank(job):
     return None  # other collectives: the schedule's volume is the reference
 
 
-FRAME_BYTES = 4096 + 58   # a full RoCE frame: Ethernet, IPv4, UDP, BTH, payload, ICRC
+def frame_bytes(fabric):
+    """A full RoCE frame on this fabric: the largest payload its MTU allows
+    plus Ethernet, IPv4, UDP, BTH and ICRC."""
+    return roce.payload_for_mtu(fabric.mtu) + roce.FRAME_OVERHEAD
 
 
-def path_latency_s(fabric, job, frame_bytes=FRAME_BYTES):
+def goodput_bps(fabric):
+    """Payload rate of one NIC port: its line rate less RoCE framing."""
+    port = min(l.rate_bps for l in fabric.links if l.kind == "access") / fabric.scale
+    payload = roce.payload_for_mtu(fabric.mtu)
+    return port * payload / (payload + roce.FRAME_OVERHEAD)
+
+
+def path_latency_s(fabric, job, frame_bytes=None):
     """The longest store-and-forward delay between two ranks that exchange
     data: after the sender's own port, every further hop serializes the
     frame again at its link's (scaled) rate. Paths follow the controller's
     routes on the healthy fabric."""
     from controllers.routing import compute_routes, trace
+    frame_bytes = frame_bytes or globals()["frame_bytes"](fabric)
     routes = compute_routes(fabric)
     sched = schedule_of(job)
     worst = 0.0
@@ -134,10 +147,10 @@ class JobAgents:
             path = os.path.join(self.run_dir, f"agent-{host}.cfg.json")
             with open(path, "w") as fh:
                 json.dump(cfg, fh, indent=1)
-            err = open(os.path.join(self.run_dir, f"agent-{host}.log"), "w")
-            proc = self.fnet.popen_in(host, [sys.executable, "-m", "traffic.agent", path],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                      text=True)
+            with open(os.path.join(self.run_dir, f"agent-{host}.log"), "w") as err:
+                proc = self.fnet.popen_in(host, [sys.executable, "-m", "traffic.agent", path],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=err, text=True)
             self.procs[host] = proc
             threading.Thread(target=self._follow, args=(host, proc), daemon=True).start()
 
@@ -153,6 +166,8 @@ class JobAgents:
                 else:
                     self.progress.append(rec)
                 self.lock.notify_all()
+        with self.lock:  # the agent is gone: whoever waits for it must know now
+            self.lock.notify_all()
 
     def wait_ready(self, timeout=60.0):
         """Block until every agent has set up its sockets (an event each
@@ -177,9 +192,10 @@ class JobAgents:
     def wait(self, timeout):
         """Wait for every agent (each stops itself at its deadline)."""
         problems = []
+        deadline = time.monotonic() + timeout
         for host, proc in self.procs.items():
             try:
-                rc = proc.wait(timeout)
+                rc = proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 rc = end_process(proc, 10)
                 problems.append(f"agent on {host} did not stop by itself")
@@ -189,8 +205,17 @@ class JobAgents:
         return problems
 
     def stop(self):
+        """End every agent. Closing its stdin first releases one still
+        waiting for the start (it returns on end of input)."""
         for proc in self.procs.values():
-            end_process(proc, 10)
+            if proc.stdin and not proc.stdin.closed:
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+        deadline = time.monotonic() + 10
+        for proc in self.procs.values():
+            end_process(proc, max(0.1, deadline - time.monotonic()))
 
     def results(self):
         out = {}
@@ -237,8 +262,10 @@ def _one_job(job, ranks, port_rate_bps, windows, latency_s=0.0):
         for rec in r["iterations"]:
             ends.setdefault(rec["iter"], []).append(rec["end"])
     complete = sorted(k for k, v in ends.items() if len(v) == n)
-    job_end = [max(ends[k]) for k in complete]
-    times = [b - a for a, b in zip([0.0] + job_end, job_end)]
+    # Agents time a job from its own start; put it on the drill's clock
+    # (traffic start = 0), where faults and the other jobs live.
+    job_end = [max(ends[k]) + job["start"] for k in complete]
+    times = [b - a for a, b in zip([job["start"]] + job_end, job_end)]
     steady = times[1:] if len(times) > 1 else times   # the first includes start-up skew
     median = statistics.median(steady) if steady else None
     analytical = analytical_iteration_s(job, port_rate_bps, latency_s)
@@ -262,11 +289,11 @@ def _one_job(job, ranks, port_rate_bps, windows, latency_s=0.0):
         "iterations_planned": iters, "iterations_completed": len(complete),
         "iteration_times_s": [round(t, 4) for t in times],
         "iteration_ends_s": [round(t, 4) for t in job_end],
-        "window_s": [job["start"], job["start"] + job_end[-1]] if job_end else None,
+        "window_s": [job["start"], job_end[-1]] if job_end else None,
         "iteration_time_s": statistics.mean(steady) if steady else None,
         "iteration_time_p50_s": median,
         "iteration_time_p99_s": _percentile(steady, 99) if steady else None,
-        "job_completion_s": job_end[-1] if len(complete) == iters else None,
+        "job_completion_s": job_end[-1] - job["start"] if len(complete) == iters else None,
         "analytical_iteration_s": analytical,
         "path_latency_s": latency_s,
         "iteration_time_vs_analytical": (statistics.mean(steady) / analytical) if steady and analytical else None,

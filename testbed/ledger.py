@@ -42,13 +42,20 @@ class Ledger:
     def claim(self, fabric_name, run_dir):
         """Take the machine for one fabric; refuse when another is running."""
         other = load(self.path)
-        if other and _alive(other.data["owner"]) and other.data["owner"] != os.getpid():
+        if other and other.owner_running() and other.data["owner"] != os.getpid():
             raise RuntimeError(f"fabric {other.data['fabric']!r} is already running (pid "
                                f"{other.data['owner']}); stop it first with: hpnlab down")
         if other:  # a dead owner left a record: sweep it before we start
             other.sweep()
-        self.data.update(fabric=fabric_name, run_dir=run_dir)
+        self.data.update(fabric=fabric_name, run_dir=run_dir, owner_cmd=_cmdline(os.getpid()))
         self.save()
+
+    def owner_running(self):
+        """The process that made this record is still the one with its PID
+        (a recycled PID belongs to someone else and is never signalled)."""
+        pid = self.data["owner"]
+        want = self.data.get("owner_cmd")
+        return _alive(pid) and (want is None or _cmdline(pid) == want)
 
     def add(self, kind, *items):
         self.data[kind].extend(i for i in items if i not in self.data[kind])

@@ -14,6 +14,7 @@ import time
 from . import capabilities, hostconfig
 from .controller_proc import ControllerProcess
 from .ledger import Ledger
+from .procs import end
 
 
 class CapabilityError(RuntimeError):
@@ -32,7 +33,7 @@ class FabricNet:
         self.ledger = None
         self.datapath = None
         self.overrides = {}          # host -> {dst ip: ports} applied now
-        self.override_log = []       # (monotonic time, host, lines) for reports
+        self.route_errors = []       # host-route updates that failed (fail the run)
         self.timings = {}
 
     # --- bring-up ----------------------------------------------------------
@@ -55,8 +56,9 @@ class FabricNet:
             raise CapabilityError(missing[0])
         self.datapath = capabilities.datapath(feats)
         os.makedirs(self.run_dir, exist_ok=True)
-        self.ledger = Ledger()
-        self.ledger.claim(self.fabric.name, self.run_dir)
+        ledger = Ledger()
+        ledger.claim(self.fabric.name, self.run_dir)   # refuses if another fabric runs
+        self.ledger = ledger
         f = self.fabric
         # Record every name before creating it, so a crash half-way through
         # still leaves a complete list for the sweep.
@@ -83,7 +85,7 @@ class FabricNet:
                           protocols="OpenFlow13", failMode="secure")
         for h in f.hosts():
             node = net.addHost(h.name, cls=Host, ip=None)
-            self.ledger.add_process(node.pid, ["mnexec"])  # its shell holds the namespace
+            self.ledger.add_process(node.pid, ["bash"])  # its shell holds the namespace
         macs = {p: nic.mac for nic in f.nics for p in nic.ports}
         for link in f.links:
             addrs = {k: macs[e.ifname] for k, e in (("addr1", link.a), ("addr2", link.b))
@@ -124,14 +126,25 @@ class FabricNet:
 
     # --- host-side route updates (called from the controller reader) -------
     def _apply_overrides(self, event):
+        """Install the controller's host-route overrides in every host that
+        needs a change, all hosts at once; stamp when they are in place."""
         wanted = event.get("host_overrides", {})
+        procs = {}
         for host in sorted(set(wanted) | set(self.overrides)):
             new = {ip: tuple(p) for ip, p in wanted.get(host, {}).items()}
             lines = hostconfig.override_lines(self.overrides.get(host, {}), new)
             if lines:
-                self.run_in(host, ["ip", "-batch", "-"], input="\n".join(lines) + "\n")
-                self.override_log.append((time.monotonic(), host, lines))
+                proc = subprocess.Popen(self.ns_argv(host, ["ip", "-batch", "-"]),
+                                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE, text=True)
+                procs[host] = (proc, "\n".join(lines) + "\n")
             self.overrides[host] = new
+        for host, (proc, text) in procs.items():
+            _, err = proc.communicate(text)
+            if proc.returncode != 0:
+                self.route_errors.append(f"host routes in {host} (routes version "
+                                         f"{event.get('version')}): {err.strip()}")
+        event["applied_t"] = time.monotonic()
 
     # --- checks ------------------------------------------------------------
     def check_reachability(self, timeout=5.0):
@@ -147,11 +160,15 @@ class FabricNet:
                 self.ns_argv(h.name, [sys.executable, prober, str(timeout)] + pairs),
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         results = {}
-        for host, proc in procs.items():
-            out, err = proc.communicate(timeout + 10)
-            if proc.returncode != 0:
-                raise RuntimeError(f"reachability probe in {host} failed: {err.strip()[-300:]}")
-            results[host] = json.loads(out)
+        try:
+            for host, proc in procs.items():
+                out, err = proc.communicate(timeout + 10)
+                if proc.returncode != 0:
+                    raise RuntimeError(f"reachability probe in {host} failed: {err.strip()[-300:]}")
+                results[host] = json.loads(out)
+        finally:
+            for proc in procs.values():   # on any failure or Ctrl-C: none is left running
+                end(proc, 1.0)
         return results
 
     # --- helpers -----------------------------------------------------------
@@ -171,7 +188,7 @@ class FabricNet:
 
     def popen_in(self, host, argv, **kw):
         proc = subprocess.Popen(self.ns_argv(host, argv), **kw)
-        self.ledger.add_process(proc.pid, ["nsenter"])
+        self.ledger.add_process(proc.pid, argv)   # nsenter execs argv: that is what runs
         return proc
 
     def set_link(self, link, up):
@@ -186,15 +203,17 @@ class FabricNet:
     # --- teardown ----------------------------------------------------------
     def stop(self):
         leftover = []
+        if self.controller is not None:
+            # First, so that links going away do not make it recompute routes
+            # into namespaces that are being torn down.
+            self.controller.stop()
+            self.controller = None
         if self.net is not None:
             try:
                 self.net.stop()
             except Exception as e:  # the ledger sweep below still runs
                 self.log(f"warning: Mininet stop: {e}")
             self.net = None
-        if self.controller is not None:
-            self.controller.stop()
-            self.controller = None
         if self.ledger is not None:
             leftover = self.ledger.sweep()
             self.ledger.release()

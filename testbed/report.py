@@ -368,6 +368,9 @@ def render_summary(results):
     if results.get("description"):
         parts.append(str(results["description"]).strip())
     parts.append(_headline(results))
+    if results.get("problems"):
+        parts.append("> **Problems during the run (the run cannot pass):**\n"
+                     + "\n".join(f"> - {p}" for p in results["problems"]))
     if low_fidelity(results):
         parts.append(_warning_block(results))
     parts.append(md_table(["run", ""], [

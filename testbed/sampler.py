@@ -44,6 +44,7 @@ class LinkSampler:
         self.samples = []            # (t, {dev: (bytes, backlog, drops)})
         self.cpu = []                # (t, busy fraction of all cores since the last sample)
         self._cpu_last = None
+        self.error = None
         self._stop = threading.Event()
         self._thread = None
         self.t0 = None
@@ -70,6 +71,12 @@ class LinkSampler:
         return 1.0 - (idle - last[0]) / (total - last[1])
 
     def _run(self):
+        try:
+            self._loop()
+        except Exception as e:  # reported by the runner: a run without samples cannot pass
+            self.error = f"{type(e).__name__}: {e}"
+
+    def _loop(self):
         next_t = time.monotonic()
         while not self._stop.is_set():
             counters = self._read()

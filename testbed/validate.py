@@ -442,6 +442,7 @@ def _scenario_from_doc(path, doc):
         problems += _job_problems(file, doc.get("jobs", []), jobs, duration, fabric)
     problems += _fault_problems(file, faults, duration, fabric)
     problems += _expect_problems(file, expect, fabric, {j["name"] for j in jobs})
+    problems += _transport_problems(file, doc.get("transport"))
     capture = doc.get("capture")
     if capture is not None and fabric is not None:
         for k, h in enumerate(capture["hosts"]):
@@ -628,6 +629,12 @@ def _expect_problems(file, expect, fabric, job_names=frozenset()):
         elif e.get("relative_to") is not None and e["job"] is None:
             problems.append(Problem(file, f"expect[{i}].relative_to",
                                     "a comparison needs the job to compare: name it in job"))
+        elif e["metric"] not in JOB_METRICS and (e["job"] is not None or e.get("relative_to")):
+            problems.append(Problem(file, f"expect[{i}].job", f"metric {e['metric']} is measured "
+                                    "on flows and links, not per job: drop job/relative_to"))
+        elif e["metric"] == "fidelity" and e["host"] is not None:
+            problems.append(Problem(file, f"expect[{i}].host", "fidelity is measured per link for "
+                                    "the whole run: drop host"))
         elif e["metric"] in JOB_METRICS and e["job"] is None:
             problems.append(Problem(file, f"expect[{i}].job",
                                     f"metric {e['metric']} is measured per job: name the job"))
@@ -723,6 +730,11 @@ def _job_problems(file, raws, jobs, duration, fabric):
             if sorted(flat) != sorted(j["hosts"]) or len(flat) != len(set(flat)):
                 problems.append(Problem(file, f"{here}.groups", "expected groups that split the "
                                         "job's hosts, each host in exactly one group"))
+        if j["port"] is not None and not bad_host:
+            ports = min(len(fabric.nics_of(h)[0].ports) for h in j["hosts"])
+            if j["port"] >= ports:
+                problems.append(Problem(file, f"{here}.port", f"expected a NIC port below {ports} "
+                                        f"(the job's hosts have {ports} port(s) per NIC), got {j['port']}"))
         if j["groups"] is not None and j["collective"] != "hierarchical":
             problems.append(Problem(file, f"{here}.groups", "groups apply to the hierarchical "
                                     f"collective only, not {j['collective']}"))
@@ -749,3 +761,16 @@ def _transport_entry(raw):
     if dcqcn:
         out["dcqcn"] = dcqcn
     return out
+
+
+def _transport_problems(file, raw):
+    """DCQCN's alpha decays once per alpha period without a CNP; if the
+    period is shorter than the receivers' CNP interval, alpha decays between
+    the CNPs of a flow that is congested all along."""
+    dcqcn = (raw or {}).get("dcqcn") or {}
+    alpha = parse_time(dcqcn.get("alpha_period", "5ms"))
+    cnp = parse_time(dcqcn.get("cnp_interval", "4ms"))
+    if alpha <= cnp:
+        return [Problem(file, "transport.dcqcn.alpha_period", f"expected an alpha period longer than "
+                        f"the CNP interval ({_seconds(cnp)}), got {_seconds(alpha)}")]
+    return []

@@ -33,7 +33,6 @@ IP_RECVTOS = getattr(socket, "IP_RECVTOS", 13)
 ROUTE_REFRESH_S = 0.1       # how often a flow re-asks the kernel which port to use
 PORT_BURST = 4              # frames of catch-up credit, like HTB's burst behind it
 WAKE_BATCH = 2              # frames sent per wake-up of a backlogged port (< PORT_BURST)
-FRAME_BITS = (4096 + 58) * 8
 MAX_BURST_PER_PASS = 16     # packets per port per loop pass, so receiving never starves
 
 
@@ -195,6 +194,7 @@ class Agent:
         self.cfg = cfg
         self.nic = cfg["nic"]
         self.payload = cfg.get("payload", 4096)
+        self.frame_bits = (self.payload + roce.FRAME_OVERHEAD) * 8
         self.window = cfg.get("window", 64)
         # Longer than the deepest queue (100 ms) twice over: a timeout must
         # mean loss, not a full queue. NAKs repair ordinary loss much sooner.
@@ -273,7 +273,7 @@ class Agent:
                 if wait > 0:
                     # Wake once per WAKE_BATCH frames: the burst credit sends
                     # them back to back, at half the context switches.
-                    wait += (WAKE_BATCH - 1) * FRAME_BITS / port.pacer.rate_bps
+                    wait += (WAKE_BATCH - 1) * self.frame_bits / port.pacer.rate_bps
                 waits.append(wait)
         for flow in self.outflows.values():
             waits.append(flow.next_lookup - now)

@@ -92,10 +92,14 @@ class IperfFlows:
         for name, procs in (("client", self.clients), ("server", self.servers)):
             for p, proc in procs.items():
                 try:
-                    proc.wait(max(0.1, deadline - time.monotonic()))
+                    rc = proc.wait(max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
                     end(proc)
                     problems.append(f"iperf3 {name} {p.src}->{p.dst} did not finish in time")
+                    continue
+                if rc != 0:
+                    problems.append(f"iperf3 {name} {p.src}->{p.dst} failed (status {rc}): see "
+                                    f"{self._out(name, p)}")
         return problems
 
     def stop(self):

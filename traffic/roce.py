@@ -214,6 +214,19 @@ class FrameTemplate:
         return len(self.buf)
 
 
+FRAME_OVERHEAD = 14 + 20 + 8 + 12 + 4   # Ethernet, IPv4, UDP, BTH, ICRC
+IB_MTUS = (4096, 2048, 1024, 512, 256)
+
+
+def payload_for_mtu(mtu):
+    """The largest InfiniBand MTU (RoCE payload per packet) whose frame fits
+    an IP MTU of `mtu` bytes: 4096 at MTU 9000, 1024 at MTU 1500."""
+    for size in IB_MTUS:
+        if size + FRAME_OVERHEAD - 14 <= mtu:
+            return size
+    raise ValueError(f"an MTU of {mtu} bytes cannot carry a RoCE packet (needs >= 296)")
+
+
 # --- receiving side: the UDP payload (BTH ... ICRC) ------------------------
 
 def parse_bth(data):

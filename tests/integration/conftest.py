@@ -8,6 +8,8 @@ import os
 import shutil
 import subprocess
 
+from pathlib import Path
+
 import pytest
 
 
@@ -24,10 +26,14 @@ def _skip_reason():
     return None
 
 
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+
 def pytest_collection_modifyitems(config, items):
     reason = _skip_reason()
     for item in items:
-        if "integration" in str(item.fspath):
+        if Path(str(item.fspath)).resolve().is_relative_to(HERE):
             item.add_marker(pytest.mark.integration)
             if reason:
                 item.add_marker(pytest.mark.skip(reason=reason))
@@ -39,7 +45,35 @@ def snapshot():
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True)
     names = {line.split(":")[1].strip().split("@")[0] for line in links.stdout.splitlines()}
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
-    return {"bridges": set(br.stdout.split()), "links": names, "netns": set(netns.stdout.split())}
+    return {"bridges": set(br.stdout.split()), "links": names, "netns": set(netns.stdout.split()),
+            "processes in other network namespaces": _namespaced_processes()}
+
+
+def _namespaced_processes():
+    """'pid command' of every process outside this network namespace: the
+    shells, agents, iperf3s and tcpdumps of emulated hosts (Mininet's
+    namespaces have no name, so `ip netns list` cannot see them)."""
+    mine = os.readlink("/proc/self/ns/net")
+    out = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{entry}/ns/net") == mine:
+                continue
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue  # gone meanwhile, or a kernel thread
+        if cmd:
+            out.add(f"{entry} {cmd[:80]}")
+    return out
+
+
+@pytest.fixture(autouse=True)
+def repo_root(monkeypatch):
+    """Scenario and topology paths in these tests are relative to the repo."""
+    monkeypatch.chdir(REPO)
 
 
 @pytest.fixture

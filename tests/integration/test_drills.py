@@ -16,8 +16,8 @@ def _run(scenario, out):
 
 def test_dual_tor_survives_link_failure(tmp_path, leak_check):
     r = _run("scenarios/dual-tor-link-failure.yaml", tmp_path)
-    res = json.loads((tmp_path / "results.json").read_text())
     assert r.returncode == 0, r.stdout + r.stderr
+    res = json.loads((tmp_path / "results.json").read_text())
     host = res["metrics"]["hosts"]["s0h0"]
     assert host["max_silence_s"] <= 1.0
     assert host["fault_throughput_ratio"] >= 0.45
@@ -29,8 +29,8 @@ def test_dual_tor_survives_link_failure(tmp_path, leak_check):
 
 def test_single_tor_stalls_for_outage(tmp_path, leak_check):
     r = _run("scenarios/single-tor-link-failure.yaml", tmp_path)
-    res = json.loads((tmp_path / "results.json").read_text())
     assert r.returncode == 0, r.stdout + r.stderr
+    res = json.loads((tmp_path / "results.json").read_text())
     host = res["metrics"]["hosts"]["s0h0"]
     assert host["max_silence_s"] >= 9.0
     assert host["during_mbit"] < 1.0 < host["before_mbit"]

@@ -1,6 +1,7 @@
 """The default HPN-mini fabric comes up, every host reaches every other over
 each of its ports, links are shaped, and teardown leaves nothing behind."""
 import json
+import select
 import subprocess
 import sys
 import time
@@ -84,9 +85,13 @@ def test_up_then_down_from_another_shell(leak_check):
     up = subprocess.Popen([sys.executable, "-m", "testbed.cli", "up", "topologies/hpn-mini.yaml"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        for line in up.stdout:  # wait for the event "fabric is up"
-            if "fabric is up" in line:
-                break
+        deadline = time.monotonic() + 120
+        seen = ""
+        while "fabric is up" not in seen:  # wait for the event, with a deadline
+            ready, _, _ = select.select([up.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            line = up.stdout.readline() if ready else ""
+            assert line, f"'hpnlab up' never said the fabric is up: {seen[-500:]}"
+            seen += line
         assert ledger.load() is not None
         down = subprocess.run([sys.executable, "-m", "testbed.cli", "down"],
                               capture_output=True, text=True, timeout=90)

@@ -14,8 +14,9 @@ from traffic import roce
 def _run(scenario, out):
     r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(scenario), "--out", str(out)],
                        capture_output=True, text=True, timeout=300)
-    res = json.loads((out / "results.json").read_text())
-    return r, res
+    results = out / "results.json"
+    assert results.exists(), f"no results (status {r.returncode}): {r.stdout[-1500:]} {r.stderr[-1500:]}"
+    return r, json.loads(results.read_text())
 
 
 def test_allreduce_ring_matches_the_formulas(tmp_path, leak_check):

@@ -133,6 +133,28 @@ MALFORMED = [
      "invalid YAML at line 3, column 1: duplicate key 'planes'"),
     ("empty-file", "", "(top)", "the file is empty"),
     ("top-level-list", "- kind: hpn\n", "(top)", "expected a mapping of fields at the top level, got a list"),
+    # --- training jobs and transport ---
+    ("job-host-unknown", HEAD + "jobs: [{name: j, hosts: [s0h0, s9h0], collective: ring, bytes: 1GB}]\n",
+     "jobs[0].hosts[1]", "host 's9h0' is not in the topology"),
+    ("job-hd-not-power-of-two", HEAD + "jobs: [{name: j, hosts: [s0h0, s0h1, s0h2], "
+     "collective: halving-doubling, bytes: 1GB}]\n", "jobs[0].hosts", "power-of-two number of ranks"),
+    ("job-port-beyond-nic", "name: t\ntopology: {kind: hpn, planes: 1, dual_tor: false}\nduration: 10\n"
+     "jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, bytes: 1GB, port: 1}]\n",
+     "jobs[0].port", "expected a NIC port below 1"),
+    ("job-groups-split", HEAD + "jobs: [{name: j, hosts: [s0h0, s1h0], collective: hierarchical, "
+     "bytes: 1GB, groups: [[s0h0]]}]\n", "jobs[0].groups", "split the job's hosts"),
+    ("job-bytes-tiny", HEAD + "jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, bytes: 1kB}]\n",
+     "jobs[0].bytes", "at least one byte per rank after scaling"),
+    ("expect-job-unknown", HEAD + TRAFFIC + "expect: [{metric: iteration_time_s, job: nope, max: 1}]\n",
+     "expect[0].job", "job 'nope' is not in this scenario"),
+    ("expect-flow-metric-with-job", HEAD + "jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, "
+     "bytes: 1GB}]\nexpect: [{metric: max_silence_s, job: j, max: 1}]\n", "expect[0].job",
+     "measured on flows and links, not per job"),
+    ("expect-fidelity-per-host", HEAD + TRAFFIC + "expect: [{metric: fidelity, host: s0h0, min: 0.9}]\n",
+     "expect[0].host", "fidelity is measured per link"),
+    ("rate-zero", "kind: hpn\nrates: {host: 0bit}\n", "rates.host", "expected a rate > 0"),
+    ("dcqcn-alpha-shorter-than-cnp", HEAD + TRAFFIC + "transport: {dcqcn: {alpha_period: 2ms}}\n",
+     "transport.dcqcn.alpha_period", "longer than the CNP interval"),
 ]
 
 
