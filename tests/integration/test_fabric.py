@@ -1,7 +1,8 @@
 """The default HPN-mini fabric comes up, every host reaches every other over
 each of its ports, links are shaped, and teardown leaves nothing behind."""
 import json
-import select
+import queue
+import threading
 import subprocess
 import sys
 import time
@@ -85,19 +86,25 @@ def test_up_then_down_from_another_shell(leak_check):
     up = subprocess.Popen([sys.executable, "-m", "testbed.cli", "up", "topologies/hpn-mini.yaml"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 120
+        lines = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(l) for l in up.stdout], daemon=True).start()
         seen = ""
         while "fabric is up" not in seen:  # wait for the event, with a deadline
-            ready, _, _ = select.select([up.stdout], [], [], max(0.0, deadline - time.monotonic()))
-            line = up.stdout.readline() if ready else ""
-            assert line, f"'hpnlab up' never said the fabric is up: {seen[-500:]}"
-            seen += line
+            try:
+                seen += lines.get(timeout=120)
+            except queue.Empty:
+                raise AssertionError(f"'hpnlab up' never said the fabric is up: {seen[-500:]}")
         assert ledger.load() is not None
         down = subprocess.run([sys.executable, "-m", "testbed.cli", "down"],
                               capture_output=True, text=True, timeout=90)
         assert down.returncode == 0, down.stderr
         assert up.wait(30) == 0
     finally:
-        if up.poll() is None:
-            up.kill()
-            up.wait()
+        if up.poll() is None:   # the test failed half-way: tear down the clean way
+            up.terminate()
+            try:
+                up.wait(60)
+            except subprocess.TimeoutExpired:
+                up.kill()
+                up.wait()
+                subprocess.run([sys.executable, "-m", "testbed.cli", "down"], timeout=90)
