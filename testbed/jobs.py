@@ -314,7 +314,7 @@ def _one_job(job, ranks, port_rate_bps, windows, latency_s=0.0):
 def _outages(faults, duration):
     down, out = {}, []
     for f in faults:
-        key = tuple(sorted(f["link"]))
+        key = tuple(sorted(f["link"])) + (f.get("index") or 0,)
         if f["action"] == "link-down":
             down.setdefault(key, f["applied_at"])
         elif key in down:

@@ -43,6 +43,7 @@ class Fault:
     applied_at: float | None       # measured; None if the runner recorded no time
     action: str                    # LINK_DOWN or LINK_UP
     link: tuple[str, str]
+    index: int = 0                 # which of several parallel links between the two
 
     @property
     def time(self):
@@ -51,8 +52,9 @@ class Fault:
 
     @property
     def link_key(self):
-        # A link is undirected: ["a", "b"] and ["b", "a"] are the same cable.
-        return tuple(sorted(self.link))
+        # A link is undirected: ["a", "b"] and ["b", "a"] are the same cable;
+        # parallel cables between the same pair differ by their index.
+        return tuple(sorted(self.link)) + ((self.index,) if self.index else ())
 
 
 @dataclass
@@ -98,7 +100,7 @@ def as_faults(objs):
     """Accept Fault objects or the runner's dicts; order by real time."""
     faults = [f if isinstance(f, Fault) else
               Fault(at=float(f["at"]), applied_at=_opt_float(f.get("applied_at")),
-                    action=f["action"], link=tuple(f["link"]))
+                    action=f["action"], link=tuple(f["link"]), index=int(f.get("index") or 0))
               for f in objs or []]
     return sorted(faults, key=lambda f: f.time)
 
@@ -222,9 +224,9 @@ def link_outages(faults, duration):
         if f.action == LINK_DOWN and key not in open_since:
             open_since[key] = f.time
         elif f.action == LINK_UP and key in open_since:
-            windows.append({"link": list(key), "start": open_since.pop(key),
+            windows.append({"link": list(key[:2]), "start": open_since.pop(key),
                             "end": f.time, "restored": True})
-    windows += [{"link": list(key), "start": start, "end": float(duration), "restored": False}
+    windows += [{"link": list(key[:2]), "start": start, "end": float(duration), "restored": False}
                 for key, start in open_since.items()]
     return sorted(windows, key=lambda w: (w["start"], w["end"]))
 

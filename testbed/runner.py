@@ -156,7 +156,7 @@ def _timeline(fnet, flows, pairs, sc, t0, log):
         t = time.monotonic() - t0
         log(f"[{t:6.2f}s] {item['action']} {a} <-> {b}")
         applied.append({"at": at, "applied_at": round(t, 4), "action": item["action"],
-                        "link": [a, b], "link_name": link.name})
+                        "link": [a, b], "index": item.get("index", 0), "link_name": link.name})
     return applied
 
 

@@ -271,3 +271,12 @@ def test_flows_missing_from_the_flow_list_still_count_overall():
     assert m["flows"]["x"]["src"] is None
     assert m["hosts"] == {}
     assert m["overall"]["mean_mbit"] == pytest.approx(7)
+
+
+def test_parallel_links_have_their_own_outages():
+    from testbed.metrics import fault_windows
+    faults = [{"at": 2, "applied_at": 2.0, "action": "link-down", "link": ["d0b0", "d1b0"], "index": 0},
+              {"at": 4, "applied_at": 4.0, "action": "link-down", "link": ["d0b0", "d1b0"], "index": 1},
+              {"at": 6, "applied_at": 6.0, "action": "link-up", "link": ["d1b0", "d0b0"], "index": 0},
+              {"at": 8, "applied_at": 8.0, "action": "link-up", "link": ["d0b0", "d1b0"], "index": 1}]
+    assert sorted(fault_windows(faults, 10)) == [(2.0, 6.0), (4.0, 8.0)]
