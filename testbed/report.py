@@ -215,8 +215,8 @@ def _section_faults(results):
                      None if conv is None else conv * 1000])
     text = md_table(["action", "link", "scheduled (s)", "applied (s)", "lag (ms)",
                      "routes converged (ms)"], rows)
-    text += ("\n\n*routes converged*: time from the fault to the controller's recomputed "
-             "routes being acknowledged by every switch.")
+    text += ("\n\n*routes converged*: time from the fault until the controller's recomputed "
+             "routes were acknowledged by every switch and installed in the hosts that needed them.")
     outages = (results.get("metrics") or {}).get("outages") or []
     if outages:
         text += "\n\nOutage windows: " + "; ".join(
