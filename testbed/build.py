@@ -168,13 +168,11 @@ class _Builder:
         rate = _rate(p, path, "host")
         half = k // 2
         cores = [self.switch(f"{prefix}c{i}", CORE, dc, plane=0).name for i in range(half * half)]
-        aggs_all = []
         for pod in range(k):
             edges = [self.switch(f"{prefix}p{pod}e{e}", TOR, dc, segment=pod, plane=0, rail=0).name
                      for e in range(half)]
             aggs = [self.switch(f"{prefix}p{pod}a{a}", AGG, dc, segment=pod, plane=0).name
                     for a in range(half)]
-            aggs_all += aggs
             for e, edge in enumerate(edges):
                 for h in range(half):
                     host = f"{prefix}p{pod}e{e}h{h}"
