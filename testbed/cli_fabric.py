@@ -111,10 +111,11 @@ def run_up(args):
 
 
 def _check(fnet, fabric, as_json):
+    from .realize import unreachable
     t = time.monotonic()
     reach = fnet.check_reachability()
     pairs = [(h, p, r) for h, d in reach.items() for p, r in d.items()]
-    bad = [f"{h} {p}" for h, p, r in pairs if r is None]
+    bad = unreachable(reach)
     rtts = [r for _, _, r in pairs if r is not None]
     summary = {
         "fabric": fabric.name, "kind": fabric.kind, "datapath": fnet.datapath,

@@ -79,13 +79,6 @@ class ControllerProcess:
                                        f"controller log: {self.log_path}")
                 self.cond.wait(left)
 
-    def latest(self, kind):
-        with self.cond:
-            for ev in reversed(self.events):
-                if ev["event"] == kind:
-                    return ev
-        return None
-
     def stop(self):
         if self.proc:
             end(self.proc)

@@ -21,6 +21,11 @@ class CapabilityError(RuntimeError):
     pass
 
 
+def unreachable(reach):
+    """'host ifname:ip' for every pair of check_reachability() with no reply."""
+    return [f"{h} {pair}" for h, d in reach.items() for pair, rtt in d.items() if rtt is None]
+
+
 class FabricNet:
     def __init__(self, fabric, run_dir, log=print, feats=None, route_timeout=30.0):
         self.fabric = fabric

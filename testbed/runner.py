@@ -6,7 +6,7 @@ import time
 
 from . import expectations, jobs as jobs_mod, metrics, report, sampler
 from .capture import Capture
-from .realize import FabricNet
+from .realize import FabricNet, unreachable
 from traffic.iperf import INTERVAL_S, IperfFlows, plan_pairs
 
 
@@ -133,7 +133,7 @@ def _generator_fidelity(m, agent_results):
 
 def _require_reachable(fnet):
     reach = fnet.check_reachability()
-    bad = [f"{h} {pair}" for h, d in reach.items() for pair, rtt in d.items() if rtt is None]
+    bad = unreachable(reach)
     if bad:
         raise ReachabilityError(f"{len(bad)} host/port pairs unreachable before traffic "
                                 f"started, e.g. {bad[0]}")

@@ -18,9 +18,13 @@ def parse_rate(text):
     return float(m.group(1)) * _RATE_MULT[m.group(2)]
 
 
+def _bare_number(text):
+    return isinstance(text, (int, float)) and not isinstance(text, bool)
+
+
 def parse_time(text):
     """'2ms' -> 0.002 (seconds); a bare number is taken as seconds."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
+    if _bare_number(text):
         return float(text)
     m = _TIME.match(str(text))
     if not m:
@@ -42,7 +46,7 @@ SIZE_PATTERN = r"^\s*[0-9]*\.?[0-9]+\s*[kKMGT]?i?B\s*$"
 
 def parse_bytes(text):
     """'5.5GB' -> 5.5e9, '4MiB' -> 4194304, a bare number is bytes."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
+    if _bare_number(text):
         return float(text)
     m = _SIZE.match(str(text))
     if not m:

@@ -116,7 +116,6 @@ class OutFlow:
         self.pacer = transport.Pacer(self.dcqcn.rate, burst_packets=PORT_BURST)
         self.port = None
         self.next_lookup = 0.0
-        self.started = now
         self.seq = (iteration, step.index)   # issue order: FIFO per peer
 
     def opcode(self, psn):
@@ -163,7 +162,6 @@ class Job:
         self.trace = []
         self.done = False
         self.status = {}
-        self.outflows = {}
         self.counters = {"bytes_sent": 0, "bytes_received": 0, "packets_sent": 0,
                          "retransmitted": 0, "timeouts": 0, "naks_received": 0,
                          "cnps_received": 0, "cnps_sent": 0, "ce_marks": 0}
