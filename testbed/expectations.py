@@ -41,9 +41,9 @@ def expected_text(lo, hi):
 
 JOB_METRICS = ("iteration_time_s", "iteration_time_p50_s", "iteration_time_p99_s",
                "job_completion_s", "gpu_utilization", "bytes_per_rank_ratio",
-               "iteration_time_vs_analytical", "retransmissions", "crossing_bytes_per_iteration",
-               "dci_bytes", "stalled_iterations", "fault_iteration_slowdown",
-               "iterations_completed")
+               "iteration_time_vs_analytical", "retransmissions", "retransmission_ratio",
+               "gaps_seen", "crossing_bytes_per_iteration", "dci_bytes", "stalled_iterations",
+               "fault_iteration_slowdown", "iterations_completed")
 
 
 def lookup_job(metrics, metric, job):

@@ -12,6 +12,7 @@ from traffic import collectives, roce
 
 from .procs import end as end_process
 
+MAX_GAP_EVENTS = 20  # gap events listed per job in results.json
 STALL_FACTOR = 3.0   # an iteration this many times the job's median counts as stalled
 
 
@@ -302,6 +303,12 @@ def _one_job(job, ranks, port_rate_bps, windows, latency_s=0.0):
         "bytes_per_rank_expected": expected if expected is not None else (max(planned) if planned else None),
         "bytes_per_rank_ratio": max(ratios, key=lambda x: abs(x - 1.0)) if ratios else None,
         "retransmissions": sum(r["retransmitted"] for r in ranks),
+        "packets_sent": sum(r["packets_sent"] for r in ranks),
+        "retransmission_ratio": _ratio(sum(r["retransmitted"] for r in ranks),
+                                       sum(r["packets_sent"] for r in ranks)),
+        "gaps_seen": sum(r.get("gaps_seen", 0) for r in ranks),
+        "gap_events": sorted((dict(e, to=job["hosts"][r["rank"]]) for r in ranks for e in r.get("gap_events", [])),
+                             key=lambda e: e["t"])[:MAX_GAP_EVENTS],
         "timeouts": sum(r["timeouts"] for r in ranks),
         "cnps": sum(r["cnps_received"] for r in ranks),
         "ce_marks": sum(r["ce_marks"] for r in ranks),
@@ -309,6 +316,23 @@ def _one_job(job, ranks, port_rate_bps, windows, latency_s=0.0):
         "stalled_iterations": sum(1 for t in times if median and t > STALL_FACTOR * median),
         **phases,
     }
+
+
+def unexplained_loss(job_metrics, queue_drops, faults):
+    """Receivers that saw PSN gaps while no modeled queue dropped a packet
+    and no link failed: the packets were lost inside the emulator itself (a
+    switch or host short of CPU), not by the network being emulated. None
+    when the emulated network accounts for every loss (or there was none)."""
+    gaps = {name: jm["gaps_seen"] for name, jm in job_metrics.items() if jm.get("gaps_seen")}
+    if not gaps or queue_drops or faults:
+        return None
+    return {"gaps_seen": gaps,
+            "note": "receivers saw lost packets that no modeled queue dropped and no fault "
+                    "explains: the emulator lost them (see gap_events per job)"}
+
+
+def _ratio(part, whole):
+    return part / whole if whole else 0.0
 
 
 def _outages(faults, duration):

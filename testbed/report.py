@@ -287,6 +287,15 @@ def _section_fidelity(results):
             f"{fmt(gen.get('lost_s'), ' s')} lost behind the pacing, on time "
             f"**{fmt(gen.get('on_time'))}** of the time"
             + (f"; no results from {', '.join(map(str, missing))}" if missing else "") + ".")
+    drops = metrics.get("queue_drops")
+    if drops:
+        parts.append("Packets dropped by modeled queues: " + ", ".join(
+            f"{name} {n}" for name, n in sorted(drops.items())) + ".")
+    lost = fid.get("unexplained_loss")
+    if lost:
+        parts.append("**Loss outside the modeled network:** " + lost["note"] + " ("
+                     + ", ".join(f"{job}: {n} gaps" for job, n in sorted(lost["gaps_seen"].items()))
+                     + ").")
     cpu = metrics.get("host_cpu")
     if cpu:
         parts.append(f"Host CPU: {_pct(cpu.get('mean_busy'))} busy on average, every core "
@@ -322,6 +331,14 @@ def _section_jobs(results):
                  "expected volume, over that volume. *GPU util*: compute time over iteration "
                  f"time (a proxy). *stalled*: iterations longer than {fmt(STALL_FACTOR)}x the "
                  "median.")
+    for name, j in jobs.items():
+        events = j.get("gap_events") or []
+        if events:
+            lines = [f"- {fmt(e['t'], ' s')}: {e['from']} -> {e['to']}, iteration {e['iter']}, "
+                     f"expected PSN {e['expected_psn']}, got {e['got_psn']}" for e in events[:5]]
+            parts.append(f"Packet gaps seen by the receivers of {name} "
+                         f"({fmt(j.get('gaps_seen'))} in all; first {len(lines)}):\n\n"
+                         + "\n".join(lines))
     phased = {name: j for name, j in jobs.items()
               if any(f"iteration_{k}_s" in j for k in ("before", "during", "after"))}
     if phased:

@@ -69,6 +69,7 @@ def run_scenario(sc, out_dir, log=print):
     rates, names = sampler.egress_rates(fabric)
     fid_links = sampler.fidelity(samp.samples, rates, names)
     m = metrics.compute_metrics(series, info, faults, sc.duration_s, fid_links)
+    m["queue_drops"] = sampler.queue_drops(samp.samples, names)
     if sc.jobs:
         agent_results = agents.results()
         rate = jobs_mod.goodput_bps(fabric)
@@ -79,6 +80,9 @@ def run_scenario(sc, out_dir, log=print):
             if jm.get("window_s"):
                 jm["dci_bytes"] = sampler.dci_bytes(fabric, samp.samples, *jm["window_s"])
         _generator_fidelity(m, agent_results)
+        lost = jobs_mod.unexplained_loss(m["jobs"], m["queue_drops"], faults)
+        if lost:
+            m["fidelity"]["unexplained_loss"] = lost
         m["dci_bytes"] = sampler.dci_bytes(fabric, samp.samples)
     m["host_cpu"] = sampler.cpu_summary(samp.cpu)
     trustworthy = expectations.is_trustworthy(m["fidelity"]["min"])

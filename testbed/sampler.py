@@ -169,3 +169,17 @@ def dci_bytes(fabric, samples, start=None, end=None):
     ends = [e.ifname for l in fabric.links if l.kind == "dci" for e in (l.a, l.b)]
     first, last = samples[0][1], samples[-1][1]
     return sum(last[d][0] - first[d][0] for d in ends if d in first and d in last)
+
+
+def queue_drops(samples, names):
+    """{link name (dev egress): packets its queue dropped} over the run, for
+    every modeled egress queue that dropped any: the loss the emulated
+    network itself accounts for."""
+    if len(samples) < 2:
+        return {}
+    first, last = samples[0][1], samples[-1][1]
+    out = {}
+    for dev, name in names.items():
+        if dev in first and dev in last and last[dev][2] > first[dev][2]:
+            out[f"{name} ({dev} egress)"] = last[dev][2] - first[dev][2]
+    return out

@@ -22,6 +22,7 @@ from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
 from .build import ModelError, build_fabric
+from .expectations import JOB_METRICS
 from .model import Fabric
 from .units import parse_bytes, parse_time
 
@@ -606,13 +607,6 @@ def _sequence_problems(file, faults):
 
 def _fault_number(field):
     return int(re.search(r"\[(\d+)\]", field).group(1))
-
-
-JOB_METRICS = {"iteration_time_s", "iteration_time_p50_s", "iteration_time_p99_s",
-               "job_completion_s", "gpu_utilization", "bytes_per_rank_ratio",
-               "iteration_time_vs_analytical", "retransmissions", "crossing_bytes_per_iteration",
-               "dci_bytes", "stalled_iterations", "fault_iteration_slowdown",
-               "iterations_completed"}
 
 
 def _expect_problems(file, expect, fabric, job_names=frozenset()):

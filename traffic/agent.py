@@ -34,6 +34,7 @@ ROUTE_REFRESH_S = 0.1       # how often a flow re-asks the kernel which port to 
 PORT_BURST = 4              # frames of catch-up credit, like HTB's burst behind it
 WAKE_BATCH = 2              # frames sent per wake-up of a backlogged port (< PORT_BURST)
 MAX_BURST_PER_PASS = 16     # packets per port per loop pass, so receiving never starves
+MAX_GAP_EVENTS = 20         # gap events kept per job and rank for the report
 
 
 def qp_number(job_id, iteration, tag_index):
@@ -164,7 +165,9 @@ class Job:
         self.status = {}
         self.counters = {"bytes_sent": 0, "bytes_received": 0, "packets_sent": 0,
                          "retransmitted": 0, "timeouts": 0, "naks_received": 0,
-                         "cnps_received": 0, "cnps_sent": 0, "ce_marks": 0}
+                         "cnps_received": 0, "cnps_sent": 0, "ce_marks": 0,
+                         "gaps_seen": 0, "out_of_order": 0}
+        self.gap_events = []   # the first few gaps this rank saw: where loss showed up
 
     def begin_iteration(self, now):
         self.iter += 1
@@ -325,6 +328,7 @@ class Agent:
         if inflow is None or not inflow.rx.done:
             return False
         job.counters["bytes_received"] += inflow.bytes
+        job.counters["out_of_order"] += inflow.rx.out_of_order
         job.iter_bytes["received"] += inflow.bytes
         self.completed[key] = (job.iter, inflow.npackets - 1)
         del self.inflows[key]
@@ -523,17 +527,29 @@ class Agent:
             if act[0] == "ack":
                 self._send_ctrl(src_ip, qp, job.dscp, roce.ACK, act[1], syndrome=roce.ACK_SYNDROME, now=now)
             elif act[0] == "nak":
+                self._note_gap(job, src_ip, qp, act[1], psn, now)
                 self._send_ctrl(src_ip, qp, job.dscp, roce.ACK, act[1],
                                 syndrome=roce.NAK_PSN_SEQ_ERROR, now=now)
             elif act[0] == "cnp":
                 job.counters["cnps_sent"] += 1
                 self._send_ctrl(src_ip, qp, job.dscp, roce.CNP, 0, now=now)
 
+    def _note_gap(self, job, src_ip, qp, expected, got, now):
+        """A receiver saw a PSN beyond the one it expected: a packet of this
+        transfer was lost (or overtaken) on the way. Kept so that a run can
+        tell where loss showed up and when."""
+        job.counters["gaps_seen"] += 1
+        if len(job.gap_events) < MAX_GAP_EVENTS:
+            peer = self.peer_by_ip.get(src_ip, {})
+            job.gap_events.append({"t": round(now - job.start_mono, 4), "from": peer.get("host", src_ip),
+                                   "iter": (qp >> 16) & 0xF, "expected_psn": expected, "got_psn": got})
+
     def results(self, extra):
         return {"host": self.cfg["host"],
                 "jobs": [{"name": j.name, "rank": j.rank, "iterations_planned": j.iterations,
                           "iterations": j.records, **j.counters,
-                          "bytes_per_iteration_planned": self._planned(j), "trace": j.trace}
+                          "bytes_per_iteration_planned": self._planned(j), "gap_events": j.gap_events,
+                          "trace": j.trace}
                          for j in self.jobs],
                 # The ports' line-rate pacers are the generator's clock: how
                 # often and how far the loop fell behind them.

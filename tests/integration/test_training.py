@@ -29,7 +29,11 @@ def test_allreduce_ring_matches_the_formulas(tmp_path, leak_check):
     assert abs(job["bytes_per_rank_ratio"] - 1.0) < 1e-3
     # within 15% of the analytical time on an idle fabric (and not faster than it)
     assert 0.97 <= job["iteration_time_vs_analytical"] <= 1.15
-    assert job["retransmissions"] == 0
+    # an idle fabric needs (almost) no repair; any loss is named and located
+    assert job["retransmission_ratio"] < 0.01
+    assert job["packets_sent"] >= 8 * 8 * 1_750_000 // 4096
+    if job["retransmissions"]:
+        assert job["timeouts"] > 0 or (job["gaps_seen"] > 0 and job["gap_events"])
     assert res["metrics"]["fidelity"]["min"] >= 0.9
     assert (tmp_path / "iterations.png").stat().st_size > 5000
 

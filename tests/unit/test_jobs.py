@@ -121,7 +121,7 @@ def rank_result(name, rank, ends, compute=0.2, received=1500, planned=4, counter
                            "bytes_sent": 1500, "bytes_received": got})
         start = end
     base = {"retransmitted": 0, "timeouts": 0, "naks_received": 0, "cnps_received": 0,
-            "cnps_sent": 0, "ce_marks": 0}
+            "cnps_sent": 0, "ce_marks": 0, "gaps_seen": 0, "gap_events": []}
     return {"name": name, "rank": rank, "iterations_planned": planned, "iterations": iterations,
             "bytes_sent": 1500 * len(ends), "bytes_received": sum(received),
             "packets_sent": 2 * len(ends), **base, **(counters or {}),
@@ -272,3 +272,32 @@ def test_scenario_transport_knobs_reach_the_agents(tmp_path):
     params = DcqcnParams(line_rate_bps=cfg["nic"]["rate_bps"], **cfg["dcqcn"])
     assert params.ai_rate_bps == 0.05 * 40e6 and params.g == 0.01
     assert abs(params.cnp_interval_s - 0.002) < 1e-12
+
+
+def test_retransmission_ratio_and_gap_events_are_gathered_across_ranks():
+    gap = {"t": 1.25, "from": "s0h2", "iter": 1, "expected_psn": 7, "got_psn": 9}
+    results = ring_results(per_rank={
+        0: {"counters": {"retransmitted": 3, "gaps_seen": 1, "gap_events": [gap]}},
+        3: {"counters": {"retransmitted": 1, "gaps_seen": 2,
+                         "gap_events": [dict(gap, t=0.5, got_psn=8), dict(gap, t=2.0)]}}})
+    m = job_metrics([job()], results, RATE)["jobs"]["j"]
+    assert m["packets_sent"] == 4 * 8
+    assert m["retransmission_ratio"] == pytest.approx(4 / 32)
+    assert m["gaps_seen"] == 3
+    # in time order, each naming its receiver (rank 0 is s1h0, rank 3 is s1h3)
+    assert [(e["t"], e["to"]) for e in m["gap_events"]] == [(0.5, "s1h3"), (1.25, "s1h0"),
+                                                              (2.0, "s1h3")]
+
+
+def test_clean_run_has_zero_ratio_and_no_gaps():
+    m = job_metrics([job()], ring_results(), RATE)["jobs"]["j"]
+    assert (m["retransmission_ratio"], m["gaps_seen"], m["gap_events"]) == (0.0, 0, [])
+
+
+def test_loss_is_unexplained_only_without_queue_drops_and_faults():
+    jm = {"a": {"gaps_seen": 2}, "b": {"gaps_seen": 0}}
+    lost = jobs.unexplained_loss(jm, {}, [])
+    assert lost["gaps_seen"] == {"a": 2} and "emulator lost them" in lost["note"]
+    assert jobs.unexplained_loss(jm, {"t0r0k0~a0n0 (t0r0k0-e5 egress)": 3}, []) is None
+    assert jobs.unexplained_loss(jm, {}, [{"action": "link-down"}]) is None
+    assert jobs.unexplained_loss({"a": {"gaps_seen": 0}}, {}, []) is None

@@ -256,3 +256,28 @@ def test_side_by_side_lists_jobs():
                                    "stalled"]
     assert lines[head + 2].split() == ["ring-failover", "ring4", "0.843", "1.5", "32%", "12", "0"]
     assert "iter_s" not in render_side_by_side([drill("dual-tor")])
+
+
+def test_summary_locates_loss_and_names_what_the_emulator_lost(tmp_path):
+    results = job_drill()
+    job = results["metrics"]["jobs"]["ring4"]
+    job["gaps_seen"] = 2
+    job["gap_events"] = [{"t": 1.2345, "from": "h1", "to": "h2", "iter": 1,
+                          "expected_psn": 17, "got_psn": 19}]
+    results["metrics"]["queue_drops"] = {"t0a~a0 (t0a-e2 egress)": 6}
+    results["metrics"]["fidelity"]["unexplained_loss"] = {
+        "gaps_seen": {"ring4": 2}, "note": "the emulator lost them"}
+    write_results(str(tmp_path), results)
+    text = (tmp_path / "summary.md").read_text()
+    assert "Packet gaps seen by the receivers of ring4 (2 in all; first 1)" in text
+    assert "- 1.23 s: h1 -> h2, iteration 1, expected PSN 17, got 19" in text
+    fidelity = text.split("## Fidelity")[1]
+    assert "Packets dropped by modeled queues: t0a~a0 (t0a-e2 egress) 6." in fidelity
+    assert "**Loss outside the modeled network:** the emulator lost them (ring4: 2 gaps)." in fidelity
+
+
+def test_summary_of_a_clean_run_mentions_no_gaps_or_drops(tmp_path):
+    write_results(str(tmp_path), job_drill())
+    text = (tmp_path / "summary.md").read_text()
+    assert "Packet gaps" not in text and "dropped by modeled queues" not in text
+    assert "Loss outside" not in text

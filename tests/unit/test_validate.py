@@ -342,3 +342,9 @@ def test_every_object_in_the_schemas_is_closed():
     for name in ("topology", "scenario"):
         walk(load_schema(name), "#")
     assert json.dumps(load_schema("scenario"))  # plain JSON, no custom types
+
+
+def test_schema_knows_exactly_the_metrics_expectations_can_measure():
+    from testbed.expectations import JOB_METRICS, METRICS
+    enum = load_schema("scenario")["$defs"]["expect"]["properties"]["metric"]["enum"]
+    assert set(enum) == set(METRICS) | set(JOB_METRICS)
