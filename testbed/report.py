@@ -307,6 +307,13 @@ def _pct(x):
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
+def _duration_text(results):
+    ran, planned = results.get("duration_s"), results.get("duration_planned_s")
+    if ran is None or planned is None or ran >= planned:
+        return fmt(ran)
+    return f"{fmt(ran)} (of {fmt(planned)} planned: every job had finished)"
+
+
 def _section_jobs(results):
     """Training jobs: one row per job, the fault phases, the aggregates."""
     metrics = results.get("metrics") or {}
@@ -393,7 +400,7 @@ def render_summary(results):
     parts.append(md_table(["run", ""], [
         ["scenario file", results.get("scenario_file") or "-"],
         ["started", results.get("started") or "-"],
-        ["traffic duration (s)", results.get("duration_s")]]))
+        ["traffic duration (s)", _duration_text(results)]]))
     plot = (results.get("files") or {}).get("plot")
     if plot:
         parts.append(f"![throughput]({os.path.basename(plot)})")

@@ -200,6 +200,7 @@ class Agent:
         # Longer than the deepest queue (100 ms) twice over: a timeout must
         # mean loss, not a full queue. NAKs repair ordinary loss much sooner.
         self.rto_s = cfg.get("rto_s", 0.25)
+        self.linger_s = 2 * self.rto_s + 0.1
         self.dcqcn_params = transport.DcqcnParams(line_rate_bps=self.nic["rate_bps"],
                                                   **cfg.get("dcqcn", {}))
         self.jobs = [Job(spec, 0.0) for spec in cfg["jobs"]]
@@ -242,9 +243,16 @@ class Agent:
     # --- main loop ---------------------------------------------------------
     def run(self):
         t_cpu0 = os.times()
+        done_at = None
         while not self.stop:
             now = time.monotonic()
-            if now >= self.deadline or all(j.done for j in self.jobs):
+            if now >= self.deadline:
+                break
+            if done_at is None and all(j.done for j in self.jobs):
+                done_at = now
+            # Linger after the last job: a peer whose final ACK from us was
+            # lost retransmits after its timeout and must get the ACK again.
+            if done_at is not None and now >= done_at + self.linger_s:
                 break
             for job in self.jobs:
                 self._advance(job, now)

@@ -281,3 +281,11 @@ def test_summary_of_a_clean_run_mentions_no_gaps_or_drops(tmp_path):
     text = (tmp_path / "summary.md").read_text()
     assert "Packet gaps" not in text and "dropped by modeled queues" not in text
     assert "Loss outside" not in text
+
+
+def test_summary_says_when_a_drill_ended_with_its_last_job(tmp_path):
+    results = job_drill(flows=False)
+    results["duration_s"], results["duration_planned_s"] = 5.2, 30
+    write_results(str(tmp_path), results)
+    text = (tmp_path / "summary.md").read_text()
+    assert "| traffic duration (s) | 5.2 (of 30 planned: every job had finished) |" in text
