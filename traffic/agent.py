@@ -166,7 +166,7 @@ class Job:
         self.counters = {"bytes_sent": 0, "bytes_received": 0, "packets_sent": 0,
                          "retransmitted": 0, "timeouts": 0, "naks_received": 0,
                          "cnps_received": 0, "cnps_sent": 0, "ce_marks": 0,
-                         "gaps_seen": 0, "out_of_order": 0}
+                         "gaps_seen": 0}
         self.gap_events = []   # the first few gaps this rank saw: where loss showed up
 
     def begin_iteration(self, now):
@@ -336,7 +336,6 @@ class Agent:
         if inflow is None or not inflow.rx.done:
             return False
         job.counters["bytes_received"] += inflow.bytes
-        job.counters["out_of_order"] += inflow.rx.out_of_order
         job.iter_bytes["received"] += inflow.bytes
         self.completed[key] = (job.iter, inflow.npackets - 1)
         del self.inflows[key]

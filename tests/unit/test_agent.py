@@ -37,3 +37,19 @@ def test_heads_are_fifo_per_peer_and_skip_flows_with_nothing_to_send():
     a_old.gbn.on_sent(2, 0.0)
     a_old.gbn.on_sent(3, 0.0)
     assert agent.Agent._heads(port, 0.0) == [a_new, b]   # the next chunk to that peer goes on
+
+
+def test_gaps_are_counted_and_the_first_few_kept_with_sender_and_psns():
+    Agent, MAX_GAP_EVENTS = agent.Agent, agent.MAX_GAP_EVENTS
+    rank = SimpleNamespace(peer_by_ip={"10.0.0.2": {"host": "s0h1"}})
+    job = SimpleNamespace(counters={"gaps_seen": 0}, gap_events=[], start_mono=100.0)
+    qp = agent.qp_number(1, 3, 5)
+    for k in range(MAX_GAP_EVENTS + 5):
+        Agent._note_gap(rank, job, "10.0.0.2", qp, 7, 9 + k, 100.5 + k)
+    assert job.counters["gaps_seen"] == MAX_GAP_EVENTS + 5
+    assert len(job.gap_events) == MAX_GAP_EVENTS
+    assert job.gap_events[0] == {"t": 0.5, "from": "s0h1", "iter": 3, "expected_psn": 7,
+                                 "got_psn": 9}
+    other = SimpleNamespace(counters={"gaps_seen": 0}, gap_events=[], start_mono=0.0)
+    Agent._note_gap(rank, other, "10.9.9.9", qp, 0, 1, 1.0)
+    assert other.gap_events[0]["from"] == "10.9.9.9"   # an unknown sender: its address
