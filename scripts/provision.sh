@@ -36,10 +36,38 @@ fi
 
 # 2. Open vSwitch: ovs-ctl skips the kernel module when it cannot load, and
 #    hpnlab then uses the userspace (netdev) datapath.
+#    The userspace datapath sends every packet of every bridge through one
+#    AF_PACKET socket, and packets waiting in the shaped egress queues count
+#    against its send buffer (net.core.wmem_default, 208 KiB by default): past
+#    that, OVS drops what the modeled queues would have held. Raise the
+#    default before OVS starts; restart an idle OVS that started with less.
+ovs_ctl=/usr/share/openvswitch/scripts/ovs-ctl
+ovs_tx_buffer=8388608
+userspace=0
+modprobe openvswitch 2>/dev/null || userspace=1
+if [ "$userspace" = 1 ]; then
+    log "no openvswitch kernel module: userspace datapath will be used"
+    if [ "$(sysctl -n net.core.wmem_default)" -lt "$ovs_tx_buffer" ]; then
+        echo "net.core.wmem_default = $ovs_tx_buffer" > /etc/sysctl.d/60-hpnlab-ovs.conf
+        sysctl -q -w net.core.wmem_default="$ovs_tx_buffer"
+        log "net.core.wmem_default raised to $ovs_tx_buffer (Open vSwitch transmit buffer)"
+    fi
+fi
+ovs_small_buffer() {  # true when a packet socket of ovs-vswitchd has a smaller send buffer
+    ss -0 -m -p -a -O -H 2>/dev/null | grep '"ovs-vswitchd"' | grep -o '\btb[0-9]*' | tr -d tb \
+        | awk -v want="$ovs_tx_buffer" '$1 < want {n++} END {exit !n}'
+}
 if ! ovs-vsctl --timeout=3 show >/dev/null 2>&1; then
     log "starting Open vSwitch"
-    modprobe openvswitch 2>/dev/null || log "no openvswitch kernel module: userspace datapath will be used"
-    /usr/share/openvswitch/scripts/ovs-ctl start --system-id=random >/dev/null
+    "$ovs_ctl" start --system-id=random >/dev/null
+elif [ "$userspace" = 1 ] && ovs_small_buffer; then
+    if [ -z "$(ovs-vsctl --timeout=3 list-br)" ]; then
+        log "restarting Open vSwitch (no bridges) so that it gets the larger transmit buffer"
+        "$ovs_ctl" stop >/dev/null
+        "$ovs_ctl" start --system-id=random >/dev/null
+    else
+        log "WARNING: Open vSwitch has bridges and a small transmit buffer; restart it when idle (see hpnlab doctor)"
+    fi
 fi
 ovs-vsctl --timeout=5 show >/dev/null && log "Open vSwitch running"
 

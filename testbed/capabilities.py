@@ -7,6 +7,7 @@ returns.
 """
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -107,10 +108,54 @@ def probe():
     ovs_up = bool(shutil.which("ovs-vsctl")) and _run(["ovs-vsctl", "--timeout=3", "show"]).returncode == 0
     feats.append(Feature("ovsdb running", ovs_up, "ovs-vsctl show " + ("ok" if ovs_up else "failed"),
                          "building fabrics (start it: make setup)"))
+    if ovs_up:
+        feats.append(_ovs_tx_feature(userspace=not ovs_mod))
     for mod in ("mininet", "os_ken", "scapy", "pyroute2"):
         ok = importlib.util.find_spec(mod) is not None
         feats.append(Feature(f"python: {mod}", ok, "importable" if ok else "missing", "hpnlab itself"))
     return feats
+
+
+# The userspace datapath sends every packet of every bridge through one
+# AF_PACKET socket of ovs-vswitchd. A packet waiting in a shaped egress queue
+# still counts against that socket's send buffer, so the buffer caps the bytes
+# queued in the whole fabric: at Debian's default (net.core.wmem_default,
+# 208 KiB) OVS drops what the modeled queues would have held. make setup
+# raises the default before it starts Open vSwitch.
+OVS_TX_BUFFER = 8 << 20
+OVS_TX_FEATURE = "ovs transmit buffer"
+
+
+def ovs_send_buffers(ss_text):
+    """Send-buffer sizes (tb) of ovs-vswitchd's packet sockets, from the
+    output of `ss -0 -m -p -a` (skmem on the socket's line, or on the next
+    one when ss writes to a terminal)."""
+    sizes, pending = [], False
+    for line in ss_text.splitlines():
+        owner = '"ovs-vswitchd"' in line
+        m = re.search(r"\btb(\d+)", line)
+        if m and (owner or pending):
+            sizes.append(int(m.group(1)))
+        pending = owner and not m
+    return sizes
+
+
+def _ovs_tx_feature(userspace):
+    enables = ("switch queues as deep as modeled on the userspace datapath "
+               "(make setup raises net.core.wmem_default and restarts an idle OVS)")
+    if not userspace:
+        return Feature(OVS_TX_FEATURE, True, "kernel datapath: not used", enables)
+    sizes = ovs_send_buffers(_run(["ss", "-0", "-m", "-p", "-a"]).stdout or "")
+    if sizes:
+        size, where = min(sizes), "ovs-vswitchd send buffer"
+    else:
+        try:
+            with open("/proc/sys/net/core/wmem_default") as fh:
+                size, where = int(fh.read()), "net.core.wmem_default (OVS has not sent yet)"
+        except (OSError, ValueError):
+            return Feature(OVS_TX_FEATURE, False, "unknown", enables)
+    return Feature(OVS_TX_FEATURE, size >= OVS_TX_BUFFER,
+                   f"{where} {size} bytes (want >= {OVS_TX_BUFFER})", enables)
 
 
 def has(feats, name):

@@ -60,6 +60,10 @@ class FabricNet:
         if missing:
             raise CapabilityError(missing[0])
         self.datapath = capabilities.datapath(feats)
+        small = [f for f in feats if f.name == capabilities.OVS_TX_FEATURE and not f.present]
+        if small:
+            self.log(f"warning: {small[0].detail}: Open vSwitch will drop packets the modeled "
+                     "queues would hold (run make setup while no fabric is up)")
         os.makedirs(self.run_dir, exist_ok=True)
         ledger = Ledger()
         ledger.claim(self.fabric.name, self.run_dir)   # refuses if another fabric runs

@@ -138,6 +138,7 @@ class InFlow:
         self.npackets = max(1, -(-nbytes // payload))
         self.rx = transport.GbnReceiver(self.npackets, cnp_interval_s=agent.dcqcn_params.cnp_interval_s)
         self.bytes = 0
+        self.open_gap = None    # (psn awaited, gap event or None, time the gap was seen)
 
 
 class Job:
@@ -527,6 +528,13 @@ class Agent:
         actions = inflow.rx.on_data(psn, ce, ackreq, now)
         if inflow.rx.received > before:
             inflow.bytes += roce.payload_length(data)
+            if inflow.open_gap and psn == inflow.open_gap[0]:
+                # The awaited packet came: within microseconds it was only
+                # overtaken on the way, after a round trip it is the resend.
+                _, event, seen = inflow.open_gap
+                if event is not None:
+                    event["filled_after_s"] = round(now - seen, 6)
+                inflow.open_gap = None
         job = inflow.job
         if ce:
             job.counters["ce_marks"] += 1
@@ -534,7 +542,9 @@ class Agent:
             if act[0] == "ack":
                 self._send_ctrl(src_ip, qp, job.dscp, roce.ACK, act[1], syndrome=roce.ACK_SYNDROME, now=now)
             elif act[0] == "nak":
-                self._note_gap(job, src_ip, qp, act[1], psn, now)
+                event = self._note_gap(job, src_ip, qp, act[1], psn, now)
+                if inflow.open_gap is None or inflow.open_gap[0] != act[1]:
+                    inflow.open_gap = (act[1], event, now)
                 self._send_ctrl(src_ip, qp, job.dscp, roce.ACK, act[1],
                                 syndrome=roce.NAK_PSN_SEQ_ERROR, now=now)
             elif act[0] == "cnp":
@@ -548,8 +558,11 @@ class Agent:
         job.counters["gaps_seen"] += 1
         if len(job.gap_events) < MAX_GAP_EVENTS:
             peer = self.peer_by_ip.get(src_ip, {})
-            job.gap_events.append({"t": round(now - job.start_mono, 4), "from": peer.get("host", src_ip),
-                                   "iter": (qp >> 16) & 0xF, "expected_psn": expected, "got_psn": got})
+            event = {"t": round(now - job.start_mono, 4), "from": peer.get("host", src_ip),
+                     "iter": (qp >> 16) & 0xF, "expected_psn": expected, "got_psn": got}
+            job.gap_events.append(event)
+            return event
+        return None
 
     def results(self, extra):
         return {"host": self.cfg["host"],

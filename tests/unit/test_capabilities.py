@@ -1,0 +1,16 @@
+"""Reading what the machine offers, from tool output."""
+from testbed.capabilities import ovs_send_buffers
+
+
+def test_ovs_send_buffers_are_read_from_ss_in_either_layout():
+    one_line = ('p_raw UNCONN 0 0 [0]:* * users:(("ovs-vswitchd",pid=9,fd=104)) '
+                'skmem:(r0,rb212992,t0,tb212992,f0,w0,o0,bl0,d0)\n'
+                'p_raw UNCONN 0 0 [0]:* * users:(("dhclient",pid=5,fd=3)) '
+                'skmem:(r0,rb212992,t0,tb4096,f0,w0,o0,bl0,d0)\n')
+    two_lines = ('p_raw UNCONN 0 0 *:t0-e1 * users:(("ovs-vswitchd",pid=9,fd=7))\n'
+                 '\t skmem:(r0,rb212992,t0,tb8388608,f0,w0,o176,bl0,d0)\n'
+                 'p_raw UNCONN 0 0 *:eth0 * users:(("other",pid=5,fd=3))\n'
+                 '\t skmem:(r0,rb1,t0,tb1,f0,w0,o0,bl0,d0)\n')
+    assert ovs_send_buffers(one_line) == [212992]
+    assert ovs_send_buffers(two_lines) == [8388608]
+    assert ovs_send_buffers("") == []
