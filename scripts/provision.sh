@@ -42,7 +42,13 @@ fi
 #    that, OVS drops what the modeled queues would have held. Raise the
 #    default before OVS starts; restart an idle OVS that started with less.
 ovs_ctl=/usr/share/openvswitch/scripts/ovs-ctl
-ovs_tx_buffer=8388608
+capabilities() {  # testbed/capabilities.py needs only the standard library
+    PYTHONPATH="$repo" /usr/bin/python3 -c "from testbed import capabilities as c; $1"
+}
+ovs_tx_buffer=$(capabilities 'print(c.OVS_TX_BUFFER)')
+ovs_small_buffer() {  # true when ovs-vswitchd sends with a smaller buffer than that
+    capabilities 'import sys; b = c.ovs_send_buffer(); sys.exit(b is None or b >= c.OVS_TX_BUFFER)'
+}
 userspace=0
 modprobe openvswitch 2>/dev/null || userspace=1
 if [ "$userspace" = 1 ]; then
@@ -53,10 +59,6 @@ if [ "$userspace" = 1 ]; then
         log "net.core.wmem_default raised to $ovs_tx_buffer (Open vSwitch transmit buffer)"
     fi
 fi
-ovs_small_buffer() {  # true when a packet socket of ovs-vswitchd has a smaller send buffer
-    ss -0 -m -p -a -O -H 2>/dev/null | grep '"ovs-vswitchd"' | grep -o '\btb[0-9]*' | tr -d tb \
-        | awk -v want="$ovs_tx_buffer" '$1 < want {n++} END {exit !n}'
-}
 if ! ovs-vsctl --timeout=3 show >/dev/null 2>&1; then
     log "starting Open vSwitch"
     "$ovs_ctl" start --system-id=random >/dev/null

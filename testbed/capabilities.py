@@ -140,15 +140,20 @@ def ovs_send_buffers(ss_text):
     return sizes
 
 
+def ovs_send_buffer():
+    """The smallest send buffer of ovs-vswitchd's packet sockets (None when
+    it has none yet). make setup asks this too, to restart an idle OVS."""
+    sizes = ovs_send_buffers(_run(["ss", "-0", "-m", "-p", "-a"]).stdout or "")
+    return min(sizes) if sizes else None
+
+
 def _ovs_tx_feature(userspace):
     enables = ("switch queues as deep as modeled on the userspace datapath "
                "(make setup raises net.core.wmem_default and restarts an idle OVS)")
     if not userspace:
         return Feature(OVS_TX_FEATURE, True, "kernel datapath: not used", enables)
-    sizes = ovs_send_buffers(_run(["ss", "-0", "-m", "-p", "-a"]).stdout or "")
-    if sizes:
-        size, where = min(sizes), "ovs-vswitchd send buffer"
-    else:
+    size, where = ovs_send_buffer(), "ovs-vswitchd send buffer"
+    if size is None:
         try:
             with open("/proc/sys/net/core/wmem_default") as fh:
                 size, where = int(fh.read()), "net.core.wmem_default (OVS has not sent yet)"

@@ -182,8 +182,7 @@ def run_run(args):
     from .realize import CapabilityError
     from .runner import ReachabilityError, run_scenario
     out = args.out or _default_dir("results", sc.name)
-    # With jobs and no iperf3 flows the drill ends when the last job does.
-    length = f"up to {sc.duration_s:g} s" if sc.jobs and not sc.traffic else f"{sc.duration_s:g} s"
+    length = f"up to {sc.duration_s:g} s" if sc.jobs_only else f"{sc.duration_s:g} s"
     print(f"running {sc.name}: {length} of traffic, {len(sc.faults)} faults; report in {out}")
     _sigterm_as_interrupt()
     try:

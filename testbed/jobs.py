@@ -280,6 +280,8 @@ def _one_job(job, ranks, port_rate_bps, windows, latency_s=0.0):
         ratios += [rec["bytes_received"] / ref for rec in r["iterations"] if ref]
     util = [sum(x["compute_s"] for x in r["iterations"]) / sum(x["iter_s"] for x in r["iterations"])
             for r in ranks if r["iterations"] and sum(x["iter_s"] for x in r["iterations"]) > 0]
+    retransmitted = sum(r["retransmitted"] for r in ranks)
+    sent = sum(r["packets_sent"] for r in ranks)
     phases = _by_phase(complete, job_end, times, windows)
     if phases.get("iteration_during_s") and phases.get("iteration_before_s"):
         phases["fault_iteration_slowdown"] = phases["iteration_during_s"] / phases["iteration_before_s"]
@@ -302,10 +304,9 @@ def _one_job(job, ranks, port_rate_bps, windows, latency_s=0.0):
         "bytes_received": sum(r["bytes_received"] for r in ranks),
         "bytes_per_rank_expected": expected if expected is not None else (max(planned) if planned else None),
         "bytes_per_rank_ratio": max(ratios, key=lambda x: abs(x - 1.0)) if ratios else None,
-        "retransmissions": sum(r["retransmitted"] for r in ranks),
-        "packets_sent": sum(r["packets_sent"] for r in ranks),
-        "retransmission_ratio": _ratio(sum(r["retransmitted"] for r in ranks),
-                                       sum(r["packets_sent"] for r in ranks)),
+        "retransmissions": retransmitted,
+        "packets_sent": sent,
+        "retransmission_ratio": retransmitted / sent if sent else 0.0,
         "gaps_seen": sum(r.get("gaps_seen", 0) for r in ranks),
         "gap_events": sorted((dict(e, to=job["hosts"][r["rank"]]) for r in ranks for e in r.get("gap_events", [])),
                              key=lambda e: e["t"])[:MAX_GAP_EVENTS],
@@ -329,10 +330,6 @@ def unexplained_loss(job_metrics, queue_drops, faults):
     return {"gaps_seen": gaps,
             "note": "receivers saw lost packets that no modeled queue dropped and no fault "
                     "explains: the emulator lost them (see gap_events per job)"}
-
-
-def _ratio(part, whole):
-    return part / whole if whole else 0.0
 
 
 def _outages(faults, duration):

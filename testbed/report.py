@@ -239,15 +239,15 @@ def _section_hosts(metrics):
     hosts = metrics.get("hosts") or {}
     if not hosts:
         return "No per-host metrics."
-    rows = [[h, len(m.get("flows") or []), m.get("mean_mbit"), m.get("before_mbit"),
-             m.get("during_mbit"), m.get("after_mbit"), m.get("fault_throughput_ratio"),
-             m.get("max_silence_s"), m.get("recovery_s")] for h, m in hosts.items()]
+    def row(label, nflows, m):
+        return [label, nflows] + [m.get(k) for k in ("mean_mbit", "before_mbit", "during_mbit",
+                                                      "after_mbit", "fault_throughput_ratio",
+                                                      "max_silence_s", "recovery_s")]
+
+    rows = [row(h, len(m.get("flows") or []), m) for h, m in hosts.items()]
     overall = metrics.get("overall") or {}
     if overall:
-        rows.append(["(all)", len(metrics.get("flows") or {}), overall.get("mean_mbit"),
-                     overall.get("before_mbit"), overall.get("during_mbit"),
-                     overall.get("after_mbit"), overall.get("fault_throughput_ratio"),
-                     overall.get("max_silence_s"), overall.get("recovery_s")])
+        rows.append(row("(all)", len(metrics.get("flows") or {}), overall))
     return md_table(["source host", "flows", "mean Mbit/s", "before Mbit/s", "during Mbit/s",
                      "after Mbit/s", "during/before", "max silence (s)", "recovery (s)"], rows)
 

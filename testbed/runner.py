@@ -45,9 +45,9 @@ def run_scenario(sc, out_dir, log=print):
                 agents.go(time.time() + (t0 - time.monotonic()))
             samp.start(t0)
             faults = _timeline(fnet, flows, pairs, sc, t0, log)
-            if agents and not pairs:
-                # Only jobs left and every fault applied: the drill ends
-                # when the last agent does (each stops at the deadline too).
+            if sc.jobs_only:
+                # Every fault applied: the drill ends when the last agent
+                # does (each stops at the deadline too).
                 problems = agents.wait(timeout=max(0.0, t0 + sc.duration_s - time.monotonic()) + 15)
                 ran_s = min(sc.duration_s,
                             math.ceil((time.monotonic() - t0) / INTERVAL_S) * INTERVAL_S)

@@ -400,6 +400,12 @@ class Scenario:
     capture: dict | None = None   # {"hosts": [...], "packets": n}
     transport: dict | None = None  # agent knobs: window, rto_s, dcqcn (see _transport_entry)
 
+    @property
+    def jobs_only(self):
+        """Training jobs and no iperf3 flows: the drill ends when the last
+        job does (and every fault has been applied), duration is its limit."""
+        return bool(self.jobs) and not self.traffic
+
 
 def load_scenario(path):
     """The Scenario in file `path`; ConfigError listing every problem if invalid."""
