@@ -21,8 +21,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from testbed.build import build_fabric  # noqa: E402
-from testbed.realize import FabricNet  # noqa: E402
+from testbed.fabric.build import build_fabric  # noqa: E402
+from testbed.emulation.realize import FabricNet  # noqa: E402
 
 
 def time_hpnlab():
@@ -74,7 +74,7 @@ def main():
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("bench: needs root")
-    from testbed import capabilities
+    from testbed.emulation import capabilities
     datapath = capabilities.datapath(capabilities.probe())
     ours, plain = [], []
     for i in range(args.runs):

@@ -5,7 +5,7 @@ The traffic agents cannot afford scapy in their send loop. A FrameTemplate
 (traffic/roce.py) builds a RoCEv2 frame once with scapy; per packet the
 agent only patches the BTH opcode, the ackreq bit + PSN and the ICRC in
 place and writes the bytearray to a raw AF_PACKET socket that stays open
-(traffic/agent.py, Port). This script measures that path against scapy
+(traffic/nic.py, Port). This script measures that path against scapy
 doing the same job, all in one run:
 
   hpnlab        FrameTemplate with a 4096-byte payload, DSCP 26, ECT(0);
@@ -79,7 +79,7 @@ def settled(read, timeout=1.0):
 
 
 class Flow:
-    """The per-packet decisions of traffic.agent.OutFlow, for one endless
+    """The per-packet decisions of traffic.transfers.OutFlow, for one endless
     stream of MESSAGE_PACKETS-packet messages."""
 
     def __init__(self, tpl):

@@ -1,4 +1,5 @@
-"""HPN fabric controller: a thin OpenFlow 1.3 event shim over `routing`.
+"""HPN fabric controller: a thin OpenFlow 1.3 event shim over pure logic
+(routes from `testbed.fabric.paths`, switch programs from `routing`).
 
 Loads under os-ken (started by `controllers.run`) or classic `ryu-manager`.
 The fabric model comes from the JSON file named by $HPNLAB_FABRIC. Progress
@@ -14,7 +15,8 @@ import os
 import sys
 import threading
 
-from testbed.model import Fabric
+from testbed.fabric.model import Fabric
+from testbed.fabric.paths import compute_routes
 
 from . import openflow, routing
 from .compat import (CONFIG_DISPATCHER, MAIN_DISPATCHER, BaseApp, arp, ether_types,
@@ -106,7 +108,7 @@ class HpnController(BaseApp):
         difference to each connected switch, and fence it with a barrier."""
         if self.ports_known != set(self.by_dpid.values()):
             return  # wait until every switch told us its ports
-        self.routes = routing.compute_routes(self.fabric, frozenset(self.down))
+        self.routes = compute_routes(self.fabric, frozenset(self.down))
         self.version += 1
         self.pending = {}
         for name, dp in self.datapaths.items():

@@ -42,8 +42,8 @@ fi
 #    that, OVS drops what the modeled queues would have held. Raise the
 #    default before OVS starts; restart an idle OVS that started with less.
 ovs_ctl=/usr/share/openvswitch/scripts/ovs-ctl
-capabilities() {  # testbed/capabilities.py needs only the standard library
-    PYTHONPATH="$repo" /usr/bin/python3 -c "from testbed import capabilities as c; $1"
+capabilities() {  # testbed/emulation/capabilities.py needs only the standard library
+    PYTHONPATH="$repo" /usr/bin/python3 -c "from testbed.emulation import capabilities as c; $1"
 }
 ovs_tx_buffer=$(capabilities 'print(c.OVS_TX_BUFFER)')
 ovs_small_buffer() {  # true when ovs-vswitchd sends with a smaller buffer than that

@@ -1,1 +1,4 @@
-"""hpnlab testbed: topology model, validation, realization and drills."""
+"""hpnlab testbed. Data flows one way through its subpackages:
+fabric (pure model and file checks) -> emulation (realize it on this
+machine) -> drill (run a scenario on it) -> results (measure, trust, judge,
+report); cli holds the `hpnlab` commands."""

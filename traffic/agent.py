@@ -27,168 +27,15 @@ import socket
 import sys
 import time
 
-from . import collectives, roce, transport
+from . import roce, transport
+from .nic import Port, PortPicker
+from .transfers import InFlow, Job, OutFlow, qp_job, qp_number
 
 IP_RECVTOS = getattr(socket, "IP_RECVTOS", 13)
 ROUTE_REFRESH_S = 0.1       # how often a flow re-asks the kernel which port to use
-PORT_BURST = 4              # frames of catch-up credit, like HTB's burst behind it
 WAKE_BATCH = 2              # frames sent per wake-up of a backlogged port (< PORT_BURST)
 MAX_BURST_PER_PASS = 16     # packets per port per loop pass, so receiving never starves
 MAX_GAP_EVENTS = 20         # gap events kept per job and rank for the report
-
-
-def qp_number(job_id, iteration, tag_index):
-    """Destination QP: 1 | job (3 bits) | iteration mod 16 (4 bits) | transfer
-    (16 bits). Both ends derive it from the same schedule, so no handshake
-    is needed; the top bit keeps clear of InfiniBand's special QPs 0 and 1
-    (which Wireshark would decode as management datagrams)."""
-    return 0x800000 | (job_id & 0x7) << 20 | (iteration & 0xF) << 16 | (tag_index & 0xFFFF)
-
-
-def qp_job(qp):
-    return (qp >> 20) & 0x7
-
-
-class PortPicker:
-    """Which NIC port a flow leaves by: the kernel's multipath choice for
-    its 5-tuple (fib_multipath_hash_policy=1), or a pinned port."""
-
-    def __init__(self, ports):
-        from pyroute2 import IPRoute
-        self.ipr = IPRoute()
-        self.ports = list(ports)
-        self.index = {}
-        for link in self.ipr.get_links():
-            self.index[link["index"]] = link.get_attr("IFLA_IFNAME")
-
-    def pick(self, src_ip, dst_ip, sport, pinned=None):
-        if pinned is not None:
-            return self.ports[pinned]
-        try:
-            msgs = self.ipr.route("get", dst=dst_ip, src=src_ip, sport=sport,
-                                  dport=roce.ROCE_PORT, ip_proto=17)
-            name = self.index.get(msgs[0].get_attr("RTA_OIF"))
-        except Exception:
-            return None  # no route right now (every port down): try again later
-        return name if name in self.ports else None
-
-    def close(self):
-        self.ipr.close()
-
-
-class Port:
-    def __init__(self, ifname, rate_bps):
-        self.ifname = ifname
-        self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-        self.sock.bind((ifname, 0))
-        # The port's line-rate shaper may catch up a few frames after the
-        # loop woke late (the host's HTB queue behind it absorbs them).
-        self.pacer = transport.Pacer(rate_bps, burst_packets=PORT_BURST)
-        self.flows = []
-        self.rr = 0
-        self.errors = 0
-
-    def send(self, frame, now):
-        try:
-            self.sock.send(frame)
-        except OSError:
-            self.errors += 1  # port down: the flow will be moved at its next route refresh
-            return False
-        self.pacer.sent(len(frame), now)
-        return True
-
-
-class OutFlow:
-    """One send step of one iteration: a RoCE flow to a peer."""
-
-    def __init__(self, agent, job, iteration, step, now):
-        self.job, self.iteration, self.step = job, iteration, step
-        self.peer = job.peers[step.peer]
-        self.qp = qp_number(job.id, iteration, job.tag_index[step.tag])
-        self.sport = 49152 + (self.qp * 7 + job.rank * 131) % 16384  # flow entropy
-        payload = agent.payload
-        self.npackets = max(1, -(-step.nbytes // payload))
-        tail = step.nbytes - (self.npackets - 1) * payload
-        self.full = agent.template(self.peer, job.dscp, payload).retarget(self.sport, self.qp)
-        self.last = self.full if tail == payload else agent.template(
-            self.peer, job.dscp, tail).retarget(self.sport, self.qp)
-        self.gbn = transport.GbnSender(self.npackets, agent.window, agent.rto_s)
-        self.dcqcn = transport.Dcqcn(agent.dcqcn_params)
-        self.pacer = transport.Pacer(self.dcqcn.rate, burst_packets=PORT_BURST)
-        self.port = None
-        self.next_lookup = 0.0
-        self.seq = (iteration, step.index)   # issue order: FIFO per peer
-
-    def opcode(self, psn):
-        if self.npackets == 1:
-            return roce.SEND_ONLY
-        if psn == 0:
-            return roce.SEND_FIRST
-        return roce.SEND_LAST if psn == self.npackets - 1 else roce.SEND_MIDDLE
-
-    def frame(self, psn):
-        tpl = self.last if psn == self.npackets - 1 else self.full
-        ackreq = psn == self.npackets - 1 or psn % 8 == 7
-        return tpl.frame(psn, opcode=self.opcode(psn), ackreq=ackreq)
-
-
-class InFlow:
-    def __init__(self, nbytes, payload, agent):
-        self.nbytes = nbytes
-        self.npackets = max(1, -(-nbytes // payload))
-        self.rx = transport.GbnReceiver(self.npackets, cnp_interval_s=agent.dcqcn_params.cnp_interval_s)
-        self.bytes = 0
-        self.open_gap = None    # (psn awaited, gap event or None, time the gap was seen)
-
-
-class Job:
-    """One rank of one job: its schedule, iterations and counters."""
-
-    def __init__(self, spec, start_mono):
-        self.id = spec["id"]
-        self.name = spec["name"]
-        self.rank = spec["rank"]
-        self.peers = spec["peers"]
-        self.dscp = spec["dscp"]
-        self.port = spec.get("port")
-        self.compute_s = spec["compute_s"]
-        self.overlap = spec["overlap"]
-        self.iterations = spec["iterations"]
-        self.schedule = build_schedule(spec)
-        self.steps = self.schedule.steps[self.rank]
-        tags = sorted({s.tag for steps in self.schedule.steps.values() for s in steps})
-        self.tag_index = {t: i for i, t in enumerate(tags)}
-        self.start_mono = start_mono + spec.get("start", 0.0)
-        self.iter = -1
-        self.records = []
-        self.trace = []
-        self.done = False
-        self.status = {}
-        self.counters = {"bytes_sent": 0, "bytes_received": 0, "packets_sent": 0,
-                         "retransmitted": 0, "timeouts": 0, "naks_received": 0,
-                         "cnps_received": 0, "cnps_sent": 0, "ce_marks": 0,
-                         "gaps_seen": 0}
-        self.gap_events = []   # the first few gaps this rank saw: where loss showed up
-
-    def begin_iteration(self, now):
-        self.iter += 1
-        self.t_start = now
-        self.comm_start = now + (1.0 - self.overlap) * self.compute_s
-        self.compute_end = now + self.compute_s
-        self.status = {s.index: "wait" for s in self.steps}
-        self.iter_bytes = {"sent": 0, "received": 0}
-        self.first_comm = None
-
-
-def build_schedule(spec):
-    n = len(spec["peers"])
-    kind = spec["collective"]
-    if kind == "hierarchical":
-        return collectives.hierarchical_allreduce(spec["groups"], spec["bytes"], port=spec.get("port"))
-    if kind == "pipeline":
-        return collectives.pipeline(n, spec["bytes"], microbatches=spec.get("microbatches", 1),
-                                    port=spec.get("port"))
-    return collectives.compile(kind, n=n, size=spec["bytes"], port=spec.get("port"))
 
 
 class Agent:
@@ -343,17 +190,7 @@ class Agent:
         return True
 
     def _finish_iteration(self, job, now):
-        comm = now - job.first_comm if job.first_comm else 0.0
-        rec = {"job": job.name, "rank": job.rank, "iter": job.iter,
-               "start": job.t_start - job.start_mono, "end": now - job.start_mono,
-               "compute_s": job.compute_s, "comm_s": comm, "iter_s": now - job.t_start,
-               "bytes_sent": job.iter_bytes["sent"], "bytes_received": job.iter_bytes["received"]}
-        job.records.append(rec)
-        print(json.dumps(rec), flush=True)
-        if job.iter + 1 >= job.iterations:
-            job.done = True
-        else:
-            job.begin_iteration(now)
+        print(json.dumps(job.end_iteration(now)), flush=True)
 
     # --- sending -----------------------------------------------------------
     def _start_send(self, job, step, now):
@@ -566,11 +403,7 @@ class Agent:
 
     def results(self, extra):
         return {"host": self.cfg["host"],
-                "jobs": [{"name": j.name, "rank": j.rank, "iterations_planned": j.iterations,
-                          "iterations": j.records, **j.counters,
-                          "bytes_per_iteration_planned": self._planned(j), "gap_events": j.gap_events,
-                          "trace": j.trace}
-                         for j in self.jobs],
+                "jobs": [j.results() for j in self.jobs],
                 # The ports' line-rate pacers are the generator's clock: how
                 # often and how far the loop fell behind them.
                 "pacing": {"late_packets": sum(p.pacer.late for p in self.ports.values()),
@@ -579,10 +412,6 @@ class Agent:
                            "tx_s": sum(p.pacer.tx_s for p in self.ports.values())},
                 "port_send_errors": {p.ifname: p.errors for p in self.ports.values()},
                 **extra}
-
-    @staticmethod
-    def _planned(job):
-        return job.schedule.bytes_sent(job.rank)
 
 
 def main(argv=None):

@@ -355,6 +355,15 @@ def compile(kind, n=None, size=None, groups=None, **kw):
     return table[kind](n, size, **kw)
 
 
+def for_job(collective, n, size, groups=None, port=None, microbatches=1):
+    """The schedule the ranks of a training job run: `collective` over `n`
+    ranks (`groups` of rank indices for hierarchical), `size` bytes per
+    iteration. The traffic agents and the drill's analysis both build it
+    here, so the volumes a report judges are the volumes the agents sent."""
+    extra = {"microbatches": microbatches} if collective == "pipeline" else {}
+    return compile(collective, n=n, size=size, groups=groups, port=port, **extra)
+
+
 # ---------------------------------------------------------------- timing
 
 def analytical_time(schedule, rank_rate_bps, latency_s=0.0):

@@ -80,7 +80,7 @@ def repo_root(monkeypatch):
 def leak_check():
     """Fails the test if it leaves bridges, interfaces, namespaces, hpnlab
     processes or a fabric record behind."""
-    from testbed import ledger
+    from testbed.emulation import ledger
     before = snapshot()
     yield
     after = snapshot()

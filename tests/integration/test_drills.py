@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from testbed import capabilities
+from testbed.emulation import capabilities
 
 
 def _run(scenario, out):

@@ -9,10 +9,11 @@ import time
 
 import pytest
 
-from testbed import ledger
-from testbed.build import build_fabric
-from testbed.realize import FabricNet
-from traffic.iperf import IperfFlows, PairSpec
+from testbed.emulation import ledger
+from testbed.fabric.build import build_fabric
+from testbed.emulation.realize import FabricNet
+from testbed.drill.iperf import IperfFlows
+from traffic.iperf import PairSpec
 
 
 def test_up_all_pairs_reachable_and_shaped(tmp_path, leak_check):

@@ -1,5 +1,5 @@
 """Reading what the machine offers, from tool output."""
-from testbed.capabilities import ovs_send_buffers
+from testbed.emulation.capabilities import ovs_send_buffers
 
 
 def test_ovs_send_buffers_are_read_from_ss_in_either_layout():

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 
 from testbed.cli import main
-from testbed.model import Fabric
-from testbed.validate import load_topology
+from testbed.fabric.model import Fabric
+from testbed.fabric.scenario import load_topology
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 SHIPPED = sorted(TOPOLOGIES.glob("*.yaml"))

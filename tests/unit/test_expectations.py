@@ -1,8 +1,8 @@
 """Expectations: bounds, missing measurements, untrustworthy runs."""
 import pytest
 
-from testbed.expectations import (all_passed, evaluate, expected_text,
-                                  is_trustworthy)
+from testbed.results.expectations import all_passed, evaluate, expected_text
+from testbed.results.trust import is_trustworthy
 
 METRICS = {
     "flows": {},

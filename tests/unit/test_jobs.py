@@ -5,10 +5,12 @@ import os
 
 import pytest
 
-from testbed.build import build_fabric
-from testbed import jobs
-from testbed.jobs import (STALL_FACTOR, agent_configs, analytical_iteration_s,
-                          expected_bytes_per_rank, job_metrics, rank_specs)
+from testbed.fabric.build import build_fabric
+from testbed.drill import jobs
+from testbed.drill.jobs import agent_configs, rank_specs
+from testbed.results import trust
+from testbed.results.analytical import analytical_iteration_s, expected_bytes_per_rank
+from testbed.results.jobs import STALL_FACTOR, job_metrics
 
 RATE = 40e6                 # default HPN access links: 200 Gbit/s scaled down by 5000
 HOSTS = ["s1h0", "s0h2", "s0h0", "s1h3"]   # deliberately not in fabric order
@@ -259,7 +261,7 @@ def test_an_agent_without_results_completes_nothing():
 
 
 def test_scenario_transport_knobs_reach_the_agents(tmp_path):
-    from testbed.validate import load_scenario
+    from testbed.fabric.scenario import load_scenario
     from traffic.transport import DcqcnParams
     path = tmp_path / "s.yaml"
     path.write_text(
@@ -296,8 +298,8 @@ def test_clean_run_has_zero_ratio_and_no_gaps():
 
 def test_loss_is_unexplained_only_without_queue_drops_and_faults():
     jm = {"a": {"gaps_seen": 2}, "b": {"gaps_seen": 0}}
-    lost = jobs.unexplained_loss(jm, {}, [])
+    lost = trust.unexplained_loss(jm, {}, [])
     assert lost["gaps_seen"] == {"a": 2} and "emulator lost them" in lost["note"]
-    assert jobs.unexplained_loss(jm, {"t0r0k0~a0n0 (t0r0k0-e5 egress)": 3}, []) is None
-    assert jobs.unexplained_loss(jm, {}, [{"action": "link-down"}]) is None
-    assert jobs.unexplained_loss({"a": {"gaps_seen": 0}}, {}, []) is None
+    assert trust.unexplained_loss(jm, {"t0r0k0~a0n0 (t0r0k0-e5 egress)": 3}, []) is None
+    assert trust.unexplained_loss(jm, {}, [{"action": "link-down"}]) is None
+    assert trust.unexplained_loss({"a": {"gaps_seen": 0}}, {}, []) is None

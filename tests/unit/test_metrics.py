@@ -1,7 +1,7 @@
 """Metrics on synthetic series: silence, outage windows, before/during/after."""
 import pytest
 
-from testbed.metrics import (Fault, Flow, Series, aggregate, compute_metrics,
+from testbed.results.flows import (Fault, Flow, Series, aggregate, compute_metrics,
                              fault_periods, fault_windows, link_outages,
                              max_silence_s, window_mean)
 
@@ -274,7 +274,7 @@ def test_flows_missing_from_the_flow_list_still_count_overall():
 
 
 def test_parallel_links_have_their_own_outages():
-    from testbed.metrics import fault_windows
+    from testbed.results.flows import fault_windows
     faults = [{"at": 2, "applied_at": 2.0, "action": "link-down", "link": ["d0b0", "d1b0"], "index": 0},
               {"at": 4, "applied_at": 4.0, "action": "link-down", "link": ["d0b0", "d1b0"], "index": 1},
               {"at": 6, "applied_at": 6.0, "action": "link-up", "link": ["d1b0", "d0b0"], "index": 0},

@@ -8,8 +8,8 @@ from os_ken.lib.packet import arp, ether_types, ethernet, ipv4, packet
 from os_ken.ofproto import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
 
 from controllers import openflow
-from controllers.routing import compute_routes
-from testbed.build import build_fabric
+from testbed.fabric.build import build_fabric
+from testbed.fabric.paths import compute_routes
 
 OFP = ofproto_v1_3
 PARSER = ofproto_v1_3_parser
@@ -342,7 +342,6 @@ def test_unknown_datapath_is_ignored(hpn, capsys):
     hpn.app.on_features(event(datapath=stranger))
     assert stranger.sent == []
     assert events(capsys) == []
-
 
 
 def test_port_status_from_an_unknown_datapath_does_not_block_routes(hpn, capsys):

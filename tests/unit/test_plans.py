@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from testbed import hostconfig
-from testbed.build import build_fabric
-from testbed.capabilities import Feature, datapath, missing_for
-from testbed.ledger import Ledger, load
+from testbed.emulation import plans
+from testbed.fabric.build import build_fabric
+from testbed.emulation.capabilities import Feature, datapath, missing_for
+from testbed.emulation.ledger import Ledger, load
 
 REGION_DELAY = {"kind": "region", "fabrics": [{"kind": "hpn"}, {"kind": "hpn"}],
                 "dci": {"oversubscription": 2, "delay": "2ms"}}
@@ -40,10 +40,10 @@ def split_script(script):
     return out
 
 
-# --- hostconfig ----------------------------------------------------------------------
+# --- plans --------------------------------------------------------------------------
 def test_host_script_for_a_dual_port_nic():
     fabric = build_fabric({"kind": "hpn"})
-    script = hostconfig.host_script(fabric, "s0h0")
+    script = plans.host_script(fabric, "s0h0")
     assert script.endswith("\n")
     parts = split_script(script)
     ip, tc, shell = parts["ip"], parts["tc"], parts["shell"]
@@ -63,7 +63,7 @@ def test_host_script_for_a_dual_port_nic():
     assert any("ignore_routes_with_linkdown=1" in l for l in shell)
 
     # 200 Gbit/s scaled by 5000: 40 Mbit/s, HTB + a byte FIFO of 0.1 s
-    limit = hostconfig.queue_bytes(40.0, 9000)
+    limit = plans.queue_bytes(40.0, 9000)
     assert limit == 500000
     for p in ports:
         mine = [l for l in tc if f" dev {p} " in l]
@@ -77,7 +77,7 @@ def test_host_script_for_a_dual_port_nic():
 
 def test_host_script_with_two_rails_routes_each_rail_over_its_own_nic():
     fabric = build_fabric({"kind": "hpn", "rails": 2})
-    ip = split_script(hostconfig.host_script(fabric, "s1h2"))["ip"]
+    ip = split_script(plans.host_script(fabric, "s1h2"))["ip"]
     assert [l for l in ip if l.startswith("route ")] == [
         "route replace 10.0.0.0/16 nexthop dev s1h2-n0p0 nexthop dev s1h2-n0p1",
         "route replace 10.1.0.0/16 nexthop dev s1h2-n1p0 nexthop dev s1h2-n1p1"]
@@ -87,7 +87,7 @@ def test_host_script_with_two_rails_routes_each_rail_over_its_own_nic():
 
 def test_host_script_in_a_region_routes_every_dc_prefix():
     fabric = build_fabric(REGION_DELAY)
-    ip = split_script(hostconfig.host_script(fabric, "d1s0h0"))["ip"]
+    ip = split_script(plans.host_script(fabric, "d1s0h0"))["ip"]
     hops = "nexthop dev d1s0h0-n0p0 nexthop dev d1s0h0-n0p1"
     assert [l for l in ip if l.startswith("route ")] == [
         f"route replace 10.0.0.0/16 {hops}", f"route replace 10.16.0.0/16 {hops}"]
@@ -96,7 +96,7 @@ def test_host_script_in_a_region_routes_every_dc_prefix():
 
 def test_switch_port_plan_uses_netem_on_dci_ends_only():
     fabric = build_fabric(REGION_DELAY)
-    ip_lines, tc_lines = hostconfig.switch_port_plan(fabric)
+    ip_lines, tc_lines = plans.switch_port_plan(fabric)
     switch_ends = [e for l in fabric.links for e in (l.a, l.b) if fabric.nodes[e.node].is_switch]
     assert len(ip_lines) == len(switch_ends)
     assert all(l.endswith(" mtu 9000") for l in ip_lines)
@@ -121,7 +121,7 @@ def test_switch_port_plan_uses_netem_on_dci_ends_only():
 def test_switch_port_plan_without_delay_has_no_netem():
     fabric = build_fabric({"kind": "region", "fabrics": [{"kind": "hpn"}, {"kind": "hpn"}],
                            "dci": {"oversubscription": 1}})
-    _, tc_lines = hostconfig.switch_port_plan(fabric)
+    _, tc_lines = plans.switch_port_plan(fabric)
     assert tc_lines and not any("netem" in l for l in tc_lines)
 
 
@@ -132,19 +132,19 @@ def test_switch_port_plan_without_delay_has_no_netem():
     (400.0, 9000, 5000000),
 ])
 def test_queue_bytes(rate, mtu, expected):
-    assert hostconfig.queue_bytes(rate, mtu) == expected
+    assert plans.queue_bytes(rate, mtu) == expected
 
 
 def test_override_lines_add_change_remove():
     ip = "10.0.1.1"
-    add = hostconfig.override_lines({}, {ip: ("s0h0-n0p1",)})
+    add = plans.override_lines({}, {ip: ("s0h0-n0p1",)})
     assert add == ["route replace 10.0.1.1/32 nexthop dev s0h0-n0p1"]
-    assert hostconfig.override_lines({ip: ("s0h0-n0p1",)}, {ip: ("s0h0-n0p1",)}) == []
-    assert hostconfig.override_lines({ip: ("s0h0-n0p1",)}, {ip: ["s0h0-n0p1"]}) == []
-    assert hostconfig.override_lines({ip: ("s0h0-n0p1",)}, {ip: ("s0h0-n0p0",)}) == [
+    assert plans.override_lines({ip: ("s0h0-n0p1",)}, {ip: ("s0h0-n0p1",)}) == []
+    assert plans.override_lines({ip: ("s0h0-n0p1",)}, {ip: ["s0h0-n0p1"]}) == []
+    assert plans.override_lines({ip: ("s0h0-n0p1",)}, {ip: ("s0h0-n0p0",)}) == [
         "route replace 10.0.1.1/32 nexthop dev s0h0-n0p0"]
-    assert hostconfig.override_lines({ip: ("s0h0-n0p1",)}, {}) == ["route del 10.0.1.1/32"]
-    both = hostconfig.override_lines({"10.0.1.2": ("a",)}, {"10.0.1.3": ("b", "c")})
+    assert plans.override_lines({ip: ("s0h0-n0p1",)}, {}) == ["route del 10.0.1.1/32"]
+    both = plans.override_lines({"10.0.1.2": ("a",)}, {"10.0.1.3": ("b", "c")})
     assert both == ["route del 10.0.1.2/32", "route replace 10.0.1.3/32 nexthop dev b nexthop dev c"]
 
 

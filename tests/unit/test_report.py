@@ -5,10 +5,12 @@ import os
 
 import pytest
 
-from testbed.expectations import evaluate
-from testbed.metrics import compute_metrics
-from testbed.report import (fmt, jsonable, load_results, plot_iterations, plot_throughput,
-                            render_side_by_side, write_results)
+from testbed.results.expectations import evaluate
+from testbed.results.flows import compute_metrics
+from testbed.results.compare import render_side_by_side
+from testbed.results.plots import plot_iterations, plot_throughput
+from testbed.results.store import jsonable, load_results, write_results
+from testbed.results.text import fmt
 
 DT = 0.1
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

@@ -1,10 +1,10 @@
 """The controller's pure routing core: tables, traces, failures, diffs, proxy ARP."""
 import pytest
 
-from controllers.routing import (SwitchProgram, arp_reply_for, compute_routes,
-                                 diff_switch, trace)
-from testbed.build import build_fabric
-from testbed.model import AGG, TOR
+from controllers.routing import SwitchProgram, arp_reply_for, diff_switch
+from testbed.fabric.paths import compute_routes, trace
+from testbed.fabric.build import build_fabric
+from testbed.fabric.model import AGG, TOR
 
 TOPOLOGIES = {
     "hpn-default": {"kind": "hpn"},
@@ -431,4 +431,3 @@ def test_arp_reply_for_fabric_and_outside_addresses():
     assert arp_reply_for(fabric, "10.0.1.1") == nic(fabric, "s1h0").mac
     assert arp_reply_for(fabric, "10.0.9.9") is None
     assert arp_reply_for(fabric, "192.168.0.1") is None
-

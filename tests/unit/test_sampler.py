@@ -2,7 +2,7 @@
 the drops the modeled queues account for."""
 import pytest
 
-from testbed.sampler import fidelity, queue_drops
+from testbed.results.counters import fidelity, queue_drops
 
 NAMES = {"a-e1": "a~b", "b-e1": "a~b"}
 

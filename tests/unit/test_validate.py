@@ -6,10 +6,12 @@ from pathlib import Path
 import pytest
 from jsonschema import Draft202012Validator
 
-from testbed import units
 from testbed.cli import main
-from testbed.validate import (ConfigError, Problem, check_files, detect_kind, load_schema,
-                              load_scenario, load_topology, load_yaml)
+from testbed.fabric import units
+from testbed.fabric.loader import detect_kind, load_yaml
+from testbed.fabric.problems import ConfigError, Problem
+from testbed.fabric.scenario import check_files, load_scenario, load_topology
+from testbed.fabric.schema import load_schema
 
 TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 
@@ -345,6 +347,6 @@ def test_every_object_in_the_schemas_is_closed():
 
 
 def test_schema_knows_exactly_the_metrics_expectations_can_measure():
-    from testbed.expectations import JOB_METRICS, METRICS
+    from testbed.results.expectations import JOB_METRICS, METRICS
     enum = load_schema("scenario")["$defs"]["expect"]["properties"]["metric"]["enum"]
     assert set(enum) == set(METRICS) | set(JOB_METRICS)

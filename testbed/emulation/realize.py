@@ -11,8 +11,8 @@ import os
 import subprocess
 import time
 
-from . import capabilities, hostconfig
-from .controller_proc import ControllerProcess
+from . import capabilities, plans
+from .controller import ControllerProcess
 from .ledger import Ledger
 from .procs import end
 
@@ -117,7 +117,7 @@ class FabricNet:
         return self
 
     def _configure_switch_ports(self):
-        ip_lines, tc_lines = hostconfig.switch_port_plan(self.fabric)
+        ip_lines, tc_lines = plans.switch_port_plan(self.fabric)
         _batch(["ip", "-batch", "-"], ip_lines)
         _batch(["tc", "-batch", "-"], tc_lines)
 
@@ -126,7 +126,7 @@ class FabricNet:
         for h in hosts:  # all hosts work in parallel; collect afterwards
             script = os.path.join(self.run_dir, f"host-{h.name}.sh")
             with open(script, "w") as fh:
-                fh.write(hostconfig.host_script(self.fabric, h.name))
+                fh.write(plans.host_script(self.fabric, h.name))
             h.sendCmd(f"bash {script}; echo HPNLAB_DONE $?")
         for h in hosts:
             out = h.waitOutput()
@@ -141,7 +141,7 @@ class FabricNet:
         procs = {}
         for host in sorted(set(wanted) | set(self.overrides)):
             new = {ip: tuple(p) for ip, p in wanted.get(host, {}).items()}
-            lines = hostconfig.override_lines(self.overrides.get(host, {}), new)
+            lines = plans.override_lines(self.overrides.get(host, {}), new)
             if lines:
                 proc = subprocess.Popen(self.ns_argv(host, ["ip", "-batch", "-"]),
                                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,

@@ -1,4 +1,4 @@
-"""Subcommands that touch the machine: doctor, up, down, run, compare."""
+"""Subcommands that build on the machine: doctor, up, down."""
 import datetime
 import json
 import os
@@ -6,32 +6,14 @@ import signal
 import sys
 import time
 
-from . import capabilities, ledger as ledger_mod, report
-from .validate import ConfigError, load_fabric, load_scenario
+from testbed.emulation import capabilities, ledger as ledger_mod
+from testbed.fabric.problems import ConfigError
+from testbed.fabric.scenario import load_fabric
 
-OK, FAILED = 0, 1
-CANNOT_RUN_HERE = 3   # the kernel lacks a feature the file needs (see hpnlab doctor)
-
-
-def _err(msg):
-    print(f"hpnlab: error: {msg}", file=sys.stderr)
-    return FAILED
+from .common import CANNOT_RUN_HERE, FAILED, OK, err, need_root, print_problems
 
 
-def _need_root(cmd):
-    if os.geteuid() != 0:
-        return _err(f"'hpnlab {cmd}' needs root (it creates network namespaces, veths and "
-                    f"Open vSwitch bridges); run it as root or with sudo")
-    return None
-
-
-def _problems(e):
-    for p in e.problems:
-        print(p, file=sys.stderr)
-    return FAILED
-
-
-def _sigterm_as_interrupt():
+def sigterm_as_interrupt():
     """`hpnlab down` stops a running `up` with SIGTERM: unwind like Ctrl-C
     so the same teardown runs."""
     def handler(signum, frame):
@@ -86,13 +68,13 @@ def run_up(args):
     try:
         _, fabric = load_fabric(args.file)
     except ConfigError as e:
-        return _problems(e)
-    if _need_root("up"):
+        return print_problems(e)
+    if need_root("up"):
         return FAILED
-    from .realize import CapabilityError, FabricNet
-    run_dir = args.run_dir or _default_dir("/tmp", f"hpnlab-{fabric.name}")
+    from testbed.emulation.realize import CapabilityError, FabricNet
+    run_dir = args.run_dir or default_dir("/tmp", f"hpnlab-{fabric.name}")
     log = (lambda m: print(m, file=sys.stderr)) if args.json else print
-    _sigterm_as_interrupt()
+    sigterm_as_interrupt()
     try:
         with FabricNet(fabric, run_dir, log=log) as fnet:
             if args.check:
@@ -104,14 +86,14 @@ def run_up(args):
         print("torn down", file=sys.stderr)
         return OK
     except CapabilityError as e:
-        _err(str(e))
+        err(str(e))
         return CANNOT_RUN_HERE
     except (RuntimeError, TimeoutError) as e:
-        return _err(str(e))
+        return err(str(e))
 
 
 def _check(fnet, fabric, as_json):
-    from .realize import unreachable
+    from testbed.emulation.realize import unreachable
     t = time.monotonic()
     reach = fnet.check_reachability()
     pairs = [(h, p, r) for h, d in reach.items() for p, r in d.items()]
@@ -143,7 +125,7 @@ def add_down(sub):
 
 
 def run_down(args):
-    if _need_root("down"):
+    if need_root("down"):
         return FAILED
     led = ledger_mod.load()
     if led is None:
@@ -153,7 +135,7 @@ def run_down(args):
     if led.owner_running() and owner != os.getpid():
         print(f"stopping fabric {led.data['fabric']!r} (pid {owner})")
         os.kill(owner, signal.SIGTERM)
-        ledger_mod._wait(lambda: not ledger_mod._alive(owner), 60)
+        ledger_mod.wait_until(lambda: not ledger_mod.alive(owner), 60)
     led = ledger_mod.load()
     if led is not None:  # the owner died without cleaning up: sweep its record
         left = led.sweep()
@@ -163,66 +145,9 @@ def run_down(args):
     return OK
 
 
-# --- run / compare ----------------------------------------------------------
-
-def add_run(sub):
-    p = sub.add_parser("run", help="run a drill scenario and write its report")
-    p.add_argument("scenario", metavar="SCENARIO.yaml")
-    p.add_argument("--out", default=None, help="report folder (default: results/NAME-TIME)")
-    p.set_defaults(run=run_run)
-
-
-def run_run(args):
-    try:
-        sc = load_scenario(args.scenario)
-    except ConfigError as e:
-        return _problems(e)
-    if _need_root("run"):
-        return FAILED
-    from .realize import CapabilityError
-    from .runner import ReachabilityError, run_scenario
-    out = args.out or _default_dir("results", sc.name)
-    length = f"up to {sc.duration_s:g} s" if sc.jobs_only else f"{sc.duration_s:g} s"
-    print(f"running {sc.name}: {length} of traffic, {len(sc.faults)} faults; report in {out}")
-    _sigterm_as_interrupt()
-    try:
-        results = run_scenario(sc, out)
-    except KeyboardInterrupt:
-        return _err("interrupted; the fabric was torn down")
-    except CapabilityError as e:
-        _err(str(e))
-        return CANNOT_RUN_HERE
-    except (ReachabilityError, RuntimeError, TimeoutError) as e:
-        return _err(str(e))
-    for e in results["expectations"]:
-        print(f"  {e['status'].upper():13} {e['name']}: expected {e['expected']}, "
-              f"measured {report.fmt(e['measured'])}")
-    for problem in results.get("problems") or []:
-        print(f"  PROBLEM       {problem}")
-    fid = results["metrics"]["fidelity"]["min"]
-    print(f"fidelity {report.fmt(fid)}; {report.verdict(results)}; "
-          f"report: {os.path.join(out, 'summary.md')}")
-    return OK if results["passed"] else FAILED
-
-
-def add_compare(sub):
-    p = sub.add_parser("compare", help="print several drill results side by side")
-    p.add_argument("dirs", nargs="+", metavar="DIR")
-    p.set_defaults(run=run_compare)
-
-
-def run_compare(args):
-    try:
-        results = [report.load_results(d) for d in args.dirs]
-    except (OSError, ValueError) as e:
-        return _err(f"cannot read results: {e}")
-    print(report.render_side_by_side(results))
-    return OK
-
-
-def _default_dir(base, name):
+def default_dir(base, name):
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     return os.path.join(base, f"{name}-{stamp}")
 
 
-COMMANDS = (add_doctor, add_up, add_down, add_run, add_compare)
+COMMANDS = (add_doctor, add_up, add_down)

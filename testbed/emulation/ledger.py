@@ -14,7 +14,7 @@ STATE_DIR = os.environ.get("HPNLAB_STATE_DIR", "/run/hpnlab")
 STATE_FILE = os.path.join(STATE_DIR, "fabric.json")
 
 
-def _alive(pid):
+def alive(pid):
     try:
         os.kill(pid, 0)
         return True
@@ -55,7 +55,7 @@ class Ledger:
         (a recycled PID belongs to someone else and is never signalled)."""
         pid = self.data["owner"]
         want = self.data.get("owner_cmd")
-        return _alive(pid) and (want is None or _cmdline(pid) == want)
+        return alive(pid) and (want is None or _cmdline(pid) == want)
 
     def add(self, kind, *items):
         self.data[kind].extend(i for i in items if i not in self.data[kind])
@@ -79,12 +79,12 @@ class Ledger:
         """Remove whatever of the recorded resources still exists. Returns the
         list of things that were still there (empty after a clean stop)."""
         leftover = []
-        ours = lambda p: _alive(p["pid"]) and _cmdline(p["pid"]).startswith(p["cmd"].split(" ")[0])
+        ours = lambda p: alive(p["pid"]) and _cmdline(p["pid"]).startswith(p["cmd"].split(" ")[0])
         for proc in self.data["processes"]:
             if ours(proc):
                 leftover.append(f"process {proc['pid']}")
                 _signal(proc["pid"], signal.SIGTERM)
-        _wait(lambda: not any(ours(p) for p in self.data["processes"]), 3.0)
+        wait_until(lambda: not any(ours(p) for p in self.data["processes"]), 3.0)
         for proc in self.data["processes"]:
             if ours(proc):
                 _signal(proc["pid"], signal.SIGKILL)
@@ -98,7 +98,7 @@ class Ledger:
             if os.path.exists(f"/sys/class/net/{ifname}"):
                 leftover.append(f"interface {ifname}")
                 subprocess.run(["ip", "link", "del", ifname], capture_output=True)
-        gone = _wait(lambda: not any(os.path.exists(f"/sys/class/net/{i}")
+        gone = wait_until(lambda: not any(os.path.exists(f"/sys/class/net/{i}")
                                      for i in self.data["interfaces"]), timeout)
         if not gone:
             still = [i for i in self.data["interfaces"] if os.path.exists(f"/sys/class/net/{i}")]
@@ -138,7 +138,7 @@ def _ovs_bridges():
     return r.stdout.split() if r.returncode == 0 else []
 
 
-def _wait(predicate, timeout, step=0.02):
+def wait_until(predicate, timeout, step=0.02):
     deadline = time.monotonic() + timeout
     while True:
         if predicate():

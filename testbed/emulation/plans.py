@@ -5,7 +5,7 @@ plan as one batch inside that host's namespace.
 """
 import ipaddress
 
-from .model import HOST
+from testbed.fabric.model import HOST
 
 # Queue behind each shaped port: 100 ms at the port's rate (500 KB at
 # 40 Mbit/s), and at least a few frames on slow links. The default (1000

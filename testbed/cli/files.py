@@ -1,24 +1,11 @@
-"""The `hpnlab` command line.
-
-Each subcommand is a pair of functions: one that adds its parser, one that
-runs it and returns the exit status. Adding a subcommand means writing the
-pair and listing the first in COMMANDS.
-
-Exit status: 0 success, 1 invalid input, 2 usage error (argparse's own).
-"""
-import argparse
+"""Subcommands that only read files (no root): check, topo show."""
 import json
-import sys
 
-from .units import format_rate
-from .validate import ConfigError, load_fabric
+from testbed.fabric.problems import ConfigError
+from testbed.fabric.scenario import load_fabric
+from testbed.fabric.units import format_rate
 
-OK, INVALID, USAGE = 0, 1, 2
-
-
-def _print_problems(error):
-    for problem in error.problems:
-        print(problem, file=sys.stderr)
+from .common import INVALID, OK, print_problems
 
 
 # --- check -------------------------------------------------------------------
@@ -37,7 +24,7 @@ def run_check(args):
         try:
             kind, fabric = load_fabric(path)
         except ConfigError as e:
-            _print_problems(e)
+            print_problems(e)
             status = INVALID
             continue
         print(f"OK {path} ({kind}: {len(fabric.hosts())} hosts, "
@@ -62,7 +49,7 @@ def run_topo_show(args):
     try:
         _, fabric = load_fabric(args.file)
     except ConfigError as e:
-        _print_problems(e)
+        print_problems(e)
         return INVALID
     if args.json:
         print(json.dumps(fabric.to_dict(), indent=2))
@@ -106,35 +93,4 @@ def _table(headers, rows):
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells)
 
 
-# --- main --------------------------------------------------------------------
-
-from . import cli_fabric  # noqa: E402  (root-needing subcommands)
-
-COMMANDS = (add_check, add_topo) + cli_fabric.COMMANDS
-
-
-def build_parser():
-    parser = argparse.ArgumentParser(
-        prog="hpnlab", description="Packet-level emulation testbed for AI-training data-center networks.")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for add in COMMANDS:
-        add(subparsers)
-    return parser
-
-
-def main(argv=None):
-    """Run the command line; returns the exit status instead of exiting."""
-    # Progress lines must reach a pipe (make, a test, a log) as they happen.
-    for stream in (sys.stdout, sys.stderr):
-        if hasattr(stream, "reconfigure"):
-            stream.reconfigure(line_buffering=True)
-    try:
-        args = build_parser().parse_args(argv)
-    except SystemExit as e:
-        # argparse exits on --help (0) and on usage errors (2); report, not exit.
-        return e.code if isinstance(e.code, int) else USAGE
-    return args.run(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+COMMANDS = (add_check, add_topo)

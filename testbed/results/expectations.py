@@ -4,14 +4,14 @@ Pure. An expectation is a dict {name, metric, host?, min?, max?}; bounds are
 inclusive. Each result says what was expected, what was measured and why it
 failed, so the report can show it without re-deriving anything.
 
-A run whose fidelity is too low (the emulated links did not deliver the
-rates they were configured for) cannot prove anything: every expectation is
-then reported as "untrustworthy" and none passes, even if the numbers look
-fine.
+A run that is not trustworthy (trust.py decides) cannot prove anything:
+every expectation is then reported as "untrustworthy" and none passes, even
+if the numbers look fine.
 """
 
+from testbed.fabric.vocabulary import JOB_METRICS
+
 PASSED, FAILED, UNTRUSTWORTHY = "passed", "failed", "untrustworthy"
-FIDELITY_THRESHOLD = 0.9   # below this the run measured the emulator, not the design
 
 # metric name in a scenario -> key in metrics["hosts"][h] / metrics["overall"]
 METRIC_KEYS = {
@@ -37,13 +37,6 @@ def expected_text(lo, hi):
     if hi is not None:
         return f"<= {format_number(hi)}"
     return "any value"
-
-
-JOB_METRICS = ("iteration_time_s", "iteration_time_p50_s", "iteration_time_p99_s",
-               "job_completion_s", "gpu_utilization", "bytes_per_rank_ratio",
-               "iteration_time_vs_analytical", "retransmissions", "retransmission_ratio",
-               "gaps_seen", "crossing_bytes_per_iteration", "dci_bytes", "stalled_iterations",
-               "fault_iteration_slowdown", "iterations_completed")
 
 
 def lookup_job(metrics, metric, job):
@@ -134,11 +127,6 @@ def evaluate_one(item, metrics, trustworthy):
 def evaluate(expect, metrics, trustworthy):
     """Results of all expectations, in the scenario's order."""
     return [evaluate_one(item, metrics, trustworthy) for item in expect or []]
-
-
-def is_trustworthy(fidelity_min):
-    """Fidelity good enough to believe the run? Unknown fidelity is not."""
-    return fidelity_min is not None and fidelity_min >= FIDELITY_THRESHOLD
 
 
 def all_passed(results):

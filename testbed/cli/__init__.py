@@ -1,0 +1,39 @@
+"""The `hpnlab` command line.
+
+Each subcommand is a pair of functions: one that adds its parser, one that
+runs it and returns the exit status. Adding a subcommand means writing the
+pair and listing the first in its module's COMMANDS.
+
+Exit status: 0 success, 1 invalid input or a failed run, 2 usage error
+(argparse's own), 3 this kernel lacks a feature the file needs.
+"""
+import argparse
+import sys
+
+from . import drill, files, machine
+from .common import USAGE
+
+COMMANDS = files.COMMANDS + machine.COMMANDS + drill.COMMANDS
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(
+        prog="hpnlab", description="Packet-level emulation testbed for AI-training data-center networks.")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for add in COMMANDS:
+        add(subparsers)
+    return parser
+
+
+def main(argv=None):
+    """Run the command line; returns the exit status instead of exiting."""
+    # Progress lines must reach a pipe (make, a test, a log) as they happen.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(line_buffering=True)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:
+        # argparse exits on --help (0) and on usage errors (2); report, not exit.
+        return e.code if isinstance(e.code, int) else USAGE
+    return args.run(args)

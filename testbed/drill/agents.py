@@ -1,0 +1,108 @@
+"""The traffic agents of a drill's training jobs, as processes: one per host,
+started inside its namespace, released together at a common start time,
+followed for progress, waited for and ended."""
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+
+from testbed.emulation.procs import end as end_process
+
+
+class JobAgents:
+    def __init__(self, fnet, configs, run_dir, log=print):
+        self.fnet = fnet
+        self.configs = configs
+        self.run_dir = run_dir
+        self.log = log
+        self.procs = {}
+        self.progress = []
+        self.ready = set()
+        self.lock = threading.Condition()
+
+    def start(self):
+        for host, cfg in self.configs.items():
+            path = os.path.join(self.run_dir, f"agent-{host}.cfg.json")
+            with open(path, "w") as fh:
+                json.dump(cfg, fh, indent=1)
+            with open(os.path.join(self.run_dir, f"agent-{host}.log"), "w") as err:
+                proc = self.fnet.popen_in(host, [sys.executable, "-m", "traffic.agent", path],
+                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=err, text=True)
+            self.procs[host] = proc
+            threading.Thread(target=self._follow, args=(host, proc), daemon=True).start()
+
+    def _follow(self, host, proc):
+        for line in proc.stdout:
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            with self.lock:
+                if rec.get("event") == "ready":
+                    self.ready.add(host)
+                else:
+                    self.progress.append(rec)
+                self.lock.notify_all()
+        with self.lock:  # the agent is gone: whoever waits for it must know now
+            self.lock.notify_all()
+
+    def wait_ready(self, timeout=60.0):
+        """Block until every agent has set up its sockets (an event each
+        agent prints), so that they can all start at the same moment."""
+        with self.lock:
+            ok = self.lock.wait_for(lambda: len(self.ready) == len(self.procs) or any(
+                p.poll() is not None for p in self.procs.values()), timeout)
+            missing = sorted(set(self.procs) - self.ready)
+        if not ok or missing:
+            raise RuntimeError(f"traffic agents not ready in {timeout:.0f} s: {', '.join(missing)} "
+                               f"(logs in {self.run_dir})")
+
+    def go(self, start_at):
+        for proc in self.procs.values():
+            proc.stdin.write(json.dumps({"start_at": start_at}) + "\n")
+            proc.stdin.flush()
+
+    def last_progress(self):
+        with self.lock:
+            return list(self.progress)
+
+    def wait(self, timeout):
+        """Wait for every agent (each stops itself at its deadline)."""
+        problems = []
+        deadline = time.monotonic() + timeout
+        for host, proc in self.procs.items():
+            try:
+                rc = proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                rc = end_process(proc, 10)
+                problems.append(f"agent on {host} did not stop by itself")
+            if rc != 0:
+                problems.append(f"agent on {host} exited with status {rc}: see "
+                                f"{os.path.join(self.run_dir, 'agent-' + host + '.log')}")
+        return problems
+
+    def stop(self):
+        """End every agent. Closing its stdin first releases one still
+        waiting for the start (it returns on end of input)."""
+        for proc in self.procs.values():
+            if proc.stdin and not proc.stdin.closed:
+                try:
+                    proc.stdin.close()
+                except OSError:
+                    pass
+        deadline = time.monotonic() + 10
+        for proc in self.procs.values():
+            end_process(proc, max(0.1, deadline - time.monotonic()))
+
+    def results(self):
+        out = {}
+        for host, cfg in self.configs.items():
+            try:
+                with open(cfg["out"]) as fh:
+                    out[host] = json.load(fh)
+            except (OSError, json.JSONDecodeError):
+                out[host] = None
+        return out

@@ -1,0 +1,42 @@
+"""The drill's timeline: iperf3 clients start and cables are pulled or
+replugged at their scheduled times on the drill's clock, each fault stamped
+with when it really happened; and how long the controller took to converge
+after each one, from its acknowledged route versions."""
+import time
+
+
+def run_timeline(fnet, flows, pairs, sc, t0, log):
+    """Start clients and apply faults at their scheduled times."""
+    events = [(p.start, "client", p) for p in pairs]
+    events += [(f["at"], "fault", f) for f in sc.faults]
+    events.sort(key=lambda e: (e[0], e[1] != "client"))
+    applied = []
+    for at, kind, item in events:
+        sleep_until(t0 + at)
+        if kind == "client":
+            flows.start_client(item, t0)
+            continue
+        a, b = item["link"]
+        link = fnet.fabric.links_between(a, b)[item.get("index", 0)]
+        fnet.set_link(link, up=item["action"] == "link-up")
+        t = time.monotonic() - t0
+        log(f"[{t:6.2f}s] {item['action']} {a} <-> {b}")
+        applied.append({"at": at, "applied_at": round(t, 4), "action": item["action"],
+                        "link": [a, b], "index": item.get("index", 0), "link_name": link.name})
+    return applied
+
+
+def convergence_s(events, t0, fault):
+    """Seconds from a fault to the controller's next routes being acknowledged
+    by every switch and installed in every host that needed a change."""
+    for ev in events:
+        if ev["event"] == "routes" and ev["t"] - t0 > fault["applied_at"]:
+            return round(ev.get("applied_t", ev["t"]) - t0 - fault["applied_at"], 4)
+    return None
+
+
+def sleep_until(deadline):
+    # Scheduling a timeline, not waiting for an event: the drill's clock.
+    delay = deadline - time.monotonic()
+    if delay > 0:
+        time.sleep(delay)

@@ -1,0 +1,50 @@
+"""Training jobs in a drill, as plans (pure): which ranks each host's traffic
+agent plays, and the configuration file each agent reads."""
+import os
+
+from traffic import roce
+
+
+def rank_specs(fabric, jobs):
+    """{host: [job spec for the rank on that host]}; job ids follow scenario order."""
+    per_host = {}
+    for job_id, job in enumerate(jobs):
+        peers = []
+        for h in job["hosts"]:
+            nic = fabric.nics_of(h)[0]
+            peers.append({"host": h, "ip": nic.ip, "mac": nic.mac})
+        index = {h: i for i, h in enumerate(job["hosts"])}
+        groups = None if job["groups"] is None else [[index[h] for h in g] for g in job["groups"]]
+        for rank, h in enumerate(job["hosts"]):
+            per_host.setdefault(h, []).append({
+                "id": job_id, "name": job["name"], "rank": rank, "peers": peers,
+                "collective": job["collective"], "bytes": job["bytes"], "groups": groups,
+                "compute_s": job["compute_s"], "overlap": job["overlap"],
+                "iterations": job["iterations"], "dscp": job["dscp"], "port": job["port"],
+                "microbatches": job["microbatches"], "start": job["start"]})
+    return per_host
+
+
+def agent_configs(fabric, jobs, run_dir, deadline_s, transport=None):
+    """{host: config dict} for every host that runs at least one rank;
+    `transport` holds the scenario's knobs (DCQCN rates as shares of the
+    port's line rate, turned into bit/s here)."""
+    rates = {}
+    for link in fabric.links:
+        if link.kind == "access":
+            rates[link.a.ifname] = link.rate_bps / fabric.scale
+    out = {}
+    for host, specs in rank_specs(fabric, jobs).items():
+        nic = fabric.nics_of(host)[0]
+        rate = min(rates[p] for p in nic.ports)
+        knobs = dict(transport or {})
+        dcqcn = dict(knobs.pop("dcqcn", {}))
+        for share in [k for k in dcqcn if k.endswith("_share")]:
+            dcqcn[share.replace("_share", "_bps")] = dcqcn.pop(share) * rate
+        out[host] = {"host": host, "deadline_s": deadline_s, "payload": roce.payload_for_mtu(fabric.mtu),
+                     **knobs, "dcqcn": dcqcn,
+                     "out": os.path.join(run_dir, f"agent-{host}.json"),
+                     "nic": {"ip": nic.ip, "mac": nic.mac, "ports": list(nic.ports),
+                             "rate_bps": min(rates[p] for p in nic.ports)},
+                     "jobs": specs}
+    return out

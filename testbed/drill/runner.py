@@ -1,0 +1,216 @@
+"""`hpnlab run`: build the fabric, run traffic, apply the fault timeline,
+sample, tear down; then measure, judge, and write results.json, summary.md
+and the plots."""
+import datetime
+import math
+import os
+import time
+from dataclasses import dataclass
+
+from testbed.emulation.capture import Capture
+from testbed.emulation.realize import FabricNet, unreachable
+from testbed.results import analytical, counters, expectations, plots, store, trust
+from testbed.results.flows import compute_metrics
+from testbed.results.jobs import job_metrics
+from traffic.iperf import INTERVAL_S, plan_pairs
+
+from . import sampler
+from .agents import JobAgents
+from .faults import convergence_s, run_timeline, sleep_until
+from .iperf import IperfFlows
+from .jobs import agent_configs
+
+
+class ReachabilityError(RuntimeError):
+    pass
+
+
+@dataclass
+class _Run:
+    """What a drill recorded while the fabric was up."""
+    t0: float                 # the drill clock's zero (monotonic)
+    ran_s: float              # traffic time actually run
+    faults: list              # as applied, with applied_at
+    problems: list            # what went wrong while running
+    events: list              # the controller's events
+    flows: IperfFlows
+    samples: list
+    cpu: list
+    agent_results: dict | None
+    capture_files: list
+    datapath: str
+    bringup_s: float | None
+
+
+def run_scenario(sc, out_dir, log=print):
+    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    run = _run(sc, out_dir, log)
+    results = _results(sc, run, started)
+    _write(sc, run, results, out_dir)
+    return results
+
+
+def _run(sc, out_dir, log):
+    """Bring the fabric up, play the scenario on it, tear it down."""
+    run_dir = os.path.join(out_dir, "run")
+    fabric = sc.fabric
+    with FabricNet(fabric, run_dir, log=log) as fnet:
+        _require_reachable(fnet)
+        pairs = plan_pairs(fabric, sc.traffic)
+        flows = IperfFlows(fnet, pairs, sc.duration_s, run_dir)
+        senders = sorted({p.src for p in pairs})
+        agents = None
+        if sc.jobs:
+            configs = agent_configs(fabric, sc.jobs, run_dir, sc.duration_s, sc.transport)
+            agents = JobAgents(fnet, configs, run_dir, log)
+        captures = []
+        samp = sampler.LinkSampler(fnet, senders,
+                                   on_sample=_progress(fabric, senders, agents, sc.jobs, log))
+        try:
+            for host in (sc.capture or {}).get("hosts", []):
+                cap = Capture(fnet, host, out_dir, sc.capture["packets"])
+                captures.append(cap)
+                cap.wait_listening()
+            if agents:
+                agents.start()
+                agents.wait_ready()
+            flows.start_servers()
+            t0 = time.monotonic() + 0.1
+            if agents:
+                agents.go(time.time() + (t0 - time.monotonic()))
+            samp.start(t0)
+            faults = run_timeline(fnet, flows, pairs, sc, t0, log)
+            if sc.jobs_only:
+                # Every fault applied: the drill ends when the last agent
+                # does (each stops at the deadline too).
+                problems = agents.wait(timeout=max(0.0, t0 + sc.duration_s - time.monotonic()) + 15)
+                ran_s = min(sc.duration_s,
+                            math.ceil((time.monotonic() - t0) / INTERVAL_S) * INTERVAL_S)
+            else:
+                sleep_until(t0 + sc.duration_s)
+                problems = flows.wait(timeout=15)
+                if agents:
+                    problems += agents.wait(timeout=15)
+                ran_s = sc.duration_s
+        finally:
+            samp.stop()
+            flows.stop()
+            capture_files = [c.stop() for c in captures]
+            if agents:
+                agents.stop()
+        events = list(fnet.controller.events)
+        problems += fnet.route_errors
+        if samp.error:
+            problems.append(f"sampling stopped early: {samp.error}")
+        problems += [f"controller routes version {ev.get('version')}: {ev['apply_error']}"
+                     for ev in events if ev.get("apply_error")]
+        return _Run(t0=t0, ran_s=ran_s, faults=faults, problems=problems, events=events,
+                    flows=flows, samples=samp.samples, cpu=samp.cpu,
+                    agent_results=agents.results() if agents else None,
+                    capture_files=capture_files, datapath=fnet.datapath,
+                    bringup_s=fnet.timings.get("routes"))
+
+
+def _results(sc, run, started):
+    """Measure what the run recorded, decide whether it can be trusted, and
+    judge the expectations: the results dict."""
+    fabric, faults = sc.fabric, run.faults
+    for fault in faults:
+        fault["converged_s"] = convergence_s(run.events, run.t0, fault)
+    per_flow, info = run.flows.series()
+    series = _grid(per_flow, info, run.ran_s)
+    rates, names = counters.egress_rates(fabric)
+    fid_links = counters.fidelity(run.samples, rates, names)
+    m = compute_metrics(series, info, faults, run.ran_s, fid_links)
+    m["queue_drops"] = counters.queue_drops(run.samples, names)
+    if sc.jobs:
+        rate = analytical.goodput_bps(fabric)
+        dc_of = {h.name: h.dc for h in fabric.hosts()}
+        m.update(job_metrics(sc.jobs, run.agent_results, rate, faults, run.ran_s, dc_of, fabric))
+        for jm in m["jobs"].values():
+            if jm.get("window_s"):
+                jm["dci_bytes"] = counters.dci_bytes(fabric, run.samples, *jm["window_s"])
+        m["generators"] = trust.generator_metrics(run.agent_results)
+        trust.fold_generators(m["fidelity"], m["generators"])
+        lost = trust.unexplained_loss(m["jobs"], m["queue_drops"], faults)
+        if lost:
+            m["fidelity"]["unexplained_loss"] = lost
+        m["dci_bytes"] = counters.dci_bytes(fabric, run.samples)
+    m["host_cpu"] = counters.cpu_summary(run.cpu)
+    trustworthy = trust.is_trustworthy(m["fidelity"]["min"])
+    exp = expectations.evaluate(sc.expect, m, trustworthy)
+    return {
+        "scenario": sc.name, "description": sc.description, "scenario_file": sc.path,
+        "started": started, "duration_s": round(run.ran_s, 3), "duration_planned_s": sc.duration_s,
+        # A run that hit problems (a tool that failed, routes not installed)
+        # did not do what the scenario asked, whatever the numbers say.
+        "passed": trustworthy and expectations.all_passed(exp) and not run.problems,
+        "trustworthy": trustworthy,
+        "fabric": {"kind": fabric.kind, "datapath": run.datapath, "hosts": len(fabric.hosts()),
+                   "switches": len(fabric.switches()), "links": len(fabric.links),
+                   "bringup_s": run.bringup_s},
+        "expectations": exp, "metrics": m, "faults": faults, "series": series,
+        "problems": run.problems,
+    }
+
+
+def _write(sc, run, results, out_dir):
+    """The plots first (the summary links them), then results and summary."""
+    plot = plots.plot_throughput(out_dir, results["series"], results["faults"],
+                                 f"{sc.name}: throughput per flow",
+                                 flow_info=results["series"]["flow_info"])
+    results["files"] = {"results": "results.json", "summary": "summary.md",
+                        "plot": os.path.basename(plot)}
+    if run.capture_files:
+        results["files"]["captures"] = [os.path.basename(p) for p in run.capture_files if p]
+    iterations = plots.plot_iterations(out_dir, results)
+    if iterations:
+        results["files"]["iterations"] = os.path.basename(iterations)
+    store.write_results(out_dir, results)
+
+
+def _require_reachable(fnet):
+    reach = fnet.check_reachability()
+    bad = unreachable(reach)
+    if bad:
+        raise ReachabilityError(f"{len(bad)} host/port pairs unreachable before traffic "
+                                f"started, e.g. {bad[0]}")
+
+
+def _grid(per_flow, info, duration):
+    n = int(round(duration / INTERVAL_S))
+    t = [round((i + 1) * INTERVAL_S, 3) for i in range(n)]
+    flows = {}
+    for fid, points in per_flow.items():
+        values = [None] * n
+        for t_end, mbit in points:
+            i = int(round(t_end / INTERVAL_S)) - 1
+            if 0 <= i < n:
+                values[i] = mbit
+        flows[fid] = values
+    return {"interval_s": INTERVAL_S, "t": t, "flows": flows, "flow_info": info}
+
+
+def _progress(fabric, senders, agents, jobs, log):
+    ports = {h: sampler.host_ports(fabric, h) for h in senders}
+    last = [0.0]
+
+    def on_sample(t, samp):
+        if t - last[0] < 1.0:
+            return
+        last[0] = t
+        parts = []
+        if agents:
+            done = {}
+            for rec in agents.last_progress():
+                done.setdefault(rec["job"], {})[rec["rank"]] = rec["iter"] + 1
+            for job in jobs:
+                ranks = done.get(job["name"], {})
+                it = min(ranks.values()) if len(ranks) == len(job["hosts"]) else 0
+                parts.append(f"{job['name']} {it}/{job['iterations']} iterations")
+        for h in senders:
+            rates = [samp.rate_mbit(p) for p in ports[h]]
+            per_port = " ".join(f"{r:5.1f}" for r in rates)
+            parts.append(f"{h} {sum(rates):6.1f} Mbit/s (ports: {per_port})")
+        log(f"[{t:6.2f}s] " + "; ".join(parts))
+    return on_sample

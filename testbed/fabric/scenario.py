@@ -1,0 +1,254 @@
+"""Topology and scenario files into the pure data the rest of hpnlab uses:
+a Fabric model, and a Scenario with its times in seconds, its defaults
+filled in and its job sizes scaled.
+
+Checking happens in two phases: the JSON Schemas first (shape, types,
+ranges; schema.py), then, only when the shape is right, the checks that
+need the built fabric (semantics.py). Every problem found is reported, one
+line each; nothing is built from a file with problems.
+"""
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import semantics
+from .build import ModelError, build_fabric
+from .loader import SCENARIO, TOPOLOGY, detect_kind, load_yaml
+from .model import Fabric
+from .problems import TOP, ConfigError, Problem, fail, show
+from .schema import schema_problems
+from .units import parse_bytes, parse_time
+
+
+# --- whole files -------------------------------------------------------------
+
+def load_fabric(path):
+    """(kind, Fabric) for a topology or scenario file; kind says which it was."""
+    doc = load_yaml(path)
+    if detect_kind(doc) == SCENARIO:
+        return SCENARIO, _scenario_from_doc(Path(path), doc).fabric
+    return TOPOLOGY, _topology_from_doc(path, doc)[1]
+
+
+def check_files(paths):
+    """Every problem in the given files, each validated by its detected kind."""
+    problems = []
+    for path in paths:
+        try:
+            load_fabric(path)
+        except ConfigError as e:
+            problems += e.problems
+    return problems
+
+
+# --- topologies --------------------------------------------------------------
+
+def _join(prefix, field):
+    if not field:
+        return prefix or TOP
+    return f"{prefix}.{field}" if prefix else field
+
+
+def _build(file, params, name, prefix):
+    """build_fabric, with its errors turned into a ConfigError at `prefix`."""
+    try:
+        return build_fabric(params, name)
+    except ModelError as e:
+        raise fail(file, _join(prefix, e.field), str(e)) from None
+    except (KeyError, TypeError, ValueError, ArithmeticError) as e:
+        # The schema should make these impossible; say so rather than crash.
+        raise fail(file, prefix or TOP, f"cannot build this topology ({type(e).__name__}: {e})") from None
+
+
+def load_topology(path):
+    """(params, Fabric) for a topology file; params is the mapping as written.
+
+    The fabric is named after the file; `fabric.params` holds the parameters
+    with defaults filled in.
+    """
+    return _topology_from_doc(path, load_yaml(path))
+
+
+def _topology_from_doc(path, doc):
+    problems = schema_problems(path, doc, TOPOLOGY)
+    if problems:
+        raise ConfigError(problems)
+    return doc, _build(str(path), doc, Path(path).stem, prefix="")
+
+
+# --- scenarios ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    path: str                 # the scenario file
+    topology_params: dict     # the topology mapping as written
+    fabric: Fabric
+    duration_s: float
+    traffic: list             # dicts: kind, src, dst (list), parallel, start (s)
+    faults: list              # dicts sorted by at: at (s), action, link (a, b), index
+    expect: list              # dicts: name, metric, host, job (or None), min, max (or None)
+    topology_path: str | None = None   # the topology file, when not inline
+    jobs: tuple = ()          # dicts: see _job_entry
+    capture: dict | None = None   # {"hosts": [...], "packets": n}
+    transport: dict | None = None  # agent knobs: window, rto_s, dcqcn (see _transport_entry)
+
+    @property
+    def jobs_only(self):
+        """Training jobs and no iperf3 flows: the drill ends when the last
+        job does (and every fault has been applied), duration is its limit."""
+        return bool(self.jobs) and not self.traffic
+
+
+def load_scenario(path):
+    """The Scenario in file `path`; ConfigError listing every problem if invalid."""
+    return _scenario_from_doc(Path(path), load_yaml(path))
+
+
+def _scenario_from_doc(path, doc):
+    file = str(path)
+    problems = schema_problems(file, doc, SCENARIO)
+    topo = doc.get(TOPOLOGY)
+    topo_path, params = None, topo
+    if isinstance(topo, str) and topo:
+        topo_path = path.parent / topo
+        try:
+            params = load_yaml(topo_path)
+            problems += schema_problems(topo_path, params, TOPOLOGY)
+        except ConfigError as e:
+            problems += _missing_topology(file, topo, e.problems)
+    if problems:
+        raise ConfigError(problems)
+
+    duration = parse_time(doc["duration"])
+    traffic = [_traffic_entry(t) for t in doc.get("traffic", [])]
+    faults = [_fault_entry(f) for f in doc.get("faults", [])]
+    expect = [_expect_entry(e) for e in doc.get("expect", [])]
+
+    fabric = None
+    try:
+        if topo_path is None:
+            fabric = _build(file, params, doc["name"], prefix=TOPOLOGY)
+        else:
+            fabric = _build(str(topo_path), params, topo_path.stem, prefix="")
+    except ConfigError as e:
+        problems += e.problems
+    if duration <= 0:
+        problems.append(Problem(file, "duration", f"expected seconds > 0, got {show(doc['duration'])}"))
+    problems += semantics.traffic_problems(file, doc.get("traffic", []), traffic, duration, fabric)
+    jobs = []
+    if fabric is not None:
+        jobs = [_job_entry(j, fabric) for j in doc.get("jobs", [])]
+        problems += semantics.job_problems(file, doc.get("jobs", []), jobs, duration, fabric)
+    problems += semantics.fault_problems(file, faults, duration, fabric)
+    problems += semantics.expect_problems(file, expect, fabric, {j["name"] for j in jobs})
+    problems += semantics.transport_problems(file, doc.get("transport"))
+    capture = doc.get("capture")
+    if capture is not None and fabric is not None:
+        problems += semantics.capture_problems(file, capture, fabric)
+        capture = {"hosts": list(capture["hosts"]), "packets": capture.get("packets", 1000)}
+    if problems:
+        raise ConfigError(problems)
+
+    return Scenario(
+        name=doc["name"], description=doc.get("description", ""), path=file,
+        topology_params=params, fabric=fabric, duration_s=duration, traffic=traffic,
+        faults=sorted(faults, key=lambda f: f["at"]),
+        expect=expect, topology_path=None if topo_path is None else str(topo_path),
+        jobs=tuple(jobs), capture=capture, transport=_transport_entry(doc.get("transport")))
+
+
+def _missing_topology(file, topo, problems):
+    """A missing topology file is the scenario's problem; other ones are the file's."""
+    if len(problems) == 1 and problems[0].message == "file not found":
+        return [Problem(file, TOPOLOGY, f"topology file {topo!r} not found "
+                                        f"(looked for {problems[0].file})")]
+    return problems
+
+
+def _traffic_entry(raw):
+    dst = raw["dst"]
+    return {"kind": raw.get("kind", "iperf3"), "src": raw["src"],
+            "dst": list(dst) if isinstance(dst, list) else [dst],
+            "parallel": raw.get("parallel", 1), "start": parse_time(raw.get("start", 0))}
+
+
+def _fault_entry(raw):
+    return {"at": parse_time(raw["at"]), "action": raw["action"],
+            "link": tuple(raw["link"]), "index": raw.get("index", 0)}
+
+
+def _expect_entry(raw):
+    entry = {"name": raw.get("name"), "metric": raw["metric"], "host": raw.get("host"),
+             "job": raw.get("job"), "relative_to": raw.get("relative_to"),
+             "min": raw.get("min"), "max": raw.get("max")}
+    if not entry["name"]:
+        entry["name"] = _expect_name(entry)
+    return entry
+
+
+def _expect_name(entry):
+    """A readable default name: 'fault_throughput_ratio of s0h0 >= 0.45'."""
+    who = entry["host"] or entry.get("job")
+    text = entry["metric"] + (f" of {who}" if who else "")
+    if entry.get("relative_to"):
+        text += f" / that of {entry['relative_to']}"
+    low, high = entry["min"], entry["max"]
+    if low is not None and high is not None:
+        return f"{text} in [{low:g}, {high:g}]"
+    return f"{text} >= {low:g}" if low is not None else f"{text} <= {high:g}"
+
+
+# --- training jobs and transport ----------------------------------------------
+
+def _job_entry(raw, fabric):
+    """A job with defaults filled in and its sizes scaled (bytes divided by
+    the fabric's scale; times stay real, so compute/communication ratios hold)."""
+    real = parse_bytes(raw["bytes"])
+    groups = raw.get("groups")
+    if groups is None and raw["collective"] == "hierarchical":
+        groups = "dc" if len({n.dc for n in fabric.hosts()}) > 1 else "segment"
+    return {"name": raw["name"], "hosts": list(raw["hosts"]), "collective": raw["collective"],
+            "groups": _job_groups(groups, raw["hosts"], fabric), "bytes_real": real,
+            "bytes": int(round(real / fabric.scale)), "compute_s": parse_time(raw.get("compute", 0)),
+            "overlap": float(raw.get("overlap", 0.0)), "iterations": raw.get("iterations", 5),
+            "dscp": raw.get("dscp", 26), "port": raw.get("port"),
+            "microbatches": raw.get("microbatches", 1), "start": parse_time(raw.get("start", 0))}
+
+
+def _job_groups(groups, hosts, fabric):
+    """'segment' / 'dc' / explicit lists -> lists of host names (job order kept)."""
+    if groups is None:
+        return None
+    if isinstance(groups, list):
+        return [list(g) for g in groups]
+    keys = {}
+    for h in hosts:
+        node = fabric.nodes.get(h)
+        if node is None:
+            continue
+        key = node.dc if groups == "dc" else (node.dc, node.segment)
+        keys.setdefault(key, []).append(h)
+    return list(keys.values())
+
+
+def _transport_entry(raw):
+    """Scenario transport knobs -> agent config keys (times in seconds; DCQCN
+    rates stay shares of line rate until the runner knows the port rate)."""
+    if raw is None:
+        return None
+    out = {}
+    if "window" in raw:
+        out["window"] = raw["window"]
+    if "rto" in raw:
+        out["rto_s"] = parse_time(raw["rto"])
+    names = {"g": "g", "fast_recovery_steps": "fast_recovery_steps",
+             "alpha_period": "alpha_period_s", "increase_period": "increase_period_s",
+             "cnp_interval": "cnp_interval_s", "min_rate": "min_rate_share",
+             "ai_rate": "ai_rate_share", "hai_rate": "hai_rate_share"}
+    dcqcn = {}
+    for key, value in (raw.get("dcqcn") or {}).items():
+        dcqcn[names[key]] = parse_time(value) if key.endswith(("period", "interval")) else value
+    if dcqcn:
+        out["dcqcn"] = dcqcn
+    return out

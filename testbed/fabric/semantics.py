@@ -1,0 +1,208 @@
+"""Checks that need the built fabric or the whole scenario: host names
+exist, fault links exist and go down before they come up, timings fit in the
+run, jobs and expectations are consistent. They run only once the file's
+shape has passed the schema; each returns a list of Problems.
+"""
+import re
+
+from .problems import Problem, count, seconds
+from .units import parse_time
+from .vocabulary import JOB_METRICS
+
+
+def _host_problem(fabric, name):
+    """Why `name` is not a host of `fabric`, or None if it is one."""
+    node = fabric.nodes.get(name)
+    if node is None:
+        return f"host {name!r} is not in the topology ({_host_summary(fabric)})"
+    if node.is_switch:
+        return f"{name!r} is a switch ({node.kind}), expected a host ({_host_summary(fabric)})"
+    return None
+
+
+def _host_summary(fabric):
+    hosts = [n.name for n in fabric.hosts()]
+    if len(hosts) <= 4:
+        return "hosts: " + ", ".join(hosts)
+    return f"hosts: {hosts[0]}..{hosts[-1]}"
+
+
+def traffic_problems(file, raws, entries, duration, fabric):
+    problems = []
+    for i, (raw, t) in enumerate(zip(raws, entries)):
+        here = f"traffic[{i}]"
+        if t["start"] >= duration:
+            problems.append(Problem(file, f"{here}.start",
+                                    f"expected a start before the end of the run ({seconds(duration)}), "
+                                    f"got {seconds(t['start'])}"))
+        if fabric is None:
+            continue
+        why = _host_problem(fabric, t["src"])
+        if why:
+            problems.append(Problem(file, f"{here}.src", why))
+        for j, dst in enumerate(t["dst"]):
+            where = f"{here}.dst[{j}]" if isinstance(raw["dst"], list) else f"{here}.dst"
+            why = _host_problem(fabric, dst)
+            if why is None and dst == t["src"]:
+                why = f"{dst!r} is also the source; expected a different host"
+            if why:
+                problems.append(Problem(file, where, why))
+    return problems
+
+
+def fault_problems(file, faults, duration, fabric):
+    problems, valid = [], []
+    for i, f in enumerate(faults):
+        here = f"faults[{i}]"
+        if f["at"] >= duration:
+            problems.append(Problem(file, f"{here}.at",
+                                    f"expected a time before the end of the run ({seconds(duration)}), "
+                                    f"got {seconds(f['at'])}"))
+        link_problems = [] if fabric is None else _link_problems(file, here, f, fabric)
+        problems += link_problems
+        if not link_problems:
+            valid.append((i, f))
+    # Stable sort: each fault's problems together, in the order of the file.
+    return sorted(problems + _sequence_problems(file, valid), key=lambda p: _fault_number(p.field))
+
+
+def _link_problems(file, here, fault, fabric):
+    a, b = fault["link"]
+    missing = [Problem(file, f"{here}.link[{j}]", f"node {name!r} is not in the topology")
+               for j, name in enumerate((a, b)) if name not in fabric.nodes]
+    if missing:
+        return missing
+    if a == b:
+        return [Problem(file, f"{here}.link", f"expected two different nodes, got {a!r} twice")]
+    links = fabric.links_between(a, b)
+    if not links:
+        neighbours = sorted({l.other(a).node for l in fabric.links_of(a)})
+        return [Problem(file, f"{here}.link",
+                        f"{a!r} and {b!r} share no link ({a} is linked to {', '.join(neighbours)})")]
+    if fault["index"] >= len(links):
+        return [Problem(file, f"{here}.index",
+                        f"expected an index below {len(links)} ({a} and {b} share "
+                        f"{count(len(links), 'link')}), got {fault['index']}")]
+    return []
+
+
+def _sequence_problems(file, faults):
+    """A link goes down before it comes up, and goes down only while up."""
+    down_since = {}   # (frozenset of ends, index) -> (time, fault number)
+    problems = []
+    for i, f in sorted(faults, key=lambda item: item[1]["at"]):
+        key = (frozenset(f["link"]), f["index"])
+        name = "-".join(f["link"]) + (f" #{f['index']}" if f["index"] else "")
+        if f["action"] == "link-down":
+            if key in down_since:
+                t, j = down_since[key]
+                problems.append(Problem(file, f"faults[{i}].action",
+                                        f"link {name} is already down at {seconds(f['at'])} "
+                                        f"(since {seconds(t)}, faults[{j}]); expected a link-up first"))
+            else:
+                down_since[key] = (f["at"], i)
+        elif key in down_since:
+            del down_since[key]
+        else:
+            problems.append(Problem(file, f"faults[{i}].action",
+                                    f"link {name} is not down at {seconds(f['at'])}; "
+                                    "expected a link-down of it earlier"))
+    return problems
+
+
+def _fault_number(field):
+    return int(re.search(r"\[(\d+)\]", field).group(1))
+
+
+def expect_problems(file, expect, fabric, job_names=frozenset()):
+    problems = []
+    for i, e in enumerate(expect):
+        if e["job"] is not None and e["host"] is not None:
+            problems.append(Problem(file, f"expect[{i}].job", "expected either host or job, got both"))
+        elif e["job"] is not None and e["job"] not in job_names:
+            problems.append(Problem(file, f"expect[{i}].job", f"job {e['job']!r} is not in this "
+                                    f"scenario (jobs: {', '.join(sorted(job_names)) or 'none'})"))
+        elif e.get("relative_to") is not None and e["relative_to"] not in job_names:
+            problems.append(Problem(file, f"expect[{i}].relative_to", f"job {e['relative_to']!r} is "
+                                    f"not in this scenario (jobs: {', '.join(sorted(job_names)) or 'none'})"))
+        elif e.get("relative_to") is not None and e["job"] is None:
+            problems.append(Problem(file, f"expect[{i}].relative_to",
+                                    "a comparison needs the job to compare: name it in job"))
+        elif e["metric"] not in JOB_METRICS and (e["job"] is not None or e.get("relative_to")):
+            problems.append(Problem(file, f"expect[{i}].job", f"metric {e['metric']} is measured "
+                                    "on flows and links, not per job: drop job/relative_to"))
+        elif e["metric"] == "fidelity" and e["host"] is not None:
+            problems.append(Problem(file, f"expect[{i}].host", "fidelity is measured per link for "
+                                    "the whole run: drop host"))
+        elif e["metric"] in JOB_METRICS and e["job"] is None:
+            problems.append(Problem(file, f"expect[{i}].job",
+                                    f"metric {e['metric']} is measured per job: name the job"))
+        if e["host"] is not None and fabric is not None:
+            why = _host_problem(fabric, e["host"])
+            if why:
+                problems.append(Problem(file, f"expect[{i}].host", why))
+        if e["min"] is not None and e["max"] is not None and e["min"] > e["max"]:
+            problems.append(Problem(file, f"expect[{i}].min",
+                                    f"expected min <= max, got min {e['min']:g} > max {e['max']:g}"))
+    return problems
+
+
+def job_problems(file, raws, jobs, duration, fabric):
+    problems, seen = [], set()
+    for i, (raw, j) in enumerate(zip(raws, jobs)):
+        here = f"jobs[{i}]"
+        if j["name"] in seen:
+            problems.append(Problem(file, f"{here}.name", f"job name {j['name']!r} is used twice"))
+        seen.add(j["name"])
+        bad_host = False
+        for k, h in enumerate(j["hosts"]):
+            why = _host_problem(fabric, h)
+            if why:
+                problems.append(Problem(file, f"{here}.hosts[{k}]", why))
+                bad_host = True
+        n = len(j["hosts"])
+        if j["start"] >= duration:
+            problems.append(Problem(file, f"{here}.start", f"expected a start before the end of the "
+                                    f"run ({seconds(duration)}), got {seconds(j['start'])}"))
+        if j["collective"] == "halving-doubling" and n & (n - 1):
+            problems.append(Problem(file, f"{here}.hosts", f"halving-doubling needs a power-of-two "
+                                    f"number of ranks, got {n}"))
+        if j["bytes"] < n:
+            problems.append(Problem(file, f"{here}.bytes", f"expected at least one byte per rank after "
+                                    f"scaling by {fabric.scale:g}, got {j['bytes']} bytes for {n} ranks"))
+        if j["groups"] is not None and not bad_host:
+            flat = [h for g in j["groups"] for h in g]
+            if sorted(flat) != sorted(j["hosts"]) or len(flat) != len(set(flat)):
+                problems.append(Problem(file, f"{here}.groups", "expected groups that split the "
+                                        "job's hosts, each host in exactly one group"))
+        if j["port"] is not None and not bad_host:
+            ports = min(len(fabric.nics_of(h)[0].ports) for h in j["hosts"])
+            if j["port"] >= ports:
+                problems.append(Problem(file, f"{here}.port", f"expected a NIC port below {ports} "
+                                        f"(the job's hosts have {ports} port(s) per NIC), got {j['port']}"))
+        if j["groups"] is not None and j["collective"] != "hierarchical":
+            problems.append(Problem(file, f"{here}.groups", "groups apply to the hierarchical "
+                                    f"collective only, not {j['collective']}"))
+    return problems
+
+
+def capture_problems(file, capture, fabric):
+    problems = []
+    for k, h in enumerate(capture["hosts"]):
+        why = _host_problem(fabric, h)
+        if why:
+            problems.append(Problem(file, f"capture.hosts[{k}]", why))
+    return problems
+
+
+def transport_problems(file, raw):
+    """DCQCN's alpha decays once per alpha period without a CNP; if the
+    period is shorter than the receivers' CNP interval, alpha decays between
+    the CNPs of a flow that is congested all along."""
+    dcqcn = (raw or {}).get("dcqcn") or {}
+    alpha = parse_time(dcqcn.get("alpha_period", "5ms"))
+    cnp = parse_time(dcqcn.get("cnp_interval", "4ms"))
+    if alpha <= cnp:
+        return [Problem(file, "transport.dcqcn.alpha_period", f"expected an alpha period longer than "
+                        f"the CNP interval ({seconds(cnp)}), got {seconds(alpha)}")]
+    return []

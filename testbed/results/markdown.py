@@ -1,0 +1,278 @@
+"""summary.md: a drill's results as a Markdown report a person reads first.
+
+Renders the results dict the runner assembled; every section tolerates
+missing keys and None values, because a drill that broke half-way still
+deserves a readable report of what it did measure.
+"""
+import os
+
+from .jobs import STALL_FACTOR
+from .text import fmt, md_table, pct
+from .trust import FIDELITY_THRESHOLD, low_fidelity, reasons, verdict
+
+
+def _count(x):
+    """Fabric sizes may come as counts or as lists of names."""
+    if isinstance(x, (list, tuple, dict)):
+        return len(x)
+    return x
+
+
+def _headline(results):
+    exps = results.get("expectations") or []
+    ok = sum(1 for e in exps if e.get("passed"))
+    word = verdict(results)
+    if word == "UNTRUSTWORTHY":
+        word = "FAILED (untrustworthy run)"
+    return f"## Result: {word} - {ok}/{len(exps)} expectations met"
+
+
+def _warning_block(results):
+    return "\n".join([
+        "> **WARNING: LOW EMULATION FIDELITY - THESE RESULTS ARE NOT TRUSTWORTHY**",
+        ">",
+        "> " + " ".join(reasons(results)) + " The host could not emulate this "
+        "fabric faithfully, so no expectation is allowed to pass. Use a smaller "
+        "fabric, a larger rate scale-down, or a less loaded machine, and re-run.",
+    ])
+
+
+def _scope(e):
+    """What an expectation measured: a host, a job, a job relative to another."""
+    if e.get("job"):
+        text = f"job {e['job']}"
+        return text + (f" / job {e['relative_to']}" if e.get("relative_to") else "")
+    return e.get("host") or "(all)"
+
+
+def _section_expectations(results):
+    exps = results.get("expectations") or []
+    if not exps:
+        return "No expectations were declared."
+    rows = [[e.get("name") or "-", e.get("metric") or "-", _scope(e),
+             e.get("expected") or "-", e.get("measured"), (e.get("status") or "-").upper(),
+             e.get("reason") or ""] for e in exps]
+    header = ["expectation", "metric", "of", "expected", "measured", "status", "note"]
+    return md_table(header, rows)
+
+
+def _link_text(link):
+    return " - ".join(str(n) for n in link) if link else "-"
+
+
+def _section_faults(results):
+    faults = results.get("faults") or []
+    if not faults:
+        return "No faults were injected."
+    rows = []
+    for f in faults:
+        at, applied = f.get("at"), f.get("applied_at")
+        lag = None if at is None or applied is None else (applied - at) * 1000
+        conv = f.get("converged_s")
+        rows.append([f.get("action") or "-", _link_text(f.get("link")), at, applied, lag,
+                     None if conv is None else conv * 1000])
+    text = md_table(["action", "link", "scheduled (s)", "applied (s)", "lag (ms)",
+                     "routes converged (ms)"], rows)
+    text += ("\n\n*routes converged*: time from the fault until the controller's recomputed "
+             "routes were acknowledged by every switch and installed in the hosts that needed them.")
+    outages = (results.get("metrics") or {}).get("outages") or []
+    if outages:
+        text += "\n\nOutage windows: " + "; ".join(
+            f"{_link_text(w.get('link'))} {fmt(w.get('start'))}-{fmt(w.get('end'))} s"
+            + ("" if w.get("restored", True) else " (never restored)") for w in outages)
+    return text
+
+
+NO_FLOWS = "No iperf3 flows in this drill."
+
+
+def _no_iperf_flows(metrics):
+    """A drill that only ran training jobs: its flow tables would be empty."""
+    return bool(metrics.get("jobs")) and not metrics.get("flows")
+
+
+def _section_hosts(metrics):
+    if _no_iperf_flows(metrics):
+        return NO_FLOWS
+    hosts = metrics.get("hosts") or {}
+    if not hosts:
+        return "No per-host metrics."
+    def row(label, nflows, m):
+        return [label, nflows] + [m.get(k) for k in ("mean_mbit", "before_mbit", "during_mbit",
+                                                      "after_mbit", "fault_throughput_ratio",
+                                                      "max_silence_s", "recovery_s")]
+
+    rows = [row(h, len(m.get("flows") or []), m) for h, m in hosts.items()]
+    overall = metrics.get("overall") or {}
+    if overall:
+        rows.append(row("(all)", len(metrics.get("flows") or {}), overall))
+    return md_table(["source host", "flows", "mean Mbit/s", "before Mbit/s", "during Mbit/s",
+                     "after Mbit/s", "during/before", "max silence (s)", "recovery (s)"], rows)
+
+
+def _section_flows(metrics):
+    if _no_iperf_flows(metrics):
+        return NO_FLOWS
+    flows = metrics.get("flows") or {}
+    if not flows:
+        return "No flows."
+    rows = [[fid, m.get("src") or "-", m.get("dst") or "-", m.get("mean_mbit"),
+             m.get("max_silence_s")] for fid, m in flows.items()]
+    return md_table(["flow", "src", "dst", "mean Mbit/s", "max silence (s)"], rows)
+
+
+def _section_fidelity(results):
+    fid = (results.get("metrics") or {}).get("fidelity") or {}
+    links = fid.get("links") or {}
+    parts = []
+    if low_fidelity(results):
+        parts.append(_warning_block(results))
+    parts.append(f"Minimum fidelity over loaded links: **{fmt(fid.get('min'))}** "
+                 f"(trustworthy at >= {fmt(FIDELITY_THRESHOLD)}).")
+    if links:
+        rows = [[name, v.get("configured_mbit"), v.get("achieved_mbit"), v.get("fidelity")]
+                for name, v in links.items()]
+        parts.append(md_table(["link", "configured Mbit/s", "achieved Mbit/s", "fidelity"], rows))
+    else:
+        parts.append("No link was loaded enough to measure fidelity.")
+    metrics = results.get("metrics") or {}
+    gen = metrics.get("generators")
+    if gen:
+        missing = gen.get("missing_results") or []
+        parts.append(
+            f"Traffic generators: {fmt(gen.get('packets_sent'))} packets sent, "
+            f"{fmt(gen.get('late_packets'))} late, max lag {fmt(gen.get('max_lag_s'), ' s')}, "
+            f"{fmt(gen.get('lost_s'), ' s')} lost behind the pacing, on time "
+            f"**{fmt(gen.get('on_time'))}** of the time"
+            + (f"; no results from {', '.join(map(str, missing))}" if missing else "") + ".")
+    drops = metrics.get("queue_drops")
+    if drops:
+        parts.append("Packets dropped by modeled queues: " + ", ".join(
+            f"{name} {n}" for name, n in sorted(drops.items())) + ".")
+    lost = fid.get("unexplained_loss")
+    if lost:
+        parts.append("**Loss outside the modeled network:** " + lost["note"] + " ("
+                     + ", ".join(f"{job}: {n} gaps" for job, n in sorted(lost["gaps_seen"].items()))
+                     + ").")
+    cpu = metrics.get("host_cpu")
+    if cpu:
+        parts.append(f"Host CPU: {pct(cpu.get('mean_busy'))} busy on average, every core "
+                     f"saturated in {pct(cpu.get('saturated_share'))} of the samples.")
+    return "\n\n".join(parts)
+
+
+def _duration_text(results):
+    ran, planned = results.get("duration_s"), results.get("duration_planned_s")
+    if ran is None or planned is None or ran >= planned:
+        return fmt(ran)
+    return f"{fmt(ran)} (of {fmt(planned)} planned: every job had finished)"
+
+
+def _section_jobs(results):
+    """Training jobs: one row per job, the fault phases, the aggregates."""
+    metrics = results.get("metrics") or {}
+    jobs = metrics.get("jobs") or {}
+    rows = []
+    for name, j in jobs.items():
+        rows.append([name, j.get("collective") or "-", j.get("ranks"),
+                     f"{fmt(j.get('iterations_completed'))}/{fmt(j.get('iterations_planned'))}",
+                     j.get("iteration_time_s"), j.get("iteration_time_p50_s"),
+                     j.get("iteration_time_p99_s"), j.get("analytical_iteration_s"),
+                     j.get("iteration_time_vs_analytical"), j.get("job_completion_s"),
+                     j.get("bytes_per_rank_expected"), j.get("bytes_per_rank_ratio"),
+                     j.get("retransmissions"), j.get("timeouts"),
+                     pct(j.get("gpu_utilization")), j.get("stalled_iterations")])
+    parts = [md_table(["job", "collective", "ranks", "iterations", "mean iter (s)",
+                       "p50 (s)", "p99 (s)", "analytical (s)", "measured/analytical",
+                       "completion (s)", "bytes/rank/iter expected", "bytes ratio (worst)",
+                       "retransmissions", "timeouts", "GPU util", "stalled"], rows)]
+    parts.append("*iter*: job-level iteration time (an iteration ends when its last rank "
+                 "ends it); mean, p50 and p99 skip the first iteration (start-up skew). "
+                 "*bytes ratio*: the received bytes of the rank-iteration furthest from the "
+                 "expected volume, over that volume. *GPU util*: compute time over iteration "
+                 f"time (a proxy). *stalled*: iterations longer than {fmt(STALL_FACTOR)}x the "
+                 "median.")
+    for name, j in jobs.items():
+        events = j.get("gap_events") or []
+        if events:
+            lines = [f"- {fmt(e['t'], ' s')}: {e['from']} -> {e['to']}, iteration {e['iter']}, "
+                     f"expected PSN {e['expected_psn']}, got {e['got_psn']}" for e in events[:5]]
+            parts.append(f"Packet gaps seen by the receivers of {name} "
+                         f"({fmt(j.get('gaps_seen'))} in all; first {len(lines)}):\n\n"
+                         + "\n".join(lines))
+    phased = {name: j for name, j in jobs.items()
+              if any(f"iteration_{k}_s" in j for k in ("before", "during", "after"))}
+    if phased:
+        rows = []
+        for name, j in phased.items():
+            before, during = j.get("iteration_before_s"), j.get("iteration_during_s")
+            slowdown = j.get("fault_iteration_slowdown")
+            if slowdown is None and before and during is not None:
+                slowdown = during / before
+            rows.append([name, before, during, j.get("iteration_after_s"), slowdown])
+        parts.append("Iteration time around the faults (mean of the iterations that ended "
+                     "before the first outage, overlapped one, or started after the last):\n\n"
+                     + md_table(["job", "before (s)", "during (s)", "after (s)",
+                                 "during/before"], rows))
+    if any(j.get("dci_bytes") or j.get("crossing_bytes_per_iteration") for j in jobs.values()):
+        rows = [[name, j.get("dci_bytes"), j.get("crossing_bytes_per_iteration")]
+                for name, j in jobs.items()]
+        parts.append(md_table(["job", "DCI bytes while it ran", "schedule's crossing bytes "
+                               "per iteration"], rows))
+    lines = [f"GPU utilization over all jobs (weighted by GPUs): "
+             f"**{pct(metrics.get('gpu_utilization'))}**."]
+    if metrics.get("dci_bytes") is not None:
+        lines.append(f"Bytes over the DC interconnect: {fmt(metrics['dci_bytes'])}.")
+    parts.append(" ".join(lines))
+    plot = (results.get("files") or {}).get("iterations")
+    if plot:
+        parts.append(f"![iterations]({os.path.basename(plot)})")
+    return "\n\n".join(parts)
+
+
+def _section_fabric(results):
+    fabric = results.get("fabric") or {}
+    if not fabric:
+        return "No fabric description."
+    rows = [[key, _count(fabric.get(key))]
+            for key in ("kind", "datapath", "hosts", "switches", "links")]
+    return md_table(["fabric", "value"], rows)
+
+
+def render_summary(results):
+    """summary.md as a string."""
+    metrics = results.get("metrics") or {}
+    parts = [f"# Drill: {results.get('scenario') or '(unnamed)'}"]
+    if results.get("description"):
+        parts.append(str(results["description"]).strip())
+    parts.append(_headline(results))
+    if results.get("problems"):
+        parts.append("> **Problems during the run (the run cannot pass):**\n"
+                     + "\n".join(f"> - {p}" for p in results["problems"]))
+    if low_fidelity(results):
+        parts.append(_warning_block(results))
+    parts.append(md_table(["run", ""], [
+        ["scenario file", results.get("scenario_file") or "-"],
+        ["started", results.get("started") or "-"],
+        ["traffic duration (s)", _duration_text(results)]]))
+    plot = (results.get("files") or {}).get("plot")
+    if plot:
+        parts.append(f"![throughput]({os.path.basename(plot)})")
+    sections = [("Expectations", _section_expectations(results)),
+                ("Fault timeline", _section_faults(results))]
+    if metrics.get("jobs"):
+        sections.append(("Training jobs", _section_jobs(results)))
+    sections += [("Per-host throughput", _section_hosts(metrics)),
+                 ("Per-flow", _section_flows(metrics)),
+                 ("Fidelity", _section_fidelity(results)),
+                 ("Fabric", _section_fabric(results))]
+    for title, body in sections:
+        parts.append(f"## {title}\n\n{body}")
+    notes = metrics.get("settings")
+    if notes:
+        parts.append(
+            f"_Before/during/after skip the first {fmt(notes.get('warmup_s'))} s of traffic "
+            f"(TCP slow start) and {fmt(notes.get('settle_s'))} s after every fault edge; "
+            f"recovery is the time until the aggregate is back to "
+            f"{fmt(100 * (notes.get('recovered_fraction') or 0))}% of before._")
+    return "\n\n".join(parts) + "\n"

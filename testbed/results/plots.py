@@ -1,0 +1,144 @@
+"""The drill's plots: throughput.png (iperf3 flows, per flow and per source
+host, with the outage windows) and iterations.png (every training job's
+iteration times against its analytical time)."""
+import io
+import os
+
+from .flows import aggregate, as_faults, as_series, link_outages
+from .store import atomic_write
+from .text import fmt
+
+PLOT_PNG, ITERATIONS_PNG = "throughput.png", "iterations.png"
+FLOW_STYLES = ("-", "--", ":", "-.")
+
+
+def _host_of(flow_id, flow_info):
+    """Source host of a flow; falls back to the 'src->dst#n' id convention."""
+    info = flow_info.get(flow_id) or {}
+    return info.get("src") or flow_id.split("->")[0]
+
+
+def _nan(values):
+    # matplotlib draws NaN as a gap, which is exactly what "no sample" means.
+    return [float("nan") if v is None else v for v in values]
+
+
+def _draw_flows(ax, series, flow_info):
+    """Thin per-flow lines and a thick aggregate per source host."""
+    by_host = {}
+    for fid in series.flows:
+        by_host.setdefault(_host_of(fid, flow_info), []).append(fid)
+    colors = [f"C{i % 10}" for i in range(len(by_host))]
+    label_flows = len(series.flows) <= 8   # beyond that the legend drowns the plot
+    for color, (host, ids) in zip(colors, sorted(by_host.items())):
+        total = aggregate([series.values(f) for f in ids], len(series.t))
+        ax.plot(series.t, _nan(total), color=color, linewidth=2.6, alpha=0.6, zorder=2,
+                label=f"{host} total")
+        # Flows of one host share its colour; line styles tell them apart,
+        # and they sit above the thick total so they stay visible.
+        for k, fid in enumerate(ids):
+            ax.plot(series.t, _nan(series.values(fid)), color=color, linewidth=1.0,
+                    linestyle=FLOW_STYLES[k % len(FLOW_STYLES)], zorder=3,
+                    label=fid if label_flows else None)
+
+
+def _draw_faults(ax, faults, duration):
+    """Shade outage windows; mark every fault edge with a labelled line."""
+    for i, w in enumerate(link_outages(faults, duration)):
+        ax.axvspan(w["start"], w["end"], color="red", alpha=0.10,
+                   label="link down" if i == 0 else None)
+    for f in as_faults(faults):
+        down = f.action == "link-down"
+        ax.axvline(f.time, color="red" if down else "green", linestyle="--", linewidth=1.1)
+        ax.text(f.time, 0.98, f" {'down' if down else 'up'} {'-'.join(map(str, f.link))}",
+                transform=ax.get_xaxis_transform(), rotation=90, va="top", ha="right",
+                fontsize=7, color="red" if down else "green")
+
+
+def _new_axes():
+    """A figure on the Agg canvas and its single axes.
+
+    matplotlib's object API with the Agg canvas never needs a display and
+    never touches pyplot's global state. Imported here: writing JSON and
+    markdown should not pay matplotlib's import time, nor fail on a machine
+    that only reads results.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(11, 5.5), dpi=110)
+    FigureCanvasAgg(fig)
+    return fig, fig.add_subplot(1, 1, 1)
+
+
+def _finish_plot(fig, ax, out_dir, filename, title, xlabel, ylabel, duration):
+    """Title, labels, limits and legend; write the PNG and return its path."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.set_xlim(0, max(duration, 1e-3))
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    fig.tight_layout()
+
+    png = io.BytesIO()
+    fig.canvas.print_png(png)
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, filename)
+    atomic_write(path, png.getvalue())
+    return path
+
+
+def plot_throughput(out_dir, series, faults, title, flow_info=None):
+    """Write throughput.png into `out_dir` and return its path.
+
+    `series` is the results' series dict ({interval_s, t, flows, flow_info})
+    or a metrics.Series.
+    """
+    if flow_info is None:
+        flow_info = series.get("flow_info", {}) if isinstance(series, dict) else {}
+    series = as_series(series)
+    duration = series.t[-1] if series.t else 0.0
+
+    fig, ax = _new_axes()
+    _draw_flows(ax, series, flow_info)
+    _draw_faults(ax, faults, duration)
+    return _finish_plot(fig, ax, out_dir, PLOT_PNG, title, "time since traffic start (s)",
+                        "throughput (Mbit/s)", duration)
+
+
+def plot_iterations(out_dir, results):
+    """Write iterations.png into `out_dir`: every job's iteration times at
+    the moments the iterations ended, its analytical iteration time as a
+    dashed line of the same colour, and the faults. Returns its path, or
+    None when the drill ran no training job."""
+    jobs = (results.get("metrics") or {}).get("jobs") or {}
+    if not jobs:
+        return None
+    faults = results.get("faults") or []
+    ends = [e for j in jobs.values() for e in j.get("iteration_ends_s") or [] if e is not None]
+    duration = results.get("duration_s") or max(ends, default=0.0)
+
+    fig, ax = _new_axes()
+    for i, (name, j) in enumerate(sorted(jobs.items())):
+        color = f"C{i % 10}"
+        x = j.get("iteration_ends_s") or []
+        y = _nan((j.get("iteration_times_s") or [])[:len(x)])
+        ax.plot(x[:len(y)], y, color=color, marker="o", markersize=4, linewidth=1.4,
+                zorder=3, label=f"{name} ({j.get('collective') or '?'}, "
+                                f"{fmt(j.get('ranks'))} ranks)")
+        analytical = j.get("analytical_iteration_s")
+        if analytical is not None:
+            ax.axhline(analytical, color=color, linestyle="--", linewidth=1.0, zorder=2,
+                       label=f"{name} analytical {fmt(analytical, ' s')}")
+    _draw_faults(ax, faults, duration)
+    tops = [t for j in jobs.values() for t in (j.get("iteration_times_s") or []) + [
+        j.get("analytical_iteration_s")] if t is not None]
+    if tops:
+        ax.set_ylim(0, 1.15 * max(tops) or 1.0)   # room above the first, slowest iteration
+    title = f"{results.get('scenario') or '(unnamed)'}: iteration time per job"
+    return _finish_plot(fig, ax, out_dir, ITERATIONS_PNG, title,
+                        "iteration end, time since traffic start (s)", "iteration time (s)",
+                        duration)

@@ -1,0 +1,72 @@
+"""A drill's results on disk: results.json and summary.md written atomically,
+and read back (for `hpnlab compare`).
+
+The runner assembles the results dict; the renderers tolerate missing keys
+and None values, because a drill that broke half-way still deserves a
+readable report of what it did measure.
+"""
+import dataclasses
+import json
+import math
+import os
+import tempfile
+
+from .markdown import render_summary
+
+RESULTS_JSON, SUMMARY_MD = "results.json", "summary.md"
+
+
+def atomic_write(path, data):
+    """Write `data` (str or bytes) so readers never see a half-written file."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    # The temp file lives in the target directory: os.replace is only atomic
+    # within one filesystem.
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)   # mkstemp's 0600 would hide results from other users
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def jsonable(obj):
+    """`obj` as plain JSON data: dataclasses and tuples unpacked, NaN and
+    infinities turned into None (strict JSON has no spelling for them)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return jsonable(dataclasses.asdict(obj))
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if obj is None or isinstance(obj, (str, int, float, bool)):
+        return obj
+    return str(obj)
+
+
+def write_results(out_dir, results):
+    """Write results.json and summary.md into `out_dir`; return their paths."""
+    os.makedirs(out_dir, exist_ok=True)
+    data = jsonable(results)
+    paths = {"results": os.path.join(out_dir, RESULTS_JSON),
+             "summary": os.path.join(out_dir, SUMMARY_MD)}
+    atomic_write(paths["results"], json.dumps(data, indent=2, allow_nan=False) + "\n")
+    atomic_write(paths["summary"], render_summary(data))
+    return paths
+
+
+def load_results(path):
+    """Read a results.json, given the file or the run directory holding it."""
+    if os.path.isdir(path):
+        path = os.path.join(path, RESULTS_JSON)
+    with open(path) as fh:
+        return json.load(fh)

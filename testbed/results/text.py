@@ -1,0 +1,41 @@
+"""Numbers and tables as text, shared by the Markdown report, the trust
+verdict's sentences and the side-by-side comparison."""
+import math
+
+
+def fmt(x, unit=""):
+    """A number for humans: 3 significant digits, no exponent for big rates,
+    '-' for no value."""
+    if x is None:
+        return "-"
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return str(x)
+    if not math.isfinite(x):
+        return "-"
+    text = f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+    return f"{text}{unit}"
+
+
+def _cell(x):
+    """Markdown table cell: no pipes or newlines may leak into the layout."""
+    text = x if isinstance(x, str) else fmt(x)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(header, rows):
+    lines = ["| " + " | ".join(_cell(h) for h in header) + " |",
+             "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def pct(x):
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def text_table(header, rows):
+    widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
+
+    def line(row):
+        return "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
+    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])

@@ -1,0 +1,70 @@
+"""The package layout keeps data flowing one way: fabric -> emulation ->
+drill -> results, controllers and traffic beside them importing only the
+pure fabric. Read from the import statements of every module."""
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("testbed", "controllers", "traffic")
+
+# package (as a dotted prefix) -> project packages it must never import
+FORBIDDEN = {
+    "testbed.fabric": ("testbed.emulation", "testbed.drill", "testbed.results", "testbed.cli",
+                       "controllers", "traffic"),
+    "testbed.emulation": ("testbed.drill", "testbed.results", "testbed.cli", "controllers"),
+    "testbed.results": ("testbed.emulation", "testbed.drill", "testbed.cli", "controllers"),
+    "testbed.drill": ("testbed.cli", "controllers"),
+    "testbed.cli": ("controllers",),
+    "controllers": ("testbed.emulation", "testbed.drill", "testbed.results", "testbed.cli",
+                    "traffic"),
+    "traffic": ("testbed.emulation", "testbed.drill", "testbed.results", "testbed.cli",
+                "controllers"),
+}
+
+
+def modules():
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            yield ".".join(path.relative_to(ROOT).with_suffix("").parts), path
+
+
+def imported(module, source, is_package=False):
+    """Absolute names of everything `source` (the text of `module`) imports,
+    relative imports resolved."""
+    package = module if is_package else module.rsplit(".", 1)[0]
+    names = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parts = parts[:len(parts) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            names += [base] + [f"{base}.{alias.name}" for alias in node.names]
+    return names
+
+
+def _within(name, prefix):
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def test_imports_point_one_way():
+    wrong, seen = [], 0
+    for module, path in modules():
+        seen += 1
+        rules = [bad for owner, bad in FORBIDDEN.items() if _within(module, owner)]
+        names = imported(module, path.read_text(encoding="utf-8"), path.name == "__init__.py")
+        wrong += sorted({f"{module} imports {name}" for name in names for bad in rules
+                         for prefix in bad if _within(name, prefix)})
+    assert seen > 40   # the walk found the project's modules
+    assert not wrong, "; ".join(wrong)
+
+
+def test_the_rule_sees_relative_and_absolute_imports():
+    # A check that cannot fail proves nothing: feed it both kinds of import.
+    names = imported("testbed.fabric.model", "from ..drill import runner\nimport controllers.routing\n")
+    assert "testbed.drill.runner" in names and "controllers.routing" in names
+    names = imported("testbed.fabric", "from .paths import trace\n", is_package=True)
+    assert "testbed.fabric.paths.trace" in names
