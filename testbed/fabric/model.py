@@ -1,7 +1,7 @@
 """The fabric model: a pure graph of hosts, NICs, switches and links.
 
 Nothing here touches the network; `build.py` fills it from parameters and
-`realize.py` turns it into Mininet + Open vSwitch. A node's kind is a field,
+`testbed/emulation/realize.py` turns it into Mininet + Open vSwitch. A node's kind is a field,
 never guessed from its name.
 """
 from dataclasses import dataclass, field, asdict

@@ -95,7 +95,7 @@ def plot_throughput(out_dir, series, faults, title, flow_info=None):
     """Write throughput.png into `out_dir` and return its path.
 
     `series` is the results' series dict ({interval_s, t, flows, flow_info})
-    or a metrics.Series.
+    or a flows.Series.
     """
     if flow_info is None:
         flow_info = series.get("flow_info", {}) if isinstance(series, dict) else {}

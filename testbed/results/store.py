@@ -1,10 +1,6 @@
 """A drill's results on disk: results.json and summary.md written atomically,
-and read back (for `hpnlab compare`).
-
-The runner assembles the results dict; the renderers tolerate missing keys
-and None values, because a drill that broke half-way still deserves a
-readable report of what it did measure.
-"""
+and read back (for `hpnlab compare`). The runner assembles the results
+dict; this module only stores it, as strict JSON."""
 import dataclasses
 import json
 import math

@@ -1,4 +1,5 @@
-"""The controller's pure routing core: tables, traces, failures, diffs, proxy ARP."""
+"""Routes and traces over every topology kind with failures (testbed.fabric.paths), and
+the controller's switch programs and proxy ARP (controllers.routing)."""
 import pytest
 
 from controllers.routing import SwitchProgram, arp_reply_for, diff_switch
