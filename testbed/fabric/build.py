@@ -25,6 +25,12 @@ DEFAULTS = {
 }
 DCI_DEFAULTS = {"links": 1, "delay": "0ms"}
 
+# Every host is a namespace with a shell, every switch a bridge, every link
+# two interfaces and their queues: a file may not ask for more than this
+# (the builder stops at the first node past a limit, so a hostile file
+# costs nothing to refuse).
+MAX_HOSTS, MAX_SWITCHES, MAX_LINKS = 512, 512, 4096
+
 
 class ModelError(ValueError):
     """A parameter set that cannot be built; `field` is its dotted path."""
@@ -78,9 +84,17 @@ class _Builder:
         self.f = fabric
         self.next_port = {}   # switch name -> next free OpenFlow port number
         self.next_dpid = 1
+        self.hosts = 0
 
     # --- nodes and links ---------------------------------------------------
+    def _count(self, what, have, limit, reduce):
+        if have >= limit:
+            raise ModelError("", f"this topology has more than {limit} {what}, the most hpnlab "
+                                 f"emulates: reduce {reduce}")
+
     def switch(self, name, kind, dc, **attrs):
+        self._count("switches", len(self.f.nodes) - self.hosts, MAX_SWITCHES,
+                    "segments, rails, aggs_per_plane, spines, k or fabrics")
         node = Node(name, kind, dc=dc, dpid=self.next_dpid, **attrs)
         self.next_dpid += 1
         self.f.nodes[name] = node
@@ -88,9 +102,13 @@ class _Builder:
         return node
 
     def host(self, name, dc, segment):
+        self._count("hosts", self.hosts, MAX_HOSTS, "segments, hosts_per_segment, k or fabrics")
+        self.hosts += 1
         self.f.nodes[name] = Node(name, HOST, dc=dc, segment=segment)
 
     def _switch_end(self, sw):
+        self._count("links", len(self.f.links), MAX_LINKS,
+                    "rails, aggs_per_plane, spines, oversubscription or dci.links")
         port = self.next_port[sw]
         self.next_port[sw] = port + 1
         return Endpoint(sw, port, f"{sw}-e{port}")

@@ -1,16 +1,47 @@
 """Reading YAML strictly: duplicate keys are an error, and every failure is
-one Problem with the position in the file."""
-from pathlib import Path
+one Problem with the position in the file.
+
+Files come from course repositories and colleagues, so reading one must not
+be able to hang or exhaust the machine: only regular files of at most
+MAX_FILE_BYTES are read, aliases (the `*name` references that let a few
+hundred bytes expand into gigabytes) are refused, and so is nesting deeper
+than MAX_DEPTH (the composer recurses per level).
+"""
+import os
+import stat
 
 import yaml
 
 from .problems import TOP, describe, fail
 
 SCENARIO, TOPOLOGY = "scenario", "topology"
+MAX_FILE_BYTES = 1 << 20   # 1 MiB: the largest shipped file is a few KB
+MAX_DEPTH = 32             # nested mappings and lists; the schemas need 6
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """A SafeLoader that rejects duplicate keys instead of keeping the last."""
+    """A SafeLoader that rejects duplicate keys instead of keeping the last,
+    aliases, and nesting deeper than MAX_DEPTH."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.events.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, f"aliases (*{event.anchor}) are not allowed: write the value out",
+                event.start_mark)
+        if self._depth >= MAX_DEPTH:
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark)
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_mapping(self, node, deep=False):
         seen = set()
@@ -44,16 +75,7 @@ def _yaml_message(err):
 def load_yaml(path):
     """The mapping in the YAML file `path`; ConfigError with one problem if not."""
     name = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise fail(name, TOP, "file not found") from None
-    except IsADirectoryError:
-        raise fail(name, TOP, "is a directory, expected a YAML file") from None
-    except UnicodeDecodeError as e:
-        raise fail(name, TOP, f"not UTF-8 text (bad byte at offset {e.start})") from None
-    except OSError as e:
-        raise fail(name, TOP, f"cannot read the file: {e.strerror or e}") from None
+    text = _read_text(name)
     try:
         doc = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
@@ -63,6 +85,31 @@ def load_yaml(path):
     if not isinstance(doc, dict):
         raise fail(name, TOP, f"expected a mapping of fields at the top level, got {describe(doc)}")
     return doc
+
+
+def _read_text(name):
+    """The file's text, refused when it is not a regular file, is larger than
+    MAX_FILE_BYTES or is not UTF-8 (a FIFO or /dev/zero must not hang us)."""
+    try:
+        info = os.stat(name)
+        if stat.S_ISDIR(info.st_mode):
+            raise fail(name, TOP, "is a directory, expected a YAML file")
+        if not stat.S_ISREG(info.st_mode):
+            raise fail(name, TOP, "is not a regular file, expected a YAML file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise fail(name, TOP, f"is {info.st_size} bytes, expected at most {MAX_FILE_BYTES}")
+        with open(name, "rb") as fh:
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except FileNotFoundError:
+        raise fail(name, TOP, "file not found") from None
+    except OSError as e:
+        raise fail(name, TOP, f"cannot read the file: {e.strerror or e}") from None
+    if len(data) > MAX_FILE_BYTES:   # it grew while we looked
+        raise fail(name, TOP, f"is larger than {MAX_FILE_BYTES} bytes")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise fail(name, TOP, f"not UTF-8 text (bad byte at offset {e.start})") from None
 
 
 def detect_kind(doc):

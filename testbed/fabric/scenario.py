@@ -14,7 +14,7 @@ from . import semantics
 from .build import ModelError, build_fabric
 from .loader import SCENARIO, TOPOLOGY, detect_kind, load_yaml
 from .model import Fabric
-from .problems import TOP, ConfigError, Problem, fail, show
+from .problems import TOP, ConfigError, Problem, fail
 from .schema import schema_problems
 from .units import parse_bytes, parse_time
 
@@ -133,8 +133,7 @@ def _scenario_from_doc(path, doc):
             fabric = _build(str(topo_path), params, topo_path.stem, prefix="")
     except ConfigError as e:
         problems += e.problems
-    if duration <= 0:
-        problems.append(Problem(file, "duration", f"expected seconds > 0, got {show(doc['duration'])}"))
+    problems += semantics.duration_problems(file, doc["duration"], duration)
     problems += semantics.traffic_problems(file, doc.get("traffic", []), traffic, duration, fabric)
     jobs = []
     if fabric is not None:

@@ -5,9 +5,24 @@ shape has passed the schema; each returns a list of Problems.
 """
 import re
 
-from .problems import Problem, count, seconds
+from .problems import Problem, count, seconds, show
 from .units import parse_time
 from .vocabulary import JOB_METRICS
+
+# Bounds on the work a file may ask for (the schema bounds single numbers;
+# these bound what they multiply into).
+MAX_DURATION_S = 3600         # a drill, a compute phase
+MAX_FLOWS = 1024              # iperf3 TCP streams in all (parallel x destinations)
+MAX_JOB_BYTES = 1_000_000_000  # one job's bytes per iteration after scaling
+
+
+def duration_problems(file, raw, duration):
+    if duration <= 0:
+        return [Problem(file, "duration", f"expected seconds > 0, got {show(raw)}")]
+    if duration > MAX_DURATION_S:
+        return [Problem(file, "duration", f"expected at most {seconds(MAX_DURATION_S)}, "
+                                          f"got {seconds(duration)}")]
+    return []
 
 
 def _host_problem(fabric, name):
@@ -29,6 +44,10 @@ def _host_summary(fabric):
 
 def traffic_problems(file, raws, entries, duration, fabric):
     problems = []
+    flows = sum(t["parallel"] * len(t["dst"]) for t in entries)
+    if flows > MAX_FLOWS:
+        problems.append(Problem(file, "traffic", f"expected at most {MAX_FLOWS} iperf3 streams in "
+                                f"all (parallel x destinations), got {flows}"))
     for i, (raw, t) in enumerate(zip(raws, entries)):
         here = f"traffic[{i}]"
         if t["start"] >= duration:
@@ -161,6 +180,12 @@ def job_problems(file, raws, jobs, duration, fabric):
                 problems.append(Problem(file, f"{here}.hosts[{k}]", why))
                 bad_host = True
         n = len(j["hosts"])
+        if j["bytes"] > MAX_JOB_BYTES:
+            problems.append(Problem(file, f"{here}.bytes", f"expected at most {MAX_JOB_BYTES} bytes "
+                                    f"per iteration after scaling by {fabric.scale:g}, got {j['bytes']}"))
+        if j["compute_s"] > MAX_DURATION_S:
+            problems.append(Problem(file, f"{here}.compute", f"expected at most "
+                                    f"{seconds(MAX_DURATION_S)}, got {seconds(j['compute_s'])}"))
         if j["start"] >= duration:
             problems.append(Problem(file, f"{here}.start", f"expected a start before the end of the "
                                     f"run ({seconds(duration)}), got {seconds(j['start'])}"))

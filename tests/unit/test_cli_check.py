@@ -104,4 +104,4 @@ def test_topo_show_invalid_file(tmp_path, capsys):
     assert main(["topo", "show", path]) == 1
     out, err = capsys.readouterr()
     assert out == ""
-    assert err == f"{path}: spines: expected an integer >= 1, got 0\n"
+    assert err == f"{path}: spines: expected an integer from 1 to 64, got 0\n"
