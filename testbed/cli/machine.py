@@ -132,10 +132,10 @@ def run_down(args):
         print("no fabric is running")
         return OK
     owner = led.data["owner"]
-    if led.owner_running() and owner != os.getpid():
+    if owner != os.getpid() and ledger_mod.signal_process(owner, led.data.get("owner_start"),
+                                                          signal.SIGTERM):
         print(f"stopping fabric {led.data['fabric']!r} (pid {owner})")
-        os.kill(owner, signal.SIGTERM)
-        ledger_mod.wait_until(lambda: not ledger_mod.alive(owner), 60)
+        ledger_mod.wait_until(lambda: not led.owner_running(), 60)
     led = ledger_mod.load()
     if led is not None:  # the owner died without cleaning up: sweep its record
         left = led.sweep()

@@ -2,12 +2,14 @@
 
 Probes act for real (a qdisc is added to a veth inside a throw-away network
 namespace) instead of trusting module lists, because a feature can be built
-in, loadable, or missing. Everything a probe creates is removed before it
-returns.
+in, loadable, or missing. The namespace is an unnamed one of the probe's own
+process (unshare): it vanishes with that process, so no probe can leave
+anything behind, even when hpnlab is interrupted or killed meanwhile.
 """
 import importlib.util
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -31,32 +33,19 @@ def _modprobe(module):
     return os.path.isdir(f"/sys/module/{module}")
 
 
-class _ProbeNamespace:
-    """A network namespace with one veth pair, removed on exit."""
-
-    def __init__(self):
-        self.name = f"hpnlab-probe-{os.getpid()}"
-
-    def __enter__(self):
-        _run(["ip", "netns", "add", self.name], check=True)
-        self.ip(["link", "add", "pa", "type", "veth", "peer", "name", "pb"])
-        self.ip(["link", "set", "pa", "up"])
-        return self
-
-    def ip(self, args):
-        return _run(["ip", "-n", self.name] + args)
-
-    def tc(self, args):
-        return _run(["ip", "netns", "exec", self.name, "tc"] + args)
-
-    def __exit__(self, *exc):
-        _run(["ip", "netns", "del", self.name])
+_VETH = "ip link add pa type veth peer name pb && ip link set pa up"
 
 
-def _qdisc_probe(ns, module, args):
+def _in_fresh_netns(command):
+    """Run shell `command` (built from this module's constants only) after
+    creating a veth pair pa/pb, in a network namespace that exists only as
+    long as the process does."""
+    return _run(["unshare", "--net", "sh", "-c", f"{_VETH} && {command}"])
+
+
+def _qdisc_probe(module, args):
     _modprobe(module)
-    r = ns.tc(["qdisc", "replace", "dev", "pa", "root"] + args)
-    ns.tc(["qdisc", "del", "dev", "pa", "root"])
+    r = _in_fresh_netns(shlex.join(["tc", "qdisc", "replace", "dev", "pa", "root"] + args))
     return r.returncode == 0, (r.stderr.strip().splitlines() or ["ok"])[-1]
 
 
@@ -81,15 +70,14 @@ def probe():
     feats.append(Feature("openvswitch module", ovs_mod,
                          "loaded" if ovs_mod else "not loadable",
                          "OVS kernel datapath (fast); without it the userspace datapath is used"))
-    if os.geteuid() == 0 and shutil.which("ip") and shutil.which("tc"):
-        with _ProbeNamespace() as ns:
-            for name, (module, args, enables) in QDISCS.items():
-                ok, detail = _qdisc_probe(ns, module, args)
-                feats.append(Feature(name, ok, detail, enables))
-            _modprobe("bonding")
-            r = ns.ip(["link", "add", "bond0", "type", "bond"])
-            feats.append(Feature("bonding", r.returncode == 0, (r.stderr.strip() or "ok"),
-                                 "Linux bonding (not needed: NIC ports use multipath routes)"))
+    if os.geteuid() == 0 and all(shutil.which(t) for t in ("ip", "tc", "unshare")):
+        for name, (module, args, enables) in QDISCS.items():
+            ok, detail = _qdisc_probe(module, args)
+            feats.append(Feature(name, ok, detail, enables))
+        _modprobe("bonding")
+        r = _in_fresh_netns("ip link add bond0 type bond")
+        feats.append(Feature("bonding", r.returncode == 0, (r.stderr.strip() or "ok"),
+                             "Linux bonding (not needed: NIC ports use multipath routes)"))
     else:
         feats.append(Feature("kernel qdiscs", False, "not probed: needs root", "everything"))
     _modprobe("tcp_dctcp")

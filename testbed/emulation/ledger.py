@@ -3,6 +3,13 @@
 `up` writes it as it creates things; teardown (normal, Ctrl-C, exception,
 or `hpnlab down` from another shell) removes exactly what it lists and
 nothing else: no broad process-name kills, no interface-name patterns.
+
+Ownership cannot be wrong: before a fabric is built, none of the bridges
+and interfaces it will create may exist (`already_present`), so nothing it
+later removes can have been someone else's; and a process is recorded by
+its PID and start time, so a PID the kernel gave to another process after
+ours ended is never signalled. The record lives at one fixed place per
+machine, so two fabrics can never run at once and share names.
 """
 import json
 import os
@@ -10,26 +17,26 @@ import signal
 import subprocess
 import time
 
-STATE_DIR = os.environ.get("HPNLAB_STATE_DIR", "/run/hpnlab")
-STATE_FILE = os.path.join(STATE_DIR, "fabric.json")
+STATE_FILE = "/run/hpnlab/fabric.json"
 
 
-def alive(pid):
+def start_time(pid):
+    """When process `pid` started, in clock ticks since boot (field 22 of
+    /proc/PID/stat), or None when there is no such process. The kernel
+    reuses a PID once its process is gone; PID and start time together
+    name one process."""
     try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-
-
-def _cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            return fh.read().replace(b"\0", b" ").decode(errors="replace")
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
     except OSError:
-        return ""
+        return None
+    # Field 2, the command name, may hold spaces and ')': count from the last ')'.
+    return int(stat[stat.rindex(b")") + 2:].split()[19])
+
+
+def is_same_process(pid, start):
+    """True only when `pid` is still the process that started at `start`."""
+    return start is not None and start_time(pid) == start
 
 
 class Ledger:
@@ -47,47 +54,50 @@ class Ledger:
                                f"{other.data['owner']}); stop it first with: hpnlab down")
         if other:  # a dead owner left a record: sweep it before we start
             other.sweep()
-        self.data.update(fabric=fabric_name, run_dir=run_dir, owner_cmd=_cmdline(os.getpid()))
+        self.data.update(fabric=fabric_name, run_dir=run_dir, owner_start=start_time(os.getpid()))
         self.save()
 
     def owner_running(self):
         """The process that made this record is still the one with its PID
         (a recycled PID belongs to someone else and is never signalled)."""
-        pid = self.data["owner"]
-        want = self.data.get("owner_cmd")
-        return alive(pid) and (want is None or _cmdline(pid) == want)
+        return is_same_process(self.data["owner"], self.data.get("owner_start"))
 
     def add(self, kind, *items):
         self.data[kind].extend(i for i in items if i not in self.data[kind])
         self.save()
 
     def add_process(self, pid, argv):
-        """Remember a process by PID and its command line, so a recycled PID
-        belonging to something else is never signalled."""
-        self.data["processes"].append({"pid": pid, "cmd": " ".join(map(str, argv))[:200]})
+        """Remember a process by PID and start time (and, for people reading
+        the record, its command line); called right after the process is
+        created, while it is certainly still ours."""
+        self.data["processes"].append({"pid": pid, "start": start_time(pid),
+                                       "cmd": " ".join(map(str, argv))[:200]})
         self.save()
 
     def save(self):
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         tmp = self.path + ".tmp"
-        with open(tmp, "w") as fh:
-            json.dump(self.data, fh, indent=1)
-        os.replace(tmp, self.path)
+        try:
+            with open(tmp, "w") as fh:
+                json.dump(self.data, fh, indent=1)
+            os.replace(tmp, self.path)
+        except BaseException:   # an interrupt half-way must not leave the temporary file
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
 
     # --- removal -----------------------------------------------------------
     def sweep(self, timeout=10.0):
         """Remove whatever of the recorded resources still exists. Returns the
         list of things that were still there (empty after a clean stop)."""
         leftover = []
-        ours = lambda p: alive(p["pid"]) and _cmdline(p["pid"]).startswith(p["cmd"].split(" ")[0])
+        ours = lambda p: is_same_process(p["pid"], p.get("start"))
         for proc in self.data["processes"]:
-            if ours(proc):
+            if signal_process(proc["pid"], proc.get("start"), signal.SIGTERM):
                 leftover.append(f"process {proc['pid']}")
-                _signal(proc["pid"], signal.SIGTERM)
         wait_until(lambda: not any(ours(p) for p in self.data["processes"]), 3.0)
         for proc in self.data["processes"]:
-            if ours(proc):
-                _signal(proc["pid"], signal.SIGKILL)
+            signal_process(proc["pid"], proc.get("start"), signal.SIGKILL)
         existing = set(_ovs_bridges())
         for br in self.data["bridges"]:
             if br in existing:
@@ -123,19 +133,59 @@ def load(path=STATE_FILE):
     return ledger
 
 
-def _signal(pid, sig):
+def signal_process(pid, start, sig):
+    """Send `sig` to `pid` only if it is still the process that started at
+    `start`; True when it was sent. Through a pidfd where the kernel has
+    them: once the descriptor is open and the start time checked, the
+    signal cannot reach a process that took the PID over in between."""
+    if start is None:
+        return False
     try:
-        os.kill(pid, sig)
+        fd = os.pidfd_open(pid)
     except ProcessLookupError:
-        pass
-
-
-def _ovs_bridges():
+        return False
+    except (AttributeError, OSError):   # no pidfds here: check, then signal by PID
+        fd = None
     try:
-        r = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True)
+        if start_time(pid) != start:
+            return False
+        if fd is not None:
+            signal.pidfd_send_signal(fd, sig)
+        else:
+            os.kill(pid, sig)
+        return True
+    except ProcessLookupError:
+        return False
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _ovs_names(*args):
+    try:
+        r = subprocess.run(["ovs-vsctl", "--timeout=5"] + list(args), capture_output=True, text=True)
     except FileNotFoundError:  # no Open vSwitch: then there are no bridges to remove
         return []
     return r.stdout.split() if r.returncode == 0 else []
+
+
+def _ovs_bridges():
+    return _ovs_names("list-br")
+
+
+def already_present(bridges, interfaces):
+    """The first of these names that exists on this machine now, as an Open
+    vSwitch bridge or port, or a network interface of this namespace; None
+    when all are free. Mininet would delete an existing bridge or interface
+    of the same name before creating its own, so a fabric must not start
+    while one exists."""
+    ovs = set(_ovs_bridges()) | set(_ovs_names("--bare", "--columns=name", "list", "Interface"))
+    for name in list(bridges) + list(interfaces):
+        if name in ovs:
+            return f"Open vSwitch already has a bridge or port named {name!r}"
+        if os.path.exists(f"/sys/class/net/{name}"):
+            return f"an interface named {name!r} already exists"
+    return None
 
 
 def wait_until(predicate, timeout, step=0.02):

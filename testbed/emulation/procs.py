@@ -1,5 +1,9 @@
-"""Ending the child processes a run started (and only those)."""
+"""Ending the child processes a run started (and only those), and holding
+interrupts while something must not be cut short."""
+import contextlib
+import signal
 import subprocess
+import threading
 
 
 def end(proc, grace=5.0):
@@ -12,3 +16,26 @@ def end(proc, grace=5.0):
         except subprocess.TimeoutExpired:
             proc.kill()
     return proc.wait()
+
+
+@contextlib.contextmanager
+def signals_held(signals=(signal.SIGINT, signal.SIGTERM)):
+    """Within the block, SIGINT and SIGTERM are noted instead of acted on;
+    at its end the previous handlers come back and the first signal noted
+    is handled as if it had just arrived (so Ctrl-C during teardown stops
+    the program after the teardown, not half-way through it). Only the main
+    thread can change handlers; elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    noted = []
+    previous = {sig: signal.signal(sig, lambda signum, _frame: noted.append(signum))
+                for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if noted:
+            signal.raise_signal(noted[0])
+

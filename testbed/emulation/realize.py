@@ -13,12 +13,16 @@ import time
 
 from . import capabilities, plans
 from .controller import ControllerProcess
-from .ledger import Ledger
-from .procs import end
+from .ledger import Ledger, already_present
+from .procs import end, signals_held
 
 
 class CapabilityError(RuntimeError):
     pass
+
+
+class NameTakenError(RuntimeError):
+    """A bridge or interface the fabric needs already exists on this machine."""
 
 
 def unreachable(reach):
@@ -64,15 +68,21 @@ class FabricNet:
         if small:
             self.log(f"warning: {small[0].detail}: Open vSwitch will drop packets the modeled "
                      "queues would hold (run make setup while no fabric is up)")
-        os.makedirs(self.run_dir, exist_ok=True)
         ledger = Ledger()
         ledger.claim(self.fabric.name, self.run_dir)   # refuses if another fabric runs
         self.ledger = ledger
         f = self.fabric
+        bridges = [s.name for s in f.switches()]
+        interfaces = [e.ifname for l in f.links for e in (l.a, l.b)]
+        taken = already_present(bridges, interfaces)
+        if taken:   # never build over (and later remove) what someone else made
+            raise NameTakenError(f"{taken}; hpnlab did not create it and will not replace it: "
+                                 "remove or rename it, then try again")
         # Record every name before creating it, so a crash half-way through
         # still leaves a complete list for the sweep.
-        self.ledger.add("bridges", *[s.name for s in f.switches()])
-        self.ledger.add("interfaces", *[e.ifname for l in f.links for e in (l.a, l.b)])
+        self.ledger.add("bridges", *bridges)
+        self.ledger.add("interfaces", *interfaces)
+        os.makedirs(self.run_dir, exist_ok=True)
 
         fabric_json = os.path.join(self.run_dir, "fabric.json")
         with open(fabric_json, "w") as fh:
@@ -211,6 +221,12 @@ class FabricNet:
 
     # --- teardown ----------------------------------------------------------
     def stop(self):
+        # Ctrl-C or SIGTERM during teardown would leave half a fabric: hold
+        # them until everything recorded is gone, then let them through.
+        with signals_held():
+            return self._teardown()
+
+    def _teardown(self):
         leftover = []
         if self.controller is not None:
             # First, so that links going away do not make it recompute routes

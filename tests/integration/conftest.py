@@ -90,3 +90,9 @@ def leak_check():
     assert ledger.load() is None, "the fabric record was not released"
     ps = subprocess.run(["ps", "-eo", "args="], capture_output=True, text=True).stdout
     assert "controllers.run" not in ps, "controller process left running"
+
+
+@pytest.fixture
+def machine_state():
+    """A function returning the fabric-shaped resources on the machine now."""
+    return snapshot

@@ -109,3 +109,29 @@ def test_up_then_down_from_another_shell(leak_check):
                 up.kill()
                 up.wait()
                 subprocess.run([sys.executable, "-m", "testbed.cli", "down"], timeout=90)
+
+
+@pytest.mark.parametrize("kind,name", [("bridge", "a0n0"), ("interface", "s0h0-n0p0")])
+def test_a_name_someone_else_holds_is_refused_and_kept(kind, name, leak_check, machine_state):
+    # Someone else's bridge or interface carries a name the fabric needs:
+    # `up` must refuse before creating anything, and must not remove it.
+    if kind == "bridge":
+        made = ["ovs-vsctl", "--timeout=5", "add-br", name, "--", "set", "bridge", name,
+                "datapath_type=netdev"]
+        gone = ["ovs-vsctl", "--timeout=5", "--if-exists", "del-br", name]
+    else:
+        made = ["ip", "link", "add", name, "type", "veth", "peer", "name", "hpnlabtpeer0"]
+        gone = ["ip", "link", "del", name]
+    subprocess.run(made, check=True, capture_output=True)
+    try:
+        before = machine_state()
+        r = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "topologies/hpn-mini.yaml",
+                            "--check"], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"named '{name}'" in lines[0], r.stderr
+        assert "did not create it" in lines[0]
+        assert machine_state() == before          # nothing built, nothing of theirs removed
+        assert ledger.load() is None
+    finally:
+        subprocess.run(gone, capture_output=True)

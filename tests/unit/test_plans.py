@@ -3,6 +3,7 @@ resource ledger (with a stand-in ovs-vsctl; nothing real is touched)."""
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import threading
@@ -13,7 +14,8 @@ import pytest
 from testbed.emulation import plans
 from testbed.fabric.build import build_fabric
 from testbed.emulation.capabilities import Feature, datapath, missing_for
-from testbed.emulation.ledger import Ledger, load
+from testbed.emulation.ledger import Ledger, already_present, load, signal_process, start_time
+from testbed.emulation.procs import signals_held
 
 REGION_DELAY = {"kind": "region", "fabrics": [{"kind": "hpn"}, {"kind": "hpn"}],
                 "dci": {"oversubscription": 2, "delay": "2ms"}}
@@ -218,7 +220,7 @@ def sleeper():
     reaper.join(5)
 
 
-def test_claim_writes_the_record(tmp_path, fake_ovs):
+def test_claim_writes_the_record(tmp_path, fake_ovs, sleeper):
     path = str(tmp_path / "state" / "fabric.json")
     ledger = Ledger(path)
     ledger.claim("demo", "runs/demo")
@@ -227,10 +229,14 @@ def test_claim_writes_the_record(tmp_path, fake_ovs):
     assert data["owner"] == os.getpid()
     assert (data["fabric"], data["run_dir"]) == ("demo", "runs/demo")
     ledger.add("bridges", "b1", "b2", "b1")
-    ledger.add_process(4242, ["python", "-m", "controllers.run"])
+    ledger.add_process(sleeper.pid, ["python", "-m", "controllers.run"])
     back = load(path)
     assert back.data["bridges"] == ["b1", "b2"]
-    assert back.data["processes"] == [{"pid": 4242, "cmd": "python -m controllers.run"}]
+    started = start_time(sleeper.pid)
+    assert isinstance(started, int) and started > 0
+    assert back.data["processes"] == [{"pid": sleeper.pid, "start": started,
+                                       "cmd": "python -m controllers.run"}]
+    assert back.data["owner_start"] == start_time(os.getpid())
     # the same process may claim again
     Ledger(path).claim("demo2", "runs/demo2")
     assert load(path).data["fabric"] == "demo2"
@@ -240,7 +246,8 @@ def test_claim_refuses_while_the_owner_lives(tmp_path, fake_ovs, sleeper):
     calls, _ = fake_ovs
     path = str(tmp_path / "fabric.json")
     first = Ledger(path)
-    first.data.update(owner=sleeper.pid, fabric="other", bridges=[NO_BRIDGE])
+    first.data.update(owner=sleeper.pid, owner_start=start_time(sleeper.pid), fabric="other",
+                      bridges=[NO_BRIDGE])
     first.save()
     with pytest.raises(RuntimeError, match="hpnlab down") as err:
         Ledger(path).claim("mine", "runs/mine")
@@ -275,7 +282,8 @@ def test_sweep_removes_a_listed_bridge_and_process(tmp_path, fake_ovs, sleeper):
     bridges.write_text(f"unrelated0\n{NO_BRIDGE}\n")
     ledger = Ledger(str(tmp_path / "fabric.json"))
     ledger.data.update(bridges=[NO_BRIDGE])
-    ledger.data["processes"].append({"pid": sleeper.pid, "cmd": "sleep 30"})
+    ledger.data["processes"].append({"pid": sleeper.pid, "start": start_time(sleeper.pid),
+                                     "cmd": "sleep 30"})
     t0 = time.monotonic()
     leftover = ledger.sweep(timeout=2.0)
     assert time.monotonic() - t0 < 2.0
@@ -284,6 +292,45 @@ def test_sweep_removes_a_listed_bridge_and_process(tmp_path, fake_ovs, sleeper):
     dels = [c for c in calls() if "del-br" in c]
     assert len(dels) == 1 and dels[0].endswith(f"del-br {NO_BRIDGE}")
     assert not any("unrelated0" in c for c in calls())
+
+
+def test_a_reused_pid_is_never_signalled(tmp_path, fake_ovs, sleeper):
+    # The record names the sleeper's PID with another start time: what a
+    # recorded process looks like once it ended and the kernel gave its PID
+    # to someone else. Neither the sweep nor `down` may touch it.
+    other = Ledger(str(tmp_path / "fabric.json"))
+    started = start_time(sleeper.pid)
+    other.data.update(owner=sleeper.pid, owner_start=started + 1, fabric="old")
+    other.data["processes"].append({"pid": sleeper.pid, "start": started - 1, "cmd": "sleep 30"})
+    other.data["processes"].append({"pid": sleeper.pid, "cmd": "sleep 30"})  # no start: never ours
+    assert not other.owner_running()
+    assert other.sweep(timeout=1.0) == []
+    assert sleeper.poll() is None
+    assert not signal_process(sleeper.pid, started + 1, signal.SIGTERM)
+    assert not signal_process(sleeper.pid, None, signal.SIGTERM)
+    assert sleeper.poll() is None
+    # the same process under its true start time is ours
+    assert signal_process(sleeper.pid, started, signal.SIGTERM)
+    assert sleeper.wait(5) is not None
+
+
+def test_names_in_use_are_found_before_anything_is_built(fake_ovs):
+    _, bridges = fake_ovs
+    assert already_present(["hpnlabfree0"], [NO_IFACE]) is None
+    assert already_present(["hpnlabfree0"], [NO_IFACE, "lo"]) == "an interface named 'lo' already exists"
+    bridges.write_text(f"{NO_BRIDGE}\n")
+    assert already_present([NO_BRIDGE], ["lo"]) == \
+        f"Open vSwitch already has a bridge or port named {NO_BRIDGE!r}"
+
+
+def test_interrupts_wait_until_the_held_block_ends():
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with signals_held():
+            os.kill(os.getpid(), signal.SIGINT)   # handled at once, before the next line
+            reached.append("end of block")
+    assert reached == ["end of block"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_sweep_without_ovs_vsctl_does_not_crash(tmp_path, monkeypatch):
