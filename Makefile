@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 HPNLAB := $(VENV)/bin/hpnlab
 DEMO   ?= results/demo
 
-.PHONY: setup test unit integration demo drills bench clean
+.PHONY: setup test unit integration demo drills bench soak clean
 
 setup:
 	bash scripts/provision.sh
@@ -42,6 +42,9 @@ drills: setup
 bench: setup
 	$(PY) bench/bringup.py
 	$(PY) bench/generator.py
+
+soak: setup
+	$(PY) bench/soak.py
 
 clean:
 	-[ -x $(HPNLAB) ] && $(HPNLAB) down
