@@ -169,7 +169,7 @@ class Agent:
                         job.trace.append((job.iter, s.index, s.kind, round(now - job.start_mono, 4)))
                     progressed = True
         if all(v == "done" for v in job.status.values()) and now >= job.compute_end:
-            self._finish_iteration(job, now)
+            print(json.dumps(job.end_iteration(now)), flush=True)   # progress for the runner
 
     def _step_done(self, job, s):
         if s.kind == "send":
@@ -188,9 +188,6 @@ class Agent:
         self.completed[key] = (job.iter, inflow.npackets - 1)
         del self.inflows[key]
         return True
-
-    def _finish_iteration(self, job, now):
-        print(json.dumps(job.end_iteration(now)), flush=True)
 
     # --- sending -----------------------------------------------------------
     def _start_send(self, job, step, now):
