@@ -11,12 +11,22 @@ with scapy, patched per packet; see roce.py) written to a raw socket on the
 NIC port the kernel's multipath route picks for the flow (so the host's
 per-flow spreading, dead-port skipping and /32 overrides apply), or on a
 pinned port. Reliability is go-back-N driven by receiver ACK/NAKs and
-timeouts; the rate follows DCQCN on CNPs; every port is paced at its line
-rate (transport.py). Frames arrive on a UDP socket bound to port 4791 that
+timeouts; the rate follows DCQCN on CNPs, per queue pair. At line rate the
+kernel paces each port (see nic.Port); only a flow DCQCN holds below line
+rate is paced here. Frames arrive on a UDP socket bound to port 4791 that
 also reports each datagram's ECN bits.
 
-Results (per job: iteration records, bytes, retransmissions, CNPs, pacing
-lag, CPU time) go to the JSON file named in the config; one JSON line per
+The loop is driven by events, so that its CPU goes to packets, not to
+bookkeeping: it sleeps in select() until a frame arrives, a full port
+queue has room, a job's next phase begins, a paced flow may send, or the
+housekeeping tick (timeouts, route refresh, DCQCN timers) is due.
+
+Every time in the agent (timers, compute phases, deadlines) is multiplied
+by the config's `time_dilation` N, as the link rates are divided by it.
+
+Results (per job: iteration records, bytes, retransmissions, CNPs; per
+port: whether the line stayed busy while frames waited; CPU time and frames
+handled) go to the JSON file named in the config; one JSON line per
 finished iteration goes to stdout for progress.
 """
 import json
@@ -32,27 +42,48 @@ from .nic import Port, PortPicker
 from .transfers import InFlow, Job, OutFlow, qp_job, qp_number
 
 IP_RECVTOS = getattr(socket, "IP_RECVTOS", 13)
-ROUTE_REFRESH_S = 0.1       # how often a flow re-asks the kernel which port to use
-WAKE_BATCH = 2              # frames sent per wake-up of a backlogged port (< PORT_BURST)
-MAX_BURST_PER_PASS = 16     # packets per port per loop pass, so receiving never starves
+_BTH = roce._BTH
+PSN_MASK = roce.PSN_MASK
+DATA_HEADER = roce.BTH_LEN + roce.ICRC_LEN   # a data frame's UDP payload beyond its payload
+ROUTE_SETTLE_S = 0.05       # after a link or route event, re-ask the kernel this long
+TICK_S = 0.01               # housekeeping: go-back-N timeouts, DCQCN timers, route refresh
+QUEUE_FRAMES = 8            # frames a port's data socket may have waiting in the kernel
+COALESCE_FRAMES = 2         # a wake-up comes at most every this many frame times
+MAX_RECV_PER_PASS = 256     # frames received per loop pass, so sending never starves
+MAX_FRAME = 9216            # no frame exceeds the largest MTU
 MAX_GAP_EVENTS = 20         # gap events kept per job and rank for the report
+IDLE = float("inf")
 
 
 class Agent:
     def __init__(self, cfg):
         self.cfg = cfg
         self.nic = cfg["nic"]
+        self.dilation = float(cfg.get("time_dilation", 1.0))
+        d = self.dilation
         self.payload = cfg.get("payload", 4096)
-        self.frame_bits = (self.payload + roce.FRAME_OVERHEAD) * 8
+        self.line_rate_bps = self.nic["rate_bps"]
         self.window = cfg.get("window", 64)
         # Longer than the deepest queue (100 ms) twice over: a timeout must
         # mean loss, not a full queue. NAKs repair ordinary loss much sooner.
-        self.rto_s = cfg.get("rto_s", 0.25)
-        self.linger_s = 2 * self.rto_s + 0.1
-        self.dcqcn_params = transport.DcqcnParams(line_rate_bps=self.nic["rate_bps"],
-                                                  **cfg.get("dcqcn", {}))
+        self.rto_s = cfg.get("rto_s", 0.25) * d
+        self.linger_s = 2 * self.rto_s + 0.1 * d
+        self.tick_s = TICK_S * d
+        self.route_settle_s = ROUTE_SETTLE_S * d
+        self.reroute_until = 0.0
+        self.any_paced = False      # some flow is held below line rate by DCQCN
+        self.nak_retry_s = transport.DEFAULT_NAK_RETRY_S * d
+        dcqcn = dict(cfg.get("dcqcn", {}))
+        for key in ("alpha_period_s", "increase_period_s", "cnp_interval_s"):
+            dcqcn[key] = dcqcn.get(key, getattr(transport.DcqcnParams, key)) * d
+        self.dcqcn_params = transport.DcqcnParams(line_rate_bps=self.line_rate_bps, **dcqcn)
         self.jobs = [Job(spec, 0.0) for spec in cfg["jobs"]]
-        self.ports = {p: Port(p, self.nic["rate_bps"]) for p in self.nic["ports"]}
+        self.job_by_id = {job.id: job for job in self.jobs}
+        frame_bytes = self.payload + roce.FRAME_OVERHEAD
+        self.coalesce_s = COALESCE_FRAMES * frame_bytes * 8 / self.line_rate_bps
+        self.ports = {p: Port(p, self.line_rate_bps, frame_bytes, QUEUE_FRAMES, self.rto_s)
+                      for p in self.nic["ports"]}
+        self.port_of_sock = {port.sock: port for port in self.ports.values()}
         self.picker = PortPicker(self.nic["ports"])
         self.rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
@@ -62,13 +93,16 @@ class Agent:
         self.inflows = {}          # (peer ip, qp) -> InFlow
         self.completed = {}        # (peer ip, qp) -> (iteration, last psn) of finished receives
         self.outflows = {}         # (peer ip, qp) -> OutFlow
+        self.qps = {}              # (peer ip, job id) -> Dcqcn: rate control per queue pair
         self.ctrl = {}             # (peer ip, qp, opcode) -> control FrameTemplate
         self.templates = {}        # (peer ip, dscp, length, opcode) -> scapy-built template
         self.peer_by_ip = {}
         for job in self.jobs:
+            job.wake_at = 0.0
             for p in job.peers:
                 self.peer_by_ip[p["ip"]] = p
         self.qp_map = self._qp_map()
+        self.frames = {"data_sent": 0, "ctrl_sent": 0, "received": 0}
         self.stop = False
 
     def _qp_map(self):
@@ -80,18 +114,33 @@ class Agent:
                     out[(job.peers[s.peer]["ip"], job.id, job.tag_index[s.tag])] = (job, s)
         return out
 
+    def qp_rate(self, peer_ip, job_id):
+        """The DCQCN state of this job's queue pair toward a peer."""
+        key = (peer_ip, job_id)
+        rate = self.qps.get(key)
+        if rate is None:
+            rate = self.qps[key] = transport.Dcqcn(self.dcqcn_params)
+        return rate
+
     def set_start(self, start_at):
         """All agents get the same wall-clock start (CLOCK_REALTIME is shared
         by every namespace of the machine); keep time on the monotonic clock."""
         start_mono = time.monotonic() + (start_at - time.time())
         for job in self.jobs:
             job.start_mono += start_mono
+            job.wake_at = job.start_mono
         self.deadline = start_mono + self.cfg["deadline_s"]
 
     # --- main loop ---------------------------------------------------------
     def run(self):
         t_cpu0 = os.times()
         done_at = None
+        next_tick = 0.0
+        events = self.picker.events
+        rlist = [self.rx, events]
+        readable = ()
+        wakeups = 0
+        wakeup_floor = self.coalesce_s
         while not self.stop:
             now = time.monotonic()
             if now >= self.deadline:
@@ -102,74 +151,111 @@ class Agent:
             # lost retransmits after its timeout and must get the ACK again.
             if done_at is not None and now >= done_at + self.linger_s:
                 break
+            if events in readable and self.picker.changed():
+                # A link or route changed: every flow asks again now, and at
+                # each tick for a little while, until the kernel has settled.
+                self.reroute_until = now + self.route_settle_s
+                next_tick = now
+            if now >= next_tick:
+                self._tick(now)
+                next_tick = now + self.tick_s
             for job in self.jobs:
-                self._advance(job, now)
-            self._timers(now)
-            self._send(now)
-            if self._receive(now):
-                # Data that completed a step starts the next one now, not
-                # after the next sleep: each ring step would otherwise pay it.
-                now = time.monotonic()
-                for job in self.jobs:
+                if now >= job.wake_at:
                     self._advance(job, now)
-                self._send(now)
-            select.select([self.rx], [], [], self._idle_time(time.monotonic()))
+            if self._receive(now):
+                now = time.monotonic()
+            self._pump(now)
+            due = min(next_tick, self.deadline, *(j.wake_at for j in self.jobs))
+            if self.any_paced:
+                due = min(due, self._paced_wake())
+            wlist = [p.sock for p in self.ports.values() if p.blocked]
+            readable, writable, _ = select.select(rlist, wlist, [], max(0.0, due - time.monotonic()))
+            wakeups += 1
+            for sock in writable:
+                self.port_of_sock[sock].blocked = False
+            # Interrupt moderation, as NICs do it: after a wake-up, let a few
+            # frames' worth of time pass so that one pass handles several
+            # frames. The kernel queues hold more than that, so no port runs
+            # dry meanwhile, and no timer is made later than it is due.
+            rest = min(wakeup_floor - time.monotonic() + now, due - time.monotonic())
+            if rest > 0:
+                time.sleep(rest)
         cpu = os.times()
-        return {"cpu_s": (cpu.user - t_cpu0.user) + (cpu.system - t_cpu0.system)}
+        return {"cpu_s": (cpu.user - t_cpu0.user) + (cpu.system - t_cpu0.system),
+                "cpu_user_s": cpu.user - t_cpu0.user, "cpu_system_s": cpu.system - t_cpu0.system,
+                "wakeups": wakeups}
 
-    def _idle_time(self, now):
-        """How long the loop may sleep on the socket: until the next packet a
-        pacer allows, a job's next phase, a flow's timer, or 5 ms. Never 0
-        for nothing: 8 agents busy-polling would eat the CPU the switches need."""
-        waits = [0.005]
+    def _paced_wake(self):
+        """When the earliest flow that DCQCN holds below line rate may send."""
+        wake = IDLE
         for port in self.ports.values():
-            sendable = self._heads(port, now)
-            if sendable:
-                flow_wait = min(f.pacer.wait_time(now) for f in sendable)
-                wait = max(port.pacer.wait_time(now), flow_wait)
-                if wait > 0:
-                    # Wake once per WAKE_BATCH frames: the burst credit sends
-                    # them back to back, at half the context switches.
-                    wait += (WAKE_BATCH - 1) * self.frame_bits / port.pacer.rate_bps
-                waits.append(wait)
-        for flow in self.outflows.values():
-            waits.append(flow.next_lookup - now)
-            if flow.gbn.una < flow.gbn.high:
-                waits.append(flow.gbn.timer_start + self.rto_s - now)
-        for job in self.jobs:
-            if job.done:
-                continue
-            for t in ((job.start_mono,) if job.iter < 0 else (job.comm_start, job.compute_end)):
-                if t > now:
-                    waits.append(t - now)
-        return max(0.0, min(waits))
+            for flow in port.flows:
+                if flow.paced and flow.pacer.next_time is not None and flow.gbn.next_psn(0) is not None:
+                    wake = min(wake, flow.pacer.next_time)
+        return wake
+
+    def _tick(self, now):
+        """Timers that need no precision beyond TICK_S: go-back-N timeouts,
+        DCQCN's rate increase, the port each flow takes."""
+        for rate in self.qps.values():
+            rate.tick(now)
+        settling = now <= self.reroute_until
+        if settling:
+            self.picker.cache.clear()
+        self.any_paced = False
+        for flow in list(self.outflows.values()):
+            flow.pacer.set_rate(flow.dcqcn.rate)
+            flow.paced = flow.dcqcn.rate < self.line_rate_bps
+            self.any_paced |= flow.paced
+            if flow.gbn.check_timeout(now) or settling:
+                self._route(flow, now)
+        for port in self.ports.values():
+            if not port.flows:
+                port.backlogged = False   # nothing waits for this port any more
 
     def _advance(self, job, now):
-        if job.done or now < job.start_mono:
+        """Start what may start and finish what is done; set when the job
+        next needs the clock (its start, a compute phase ending)."""
+        if job.done:
+            job.wake_at = IDLE
+            return
+        if now < job.start_mono:
+            job.wake_at = job.start_mono
             return
         if job.iter < 0:
             job.begin_iteration(now)
-        progressed = True
-        while progressed:
-            progressed = False
-            for s in job.steps:
-                st = job.status[s.index]
-                if st == "wait" and now >= job.comm_start and all(
-                        job.status[d] == "done" for d in s.deps):
-                    job.first_comm = job.first_comm or now
-                    if s.kind == "send":
-                        self._start_send(job, s, now)
-                        job.status[s.index] = "active"
-                    else:
-                        job.status[s.index] = "active"
-                    progressed = True
-                if job.status[s.index] == "active" and self._step_done(job, s):
-                    job.status[s.index] = "done"
-                    if os.environ.get("HPNLAB_TRACE"):
-                        job.trace.append((job.iter, s.index, s.kind, round(now - job.start_mono, 4)))
-                    progressed = True
-        if all(v == "done" for v in job.status.values()) and now >= job.compute_end:
-            print(json.dumps(job.end_iteration(now)), flush=True)   # progress for the runner
+        while True:
+            progressed = True
+            while progressed:
+                progressed = False
+                for s in job.steps:
+                    st = job.status[s.index]
+                    if st == "wait" and now >= job.comm_start and all(
+                            job.status[d] == "done" for d in s.deps):
+                        job.first_comm = job.first_comm or now
+                        if s.kind == "send":
+                            self._start_send(job, s, now)
+                        job.status[s.index] = st = "active"
+                        progressed = True
+                    if st == "active" and self._step_done(job, s):
+                        job.status[s.index] = "done"
+                        if os.environ.get("HPNLAB_TRACE"):
+                            job.trace.append((job.iter, s.index, s.kind,
+                                              round(now - job.start_mono, 4)))
+                        progressed = True
+            if now >= job.compute_end and all(v == "done" for v in job.status.values()):
+                print(json.dumps(job.end_iteration(now)), flush=True)   # progress for the runner
+                if job.done:
+                    job.wake_at = IDLE
+                    return
+                continue
+            break
+        if now < job.comm_start:
+            job.wake_at = job.comm_start
+        elif now < job.compute_end and all(v == "done" for v in job.status.values()):
+            job.wake_at = job.compute_end
+        else:
+            job.wake_at = IDLE    # waits for transfers: their events advance it
 
     def _step_done(self, job, s):
         if s.kind == "send":
@@ -197,7 +283,6 @@ class Agent:
 
     def _route(self, flow, now):
         port = self.picker.pick(self.nic["ip"], flow.peer["ip"], flow.sport, flow.job.port)
-        flow.next_lookup = now + ROUTE_REFRESH_S
         if port == flow.port:
             return
         if flow.port is not None:
@@ -214,17 +299,9 @@ class Agent:
         c["retransmitted"] += flow.gbn.retransmitted
         c["timeouts"] += flow.gbn.timeouts
         c["naks_received"] += flow.gbn.naks
-        c["cnps_received"] += flow.dcqcn.cnps
         if flow.port is not None:
             self.ports[flow.port].flows.remove(flow)
         del self.outflows[key]
-
-    def _timers(self, now):
-        for flow in list(self.outflows.values()):
-            flow.dcqcn.tick(now)
-            flow.pacer.set_rate(flow.dcqcn.rate)
-            if flow.gbn.check_timeout(now) or now >= flow.next_lookup:
-                self._route(flow, now)
 
     @staticmethod
     def _heads(port, now):
@@ -242,28 +319,43 @@ class Agent:
                 heads[flow.peer["ip"]] = flow
         return [heads[k] for k in sorted(heads)]
 
-    def _send(self, now):
+    def _pump(self, now):
+        """Fill every port's kernel queue from its flows, round-robin over
+        peers, until the queue is full or no flow has a frame ready."""
         for port in self.ports.values():
-            budget = MAX_BURST_PER_PASS
-            while budget > 0:
-                # Ask the pacers only when there is something to send: asking
-                # marks them as waited on, and idle time is not lateness.
-                heads = self._heads(port, now)
-                if not heads or not port.pacer.ready(now):
+            if port.blocked:
+                continue
+            while True:
+                heads = [f for f in self._heads(port, now)
+                         if not f.paced or f.pacer.ready(now)]
+                if not heads:
+                    port.backlogged = False   # idle by the transport's choice, not the agent's
                     break
-                ready = [f for f in heads if f.pacer.ready(now)]
-                if not ready:
+                port.rr = (port.rr + 1) % len(heads)
+                # One frame per peer per turn when peers share the port; a
+                # lone flow fills the queue in one go.
+                burst = 1 if len(heads) > 1 else QUEUE_FRAMES * 4
+                outcome = self._send_from(port, heads[port.rr], burst, now)
+                if outcome is not True:
                     break
-                port.rr = (port.rr + 1) % len(ready)
-                flow = ready[port.rr]
-                psn = flow.gbn.next_psn(now)
-                frame = flow.frame(psn)
-                if not port.send(frame, now):
-                    break
+
+    def _send_from(self, port, flow, burst, now):
+        """Up to `burst` frames of one flow; the last port.send outcome."""
+        gbn, counters = flow.gbn, flow.job.counters
+        for _ in range(burst):
+            psn = gbn.next_psn(now)
+            if psn is None or (flow.paced and not flow.pacer.ready(now)):
+                return True
+            frame = flow.frame(psn)
+            outcome = port.send(frame, now)
+            if outcome is not True:
+                return outcome
+            if flow.paced:
                 flow.pacer.sent(len(frame), now)
-                flow.gbn.on_sent(psn, now)
-                flow.job.counters["packets_sent"] += 1
-                budget -= 1
+            gbn.on_sent(psn, now)
+            counters["packets_sent"] += 1
+            self.frames["data_sent"] += 1
+        return True
 
     def _send_ctrl(self, peer_ip, qp, dscp, opcode, psn=0, syndrome=None, now=0.0):
         key = (peer_ip, qp, opcode)
@@ -272,18 +364,12 @@ class Agent:
             peer = self.peer_by_ip[peer_ip]
             tpl = self.template(peer, dscp, 0, opcode).retarget(roce.ROCE_PORT, qp)
             self.ctrl[key] = tpl
-            tpl.port_name = None
-            tpl.next_lookup = 0.0
-        if now >= tpl.next_lookup or tpl.port_name is None:
-            tpl.port_name = self.picker.pick(self.nic["ip"], peer_ip, roce.ROCE_PORT)
-            tpl.next_lookup = now + ROUTE_REFRESH_S
-        if tpl.port_name is None:
+        port = self.picker.pick(self.nic["ip"], peer_ip, roce.ROCE_PORT)
+        if port is None:
             return
         frame = tpl.frame(psn, syndrome=syndrome, msn=0) if opcode == roce.ACK else tpl.frame(psn)
-        try:  # control frames are small and rare: not paced
-            self.ports[tpl.port_name].sock.send(frame)
-        except OSError:
-            tpl.port_name = None
+        if self.ports[port].send_ctrl(frame):   # control frames are small and rare: not paced
+            self.frames["ctrl_sent"] += 1
 
     def template(self, peer, dscp, payload_len, opcode=roce.SEND_MIDDLE):
         """A frame toward `peer` built with scapy once per kind; flows take
@@ -300,23 +386,33 @@ class Agent:
     # --- receiving ---------------------------------------------------------
     def _receive(self, now):
         """Handle what arrived; True if anything did."""
-        got = False
-        for _ in range(256):
+        recvmsg, space = self.rx.recvmsg, socket.CMSG_SPACE(4)
+        inflows, dispatch = self.inflows, self._dispatch
+        n = 0
+        for n in range(MAX_RECV_PER_PASS):
             try:
-                data, anc, _flags, addr = self.rx.recvmsg(65535, socket.CMSG_SPACE(4))
+                data, anc, _flags, addr = recvmsg(MAX_FRAME, space)
             except BlockingIOError:
-                return got
-            got = True
-            tos = 0
-            for level, kind, val in anc:
-                if level == socket.IPPROTO_IP and kind == socket.IP_TOS and val:
-                    tos = val[0]
-            self._dispatch(data, addr[0], tos, now)
-        return got
+                break
+            # IP_RECVTOS brings one control message: the TOS byte.
+            tos = anc[0][2][0] if anc and anc[0][2] else 0
+            # Fast path, most frames: the next in-order data frame of a
+            # transfer under way, not CE-marked, asking nothing back.
+            op, _flags, _pkey, w1, w2 = _BTH.unpack_from(data)
+            if op == roce.SEND_MIDDLE and w2 < 0x80000000 and tos & 3 != roce.CE:
+                inflow = inflows.get((addr[0], w1 & PSN_MASK))
+                if inflow is not None and inflow.rx.in_order(w2 & PSN_MASK):
+                    inflow.bytes += len(data) - DATA_HEADER - (data[1] >> 4 & 3)
+                    continue
+            dispatch(data, addr[0], tos, now)
+        else:
+            n = MAX_RECV_PER_PASS
+        self.frames["received"] += n
+        return n > 0
 
     def _dispatch(self, data, src_ip, tos, now):
         opcode, qp, psn, ackreq, _fecn, _becn = roce.parse_bth(data)
-        if opcode in (roce.SEND_FIRST, roce.SEND_MIDDLE, roce.SEND_LAST, roce.SEND_ONLY):
+        if opcode in roce.DATA_OPCODES:
             self._on_data(data, src_ip, qp, psn, ackreq, tos, now)
         elif opcode == roce.ACK:
             flow = self.outflows.get((src_ip, qp))
@@ -326,11 +422,19 @@ class Agent:
                     flow.gbn.on_nak(psn, now)
                 else:
                     flow.gbn.on_ack(psn, now)
+                    if flow.gbn.done:
+                        self._advance(flow.job, now)
         elif opcode == roce.CNP:
-            flow = self.outflows.get((src_ip, qp))
-            if flow is not None:
-                flow.dcqcn.on_cnp(now)
-                flow.pacer.set_rate(flow.dcqcn.rate)
+            job = self.job_by_id.get(qp_job(qp))
+            if job is not None:
+                rate = self.qp_rate(src_ip, job.id)
+                rate.on_cnp(now)
+                job.counters["cnps_received"] += 1
+                for flow in self.outflows.values():
+                    if flow.dcqcn is rate:
+                        flow.pacer.set_rate(rate.rate)
+                        flow.paced = rate.rate < self.line_rate_bps
+                        self.any_paced |= flow.paced
 
     def _on_data(self, data, src_ip, qp, psn, ackreq, tos, now):
         key = (src_ip, qp)
@@ -384,6 +488,8 @@ class Agent:
             elif act[0] == "cnp":
                 job.counters["cnps_sent"] += 1
                 self._send_ctrl(src_ip, qp, job.dscp, roce.CNP, 0, now=now)
+        if inflow.rx.done:
+            self._advance(job, now)   # the step this transfer fed may end now
 
     def _note_gap(self, job, src_ip, qp, expected, got, now):
         """A receiver saw a PSN beyond the one it expected: a packet of this
@@ -399,15 +505,20 @@ class Agent:
         return None
 
     def results(self, extra):
+        meters = {p.ifname: p.meter for p in self.ports.values()}
         return {"host": self.cfg["host"],
                 "jobs": [j.results() for j in self.jobs],
-                # The ports' line-rate pacers are the generator's clock: how
-                # often and how far the loop fell behind them.
-                "pacing": {"late_packets": sum(p.pacer.late for p in self.ports.values()),
-                           "max_lag_s": max(p.pacer.max_lag_s for p in self.ports.values()),
-                           "lost_s": sum(p.pacer.lost_s for p in self.ports.values()),
-                           "tx_s": sum(p.pacer.tx_s for p in self.ports.values())},
+                # Whether each port's line stayed busy while frames waited
+                # for it: the generator's fidelity (see transport.LineMeter).
+                "pacing": {"late_packets": sum(m.late for m in meters.values()),
+                           "max_lag_s": max(m.max_lag_s for m in meters.values()),
+                           "lost_s": sum(m.lost_s for m in meters.values()),
+                           "tx_s": sum(m.tx_s for m in meters.values()),
+                           "ports": {name: m.summary() for name, m in meters.items()}},
                 "port_send_errors": {p.ifname: p.errors for p in self.ports.values()},
+                "control_frames_dropped": sum(p.ctrl_dropped for p in self.ports.values()),
+                "frames": dict(self.frames), "route_lookups": self.picker.lookups,
+                "time_dilation": self.dilation,
                 **extra}
 
 
@@ -435,7 +546,7 @@ def main(argv=None):
     agent.set_start(json.loads(line)["start_at"])
     if os.environ.get("HPNLAB_PROFILE"):  # developer aid: where the agent's CPU goes
         import cProfile
-        prof = cProfile.Profile()
+        prof = cProfile.Profile(time.process_time)
         extra = prof.runcall(agent.run)
         prof.dump_stats(cfg["out"] + ".prof")
     else:

@@ -1,56 +1,174 @@
 """The host's NIC as the traffic agent drives it: one raw socket per port,
 paced at the port's line rate, and the kernel's choice of port for a flow."""
 import socket
+import struct
+import sys
 
 from . import roce, transport
 
-PORT_BURST = 4              # frames of catch-up credit, like HTB's burst behind it
+PORT_BURST = 4              # frames of catch-up credit of a paced (below line rate) flow
+
+
+RTM_NEWROUTE, RTM_GETROUTE, NLMSG_ERROR = 24, 26, 2
+NLM_F_REQUEST = 1
+RTA_DST, RTA_SRC, RTA_OIF, RTA_IP_PROTO, RTA_SPORT, RTA_DPORT = 1, 2, 4, 27, 28, 29
+RTMGRP_LINK, RTMGRP_IPV4_ROUTE = 0x1, 0x40
+_NLMSG = struct.Struct("=IHHII")       # length, type, flags, sequence, port id
+_RTMSG = struct.Struct("=BBBBBBBBI")   # family, dst/src prefix lengths, tos, table, protocol, scope, type, flags
+_RTA = struct.Struct("=HH")
+
+
+def _attr(kind, payload):
+    size = _RTA.size + len(payload)
+    return _RTA.pack(size, kind) + payload + bytes(-size % 4)
+
+
+def route_request(seq, src_ip, dst_ip, sport, dport, proto):
+    """An RTM_GETROUTE message asking which way the kernel sends one 5-tuple
+    (what `ip route get ... sport S dport D ipproto udp` asks)."""
+    body = (_RTMSG.pack(socket.AF_INET, 32, 32, 0, 0, 0, 0, 0, 0)
+            + _attr(RTA_DST, socket.inet_aton(dst_ip)) + _attr(RTA_SRC, socket.inet_aton(src_ip))
+            + _attr(RTA_IP_PROTO, bytes((proto,)))
+            + _attr(RTA_SPORT, sport.to_bytes(2, "big")) + _attr(RTA_DPORT, dport.to_bytes(2, "big")))
+    return _NLMSG.pack(_NLMSG.size + len(body), RTM_GETROUTE, NLM_F_REQUEST, seq, 0) + body
+
+
+def route_oif(reply):
+    """The output interface index in an RTM_NEWROUTE reply; None for an
+    error reply (no route) or a reply without one."""
+    length, kind, _flags, _seq, _pid = _NLMSG.unpack_from(reply)
+    if kind != RTM_NEWROUTE:
+        return None
+    off = _NLMSG.size + _RTMSG.size
+    while off + _RTA.size <= min(length, len(reply)):
+        size, attr = _RTA.unpack_from(reply, off)
+        if size < _RTA.size:
+            break
+        if attr == RTA_OIF:
+            return int.from_bytes(reply[off + 4:off + 8], sys.byteorder)
+        off += (size + 3) & ~3
+    return None
 
 
 class PortPicker:
     """Which NIC port a flow leaves by: the kernel's multipath choice for
-    its 5-tuple (fib_multipath_hash_policy=1), or a pinned port."""
+    its 5-tuple (fib_multipath_hash_policy=1), or a pinned port.
+
+    Answers are cached: the kernel's choice changes only when a link or a
+    route does, and the picker listens for exactly those netlink events
+    (`events`, a socket for select()); `changed()` drains them and drops
+    the cache, so a failed port is left as soon as the kernel knows."""
 
     def __init__(self, ports):
-        from pyroute2 import IPRoute
-        self.ipr = IPRoute()
         self.ports = list(ports)
-        self.index = {}
-        for link in self.ipr.get_links():
-            self.index[link["index"]] = link.get_attr("IFLA_IFNAME")
+        self.index = {socket.if_nametoindex(p): p for p in self.ports}
+        self.query = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+        self.query.bind((0, 0))
+        self.events = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+        self.events.bind((0, RTMGRP_LINK | RTMGRP_IPV4_ROUTE))
+        self.events.setblocking(False)
+        self.cache = {}
+        self.seq = 0
+        self.lookups = 0
 
     def pick(self, src_ip, dst_ip, sport, pinned=None):
         if pinned is not None:
             return self.ports[pinned]
+        key = (dst_ip, sport)
+        if key not in self.cache:
+            self.cache[key] = self._lookup(src_ip, dst_ip, sport)
+        return self.cache[key]
+
+    def _lookup(self, src_ip, dst_ip, sport):
+        self.seq += 1
+        self.lookups += 1
         try:
-            msgs = self.ipr.route("get", dst=dst_ip, src=src_ip, sport=sport,
-                                  dport=roce.ROCE_PORT, ip_proto=17)
-            name = self.index.get(msgs[0].get_attr("RTA_OIF"))
-        except Exception:
-            return None  # no route right now (every port down): try again later
-        return name if name in self.ports else None
+            self.query.send(route_request(self.seq, src_ip, dst_ip, sport, roce.ROCE_PORT, 17))
+            while True:
+                reply = self.query.recv(65536)
+                if _NLMSG.unpack_from(reply)[3] == self.seq:
+                    break
+        except OSError:
+            return None
+        oif = route_oif(reply)
+        return self.index.get(oif)   # None: no route right now (every port down), or not ours
+
+    def changed(self):
+        """True if a link or route changed since the last call (cache dropped)."""
+        seen = False
+        while True:
+            try:
+                self.events.recv(65536)
+                seen = True
+            except BlockingIOError:
+                break
+            except OSError:      # the event queue overflowed: assume anything changed
+                seen = True
+        if seen:
+            self.cache.clear()
+        return seen
 
     def close(self):
-        self.ipr.close()
+        self.query.close()
+        self.events.close()
 
 
 class Port:
-    def __init__(self, ifname, rate_bps):
+    """One NIC port: a data socket the kernel paces and a control socket.
+
+    The host port's HTB shapes at line rate, and frames waiting in it stay
+    charged to the socket that sent them. So a non-blocking data socket
+    whose send buffer holds about `queue_frames` frames is paced by the
+    kernel: a send fails with EAGAIN once the shaper is that far behind,
+    and select() says when there is room again. No user-space timer runs
+    per packet, and a wake-up queues several frames. Control frames (ACKs,
+    NAKs, CNPs) go through a second socket with the default buffer, so a
+    full data queue never refuses them; they still wait in the same HTB
+    queue behind the data, as on a NIC port.
+    """
+
+    def __init__(self, ifname, rate_bps, frame_bytes, queue_frames, max_gap_s):
         self.ifname = ifname
         self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
         self.sock.bind((ifname, 0))
-        # The port's line-rate shaper may catch up a few frames after the
-        # loop woke late (the host's HTB queue behind it absorbs them).
-        self.pacer = transport.Pacer(rate_bps, burst_packets=PORT_BURST)
+        # The kernel doubles the value and charges each frame its buffer's
+        # true size (about twice a 4 KB frame), so ask for frames x bytes.
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, queue_frames * frame_bytes)
+        self.sock.setblocking(False)
+        self.ctrl = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+        self.ctrl.bind((ifname, 0))
+        self.ctrl.setblocking(False)
+        self.meter = transport.LineMeter(rate_bps, max_gap_s)
         self.flows = []
         self.rr = 0
         self.errors = 0
+        self.ctrl_dropped = 0
+        self.blocked = False      # the kernel queue is full: wait for select() to say writable
+        self.backlogged = False   # frames were ready when the last send attempt stopped
 
     def send(self, frame, now):
+        """True: queued; False: the queue is full (wait until writable);
+        None: the port refused it (down): the flow moves at its next route refresh."""
         try:
             self.sock.send(frame)
-        except OSError:
-            self.errors += 1  # port down: the flow will be moved at its next route refresh
+        except BlockingIOError:
+            self.blocked = self.backlogged = True
             return False
-        self.pacer.sent(len(frame), now)
+        except OSError:
+            self.errors += 1
+            self.backlogged = False
+            return None
+        self.meter.sent(len(frame), now, self.backlogged)
         return True
+
+    def send_ctrl(self, frame):
+        try:
+            self.ctrl.send(frame)
+            return True
+        except OSError:
+            self.ctrl_dropped += 1   # go-back-N repairs a lost ACK; a lost CNP is only late
+            return False
+
+    def close(self):
+        self.sock.close()
+        self.ctrl.close()

@@ -33,10 +33,14 @@ class OutFlow:
         self.last = self.full if tail == payload else agent.template(
             self.peer, job.dscp, tail).retarget(self.sport, self.qp)
         self.gbn = transport.GbnSender(self.npackets, agent.window, agent.rto_s)
-        self.dcqcn = transport.Dcqcn(agent.dcqcn_params)
+        # Rate control belongs to the queue pair (this job's connection to
+        # the peer), not to one transfer: a new transfer keeps the rate the
+        # last one reached instead of starting at line rate again.
+        self.dcqcn = agent.qp_rate(self.peer["ip"], job.id)
         self.pacer = transport.Pacer(self.dcqcn.rate, burst_packets=PORT_BURST)
+        self.paced = self.dcqcn.rate < agent.line_rate_bps   # below line rate: pace in user space
+        agent.any_paced |= self.paced
         self.port = None
-        self.next_lookup = 0.0
         self.seq = (iteration, step.index)   # issue order: FIFO per peer
 
     def opcode(self, psn):
@@ -56,7 +60,8 @@ class InFlow:
     def __init__(self, nbytes, payload, agent):
         self.nbytes = nbytes
         self.npackets = max(1, -(-nbytes // payload))
-        self.rx = transport.GbnReceiver(self.npackets, cnp_interval_s=agent.dcqcn_params.cnp_interval_s)
+        self.rx = transport.GbnReceiver(self.npackets, cnp_interval_s=agent.dcqcn_params.cnp_interval_s,
+                                       nak_retry_s=agent.nak_retry_s)
         self.bytes = 0
         self.open_gap = None    # (psn awaited, gap event or None, time the gap was seen)
 

@@ -238,6 +238,65 @@ class Pacer:
         return self.tx_s / (self.tx_s + self.lost_s) if self.tx_s else None
 
 
+class LineMeter:
+    """Did a port keep its line busy while the agent had frames for it?
+
+    The kernel paces a port: its HTB at line rate drains the frames the
+    agent queues on a socket whose send buffer holds only a few, and wakes
+    the agent when there is room again. The meter replays that shaper's
+    clock: `drain_at` is when everything queued so far will have left.
+    A frame queued after `drain_at` by an agent that had frames waiting
+    all along (`backlogged`) means the line sat idle for the difference
+    because the agent did not run in time: `lost_s`. Gaps longer than
+    `max_gap_s` are not the agent's lateness but a port that stopped
+    draining (a failed link holds its queue): they are counted apart, in
+    `stalls`. `efficiency` = tx / (tx + lost) is the share of line rate
+    the port achieved while backlogged.
+    """
+
+    def __init__(self, rate_bps, max_gap_s, tolerance_s=1e-3):
+        if rate_bps <= 0 or max_gap_s <= 0:
+            raise ValueError("need rate_bps > 0 and max_gap_s > 0")
+        self.rate_bps = float(rate_bps)
+        self.max_gap_s = max_gap_s
+        self.tolerance_s = tolerance_s
+        self.drain_at = None
+        self.tx_s = 0.0
+        self.lost_s = 0.0
+        self.late = 0             # frames queued more than tolerance_s after the line went idle
+        self.max_lag_s = 0.0
+        self.stalls = 0
+        self.packets = 0
+
+    def sent(self, nbytes, now, backlogged):
+        tx = nbytes * 8 / self.rate_bps
+        start = now
+        if self.drain_at is not None:
+            if self.drain_at > now:
+                start = self.drain_at           # queued behind what is still draining
+            elif backlogged:
+                gap = now - self.drain_at
+                if gap > self.max_gap_s:
+                    self.stalls += 1
+                else:
+                    self.lost_s += gap
+                    self.max_lag_s = max(self.max_lag_s, gap)
+                    if gap > self.tolerance_s:
+                        self.late += 1
+        self.drain_at = start + tx
+        self.tx_s += tx
+        self.packets += 1
+
+    @property
+    def efficiency(self):
+        return self.tx_s / (self.tx_s + self.lost_s) if self.tx_s else None
+
+    def summary(self):
+        return {"tx_s": round(self.tx_s, 6), "lost_s": round(self.lost_s, 6),
+                "packets": self.packets, "late_packets": self.late,
+                "max_lag_s": round(self.max_lag_s, 6), "stalls": self.stalls}
+
+
 class GbnSender:
     """Go-back-N over packet indices 0..npackets-1 (PSN == index).
 
@@ -343,6 +402,18 @@ class GbnReceiver:
     @property
     def done(self):
         return self.expected >= self.npackets
+
+    def in_order(self, psn):
+        """Take the next in-order packet if it needs no answer (no ACK due,
+        not the last one); False leaves everything to on_data. The receive
+        loop's fast path: most packets of a transfer are just that."""
+        if (psn != self.expected or self._unacked + 1 >= self.ack_every
+                or psn + 1 >= self.npackets or self._nak_psn is not None):
+            return False
+        self.expected += 1
+        self.received += 1
+        self._unacked += 1
+        return True
 
     def on_data(self, psn, ce, ackreq, now):
         actions = []

@@ -15,6 +15,7 @@ from testbed.results.jobs import job_metrics
 from traffic.iperf import INTERVAL_S, plan_pairs
 
 from . import sampler
+from .cost import CostMeter
 from .agents import JobAgents
 from .faults import convergence_s, run_timeline, sleep_until
 from .iperf import IperfFlows
@@ -40,6 +41,7 @@ class _Run:
     capture_files: list
     datapath: str
     bringup_s: float | None
+    emulator: dict            # Open vSwitch CPU and packet-hops over the traffic
 
 
 def run_scenario(sc, out_dir, log=print):
@@ -64,6 +66,8 @@ def _run(sc, out_dir, log):
             configs = agent_configs(fabric, sc.jobs, run_dir, sc.duration_s, sc.transport)
             agents = JobAgents(fnet, configs, run_dir, log)
         captures = []
+        cost = CostMeter(end.ifname for link in fabric.links for end in (link.a, link.b)
+                         if fabric.nodes[end.node].is_switch)
         samp = sampler.LinkSampler(fnet, senders,
                                    on_sample=_progress(fabric, senders, agents, sc.jobs, log))
         try:
@@ -79,6 +83,7 @@ def _run(sc, out_dir, log):
             if agents:
                 agents.go(time.time() + (t0 - time.monotonic()))
             samp.start(t0)
+            cost.start()
             faults = run_timeline(fnet, flows, pairs, sc, t0, log)
             if sc.jobs_only:
                 # Every fault applied: the drill ends when the last agent
@@ -93,6 +98,7 @@ def _run(sc, out_dir, log):
                     problems += agents.wait(timeout=15)
                 ran_s = sc.duration_s
         finally:
+            emulator = cost.stop() if cost.first else {}
             samp.stop()
             flows.stop()
             capture_files = [c.stop() for c in captures]
@@ -108,7 +114,7 @@ def _run(sc, out_dir, log):
                     flows=flows, samples=samp.samples, cpu=samp.cpu,
                     agent_results=agents.results() if agents else None,
                     capture_files=capture_files, datapath=fnet.datapath,
-                    bringup_s=fnet.timings.get("routes"))
+                    bringup_s=fnet.timings.get("routes"), emulator=emulator)
 
 
 def _results(sc, run, started):
@@ -136,6 +142,7 @@ def _results(sc, run, started):
         if lost:
             m["fidelity"]["unexplained_loss"] = lost
         m["dci_bytes"] = counters.dci_bytes(fabric, run.samples)
+        m["cpu_per_packet"] = counters.cpu_per_packet(run.agent_results, run.emulator)
     m["host_cpu"] = counters.cpu_summary(run.cpu)
     trustworthy = trust.is_trustworthy(m["fidelity"]["min"])
     exp = expectations.evaluate(sc.expect, m, trustworthy)

@@ -88,3 +88,23 @@ def queue_drops(samples, names):
         if dev in first and dev in last and last[dev][2] > first[dev][2]:
             out[f"{name} ({dev} egress)"] = last[dev][2] - first[dev][2]
     return out
+
+
+def cpu_per_packet(agent_results, emulator):
+    """CPU the traffic agents and Open vSwitch spent per packet (pure).
+
+    agents_us: agents' CPU per data packet sent (each one is also received
+    by an agent, and its share of ACKs is included); agents_us_per_frame:
+    per frame an agent sent or received, data and control alike;
+    ovs_us: Open vSwitch's CPU per packet-hop (a packet entering one switch)."""
+    got = [r for r in (agent_results or {}).values() if r]
+    cpu = sum(r.get("cpu_s", 0.0) for r in got)
+    packets = sum(j["packets_sent"] for r in got for j in r["jobs"])
+    frames = sum(sum((r.get("frames") or {}).values()) for r in got)
+    hops = emulator.get("switch_packet_hops") or 0
+    ovs = emulator.get("ovs_cpu_s")
+    return {"agents_cpu_s": round(cpu, 3), "packets": packets, "frames": frames,
+            "agents_us": round(cpu / packets * 1e6, 2) if packets else None,
+            "agents_us_per_frame": round(cpu / frames * 1e6, 2) if frames else None,
+            "ovs_cpu_s": ovs, "packet_hops": hops,
+            "ovs_us": round(ovs / hops * 1e6, 2) if ovs is not None and hops else None}

@@ -335,3 +335,36 @@ def test_receiver_rate_limits_cnps():
     assert cnps == list(range(0, 50, 4))
     assert r.ce_marks == 50 and r.cnps_sent == len(cnps)
     assert ("cnp",) not in r.on_data(50, False, False, 0.1)
+
+
+def test_line_meter_counts_idle_line_only_while_the_agent_had_frames_waiting():
+    from traffic.transport import LineMeter
+    frame = 5000                       # 1 ms at 40 Mbit/s
+    m = LineMeter(40e6, max_gap_s=0.25)
+    m.sent(frame, 0.0, backlogged=False)
+    m.sent(frame, 0.0, backlogged=False)       # queued behind the first: drains at 2 ms
+    m.sent(frame, 0.005, backlogged=False)     # idle by choice (nothing to send): not lost
+    assert m.lost_s == 0.0
+    m.sent(frame, 0.009, backlogged=True)      # line idle 3 ms while frames waited
+    assert abs(m.lost_s - 0.003) < 1e-9 and m.late == 1
+    m.sent(frame, 0.5, backlogged=True)        # a port that stopped draining: a stall
+    assert m.stalls == 1 and abs(m.lost_s - 0.003) < 1e-9
+    assert abs(m.efficiency - m.tx_s / (m.tx_s + 0.003)) < 1e-12
+
+
+def test_in_order_fast_path_matches_on_data():
+    """The receive loop's shortcut must leave the receiver exactly as
+    on_data would, and decline every packet that needs an answer."""
+    fast, slow = GbnReceiver(40, ack_every=8), GbnReceiver(40, ack_every=8)
+    answers = 0
+    for psn in list(range(20)) + [25, 20, 21] + list(range(22, 40)):
+        took = fast.in_order(psn)
+        acts = slow.on_data(psn, False, False, 0.0)
+        if took:
+            assert acts == []                    # nothing was owed for it
+        else:
+            answers += 1
+            fast.on_data(psn, False, False, 0.0)
+        assert (fast.expected, fast.received, fast._unacked) == \
+            (slow.expected, slow.received, slow._unacked)
+    assert fast.done and answers >= 40 // 8
