@@ -6,7 +6,7 @@ from testbed.fabric.scenario import load_scenario
 from testbed.results import store
 from testbed.results.compare import render_side_by_side
 from testbed.results.text import fmt
-from testbed.results.trust import verdict
+from testbed.results.trust import WARN, failed_checks, verdict
 
 from .common import CANNOT_RUN_HERE, FAILED, OK, err, need_root, print_problems
 from .machine import default_dir, sigterm_as_interrupt
@@ -48,6 +48,9 @@ def run_run(args):
               f"measured {fmt(e['measured'])}")
     for problem in results.get("problems") or []:
         print(f"  PROBLEM       {problem}")
+    for check in failed_checks(results):
+        word = "WARNING" if check["severity"] == WARN else "UNTRUSTED"
+        print(f"  {word:13} {check['name']}: {check['reason']}")
     fid = results["metrics"]["fidelity"]["min"]
     print(f"fidelity {fmt(fid)}; {verdict(results)}; "
           f"report: {os.path.join(out, 'summary.md')}")

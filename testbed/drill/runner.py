@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from testbed.emulation.capture import Capture
 from testbed.emulation.realize import FabricNet, unreachable
 from testbed.results import analytical, counters, expectations, plots, store, trust
-from testbed.results.flows import compute_metrics
+from testbed.results.flows import SETTLE_S, compute_metrics
 from testbed.results.jobs import job_metrics
 from traffic.iperf import INTERVAL_S, plan_pairs
 
@@ -126,7 +126,9 @@ def _results(sc, run, started):
     per_flow, info = run.flows.series()
     series = _grid(per_flow, info, run.ran_s)
     rates, names = counters.egress_rates(fabric)
-    fid_links = counters.fidelity(run.samples, rates, names)
+    fid_links = counters.fidelity(run.samples, rates, names, counters.egress_owners(fabric),
+                                  counters.fault_edges(fabric, faults, SETTLE_S),
+                                  frame_bytes=fabric.mtu + 14)
     m = compute_metrics(series, info, faults, run.ran_s, fid_links)
     m["queue_drops"] = counters.queue_drops(run.samples, names)
     if sc.jobs:
@@ -144,7 +146,8 @@ def _results(sc, run, started):
         m["dci_bytes"] = counters.dci_bytes(fabric, run.samples)
         m["cpu_per_packet"] = counters.cpu_per_packet(run.agent_results, run.emulator)
     m["host_cpu"] = counters.cpu_summary(run.cpu)
-    trustworthy = trust.is_trustworthy(m["fidelity"]["min"])
+    judged = trust.assess(m, faults)
+    trustworthy = judged["trustworthy"]
     exp = expectations.evaluate(sc.expect, m, trustworthy)
     return {
         "scenario": sc.name, "description": sc.description, "scenario_file": sc.path,
@@ -152,7 +155,7 @@ def _results(sc, run, started):
         # A run that hit problems (a tool that failed, routes not installed)
         # did not do what the scenario asked, whatever the numbers say.
         "passed": trustworthy and expectations.all_passed(exp) and not run.problems,
-        "trustworthy": trustworthy,
+        "trustworthy": trustworthy, "trust": judged,
         "fabric": {"kind": fabric.kind, "datapath": run.datapath, "hosts": len(fabric.hosts()),
                    "switches": len(fabric.switches()), "links": len(fabric.links),
                    "bringup_s": run.bringup_s},

@@ -1,10 +1,11 @@
 """Names the scenario format gives to what a drill measures per training
 job: an expectation on one of these must name its job. The schema's enum
 lists them with the flow metrics (a unit test keeps it in step with what
-results/expectations.py can look up)."""
+results/expectations.py can look up). Each is measured while the drill
+runs; none is a number the schedule fixes before it does."""
 
 JOB_METRICS = ("iteration_time_s", "iteration_time_p50_s", "iteration_time_p99_s",
                "job_completion_s", "gpu_utilization", "bytes_per_rank_ratio",
                "iteration_time_vs_analytical", "retransmissions", "retransmission_ratio",
-               "gaps_seen", "crossing_bytes_per_iteration", "dci_bytes", "stalled_iterations",
+               "gaps_seen", "dci_bytes", "stalled_iterations",
                "fault_iteration_slowdown", "iterations_completed")

@@ -1,42 +1,65 @@
 """What the sampled queue counters say (pure): per-egress fidelity over the
-intervals a port was saturated, packets the modeled queues dropped, bytes
-over the DC interconnect, and host CPU.
+intervals a port had packets waiting, packets the modeled queues dropped,
+bytes over the DC interconnect, and host CPU.
 
 Samples are (t, {dev: (bytes sent, backlog bytes, drops)}) as the drill's
-sampler takes them, 10 per second. A sample interval that starts and ends
-with packets waiting (or that dropped) is *saturated*: the port had more to
-send than its rate allowed throughout, so it should have sent at the full
-rate, and achieved/configured over those intervals is the emulation's
-fidelity on that link direction (1.0 = the emulator delivered what the link
-promised). A direction counts as loaded when at least half of its active
-intervals, and at least 1 s of them, were saturated.
+sampler takes them, 10 per second. An egress is *busy* over a sample
+interval that starts with packets waiting in its queue. A shaper that
+delivers its rate sends, within the interval, what was waiting at its
+start, up to what its rate allows in the interval (FIFO: later arrivals
+queue behind those bytes). That is the port's debt for the interval;
+delivered / owed over its busy intervals is the emulation's fidelity on
+that egress (1.0 = the emulator kept every promise the link made). The
+bound holds however bursty the traffic, so every egress that was busy for
+at least 1 s in all is judged, switch ports and host ports alike, each on
+its own.
 """
 
-SATURATED_MIN_SAMPLES = 10   # a direction must be saturated for >= 1 s to count
-SATURATED_MIN_SHARE = 0.5
+BUSY_MIN_SAMPLES = 10     # an egress must be busy for >= 1 s in all to be judged
+# Sample stamps are taken once all counters are read, a few ms after the
+# switch ports' counters were: the interval a port really had is up to
+# that much shorter than the stamps say, so its debt allows for it.
+STAMP_SLACK = 0.05
 
 
-def fidelity(samples, configured_mbit, names):
-    """Per egress device that was saturated long enough: configured and
-    achieved Mbit/s over its saturated samples. `configured_mbit` and
-    `names` map device -> rate and device -> link name."""
+def fidelity(samples, configured_mbit, names, owners=None, skip=None, frame_bytes=0):
+    """Per egress device busy long enough: its configured rate, the rate it
+    sent at while busy, the seconds it was busy and its fidelity (bytes
+    delivered / bytes owed, see the module's docstring).
+
+    `configured_mbit` and `names` map device -> rate and device -> link name;
+    `owners` maps device -> (node, is a switch); `skip` maps device ->
+    [(start, end)] of drill time whose intervals are not judged (a link
+    going down empties its queue without sending it); `frame_bytes` is the
+    largest frame, which a shaper may still be waiting to send when an
+    interval ends."""
+    owners, skip = owners or {}, skip or {}
     out = {}
     for dev, rate in configured_mbit.items():
-        busy_bits, busy_time, busy_n, active_n = 0.0, 0.0, 0, 0
+        busy_n, busy_s, sent_busy, owed_sum, delivered_sum = 0, 0.0, 0, 0.0, 0.0
         for (ta, ca), (tb, cb) in zip(samples, samples[1:]):
-            if dev not in ca or dev not in cb:
+            if dev not in ca or dev not in cb or tb <= ta:
                 continue
-            (bytes_a, backlog_a, drops_a), (bytes_b, backlog_b, drops_b) = ca[dev], cb[dev]
-            if bytes_b > bytes_a:
-                active_n += 1
-            if (backlog_a > 0 and backlog_b > 0) or drops_b > drops_a:
-                busy_bits += (bytes_b - bytes_a) * 8
-                busy_time += tb - ta
-                busy_n += 1
-        if (busy_n >= SATURATED_MIN_SAMPLES and busy_n >= SATURATED_MIN_SHARE * active_n
-                and busy_time > 0):
-            out[f"{names[dev]} ({dev} egress)"] = {"configured_mbit": rate,
-                                                  "achieved_mbit": busy_bits / busy_time / 1e6}
+            if any(ta < end and tb > start for start, end in skip.get(dev, ())):
+                continue
+            (bytes_a, backlog_a, _), (bytes_b, _, _) = ca[dev], cb[dev]
+            if backlog_a <= 0:
+                continue
+            room = rate * 1e6 / 8 * (tb - ta) * (1 - STAMP_SLACK) - frame_bytes
+            owed = min(backlog_a, max(room, 0.0))
+            sent = bytes_b - bytes_a
+            busy_n += 1
+            busy_s += tb - ta
+            sent_busy += sent
+            owed_sum += owed
+            delivered_sum += min(sent, owed)
+        if busy_n < BUSY_MIN_SAMPLES or busy_s <= 0:
+            continue
+        node, is_switch = owners.get(dev, (None, None))
+        out[f"{names[dev]} ({dev} egress)"] = {
+            "configured_mbit": rate, "achieved_mbit": sent_busy * 8 / busy_s / 1e6,
+            "fidelity": delivered_sum / owed_sum if owed_sum > 0 else None,
+            "busy_s": round(busy_s, 3), "node": node, "switch": is_switch}
     return out
 
 
@@ -48,6 +71,27 @@ def egress_rates(fabric):
             rates[end.ifname] = fabric.scaled_mbit(link)
             names[end.ifname] = link.name
     return rates, names
+
+
+def egress_owners(fabric):
+    """{egress dev: (node it leaves, whether that node is a switch)}."""
+    return {end.ifname: (end.node, fabric.nodes[end.node].is_switch)
+            for link in fabric.links for end in (link.a, link.b)}
+
+
+def fault_edges(fabric, faults, settle_s):
+    """{egress dev: [(start, end)]}: for both ends of every link a fault
+    pulled or replugged, settle_s either side of the fault (the queue there
+    is flushed when the link goes down, not sent; the fault's stamp is
+    taken once the command returned, a little after the cable moved)."""
+    out = {}
+    for f in faults:
+        t = f.get("applied_at")
+        t = f["at"] if t is None else t
+        link = fabric.links_between(*f["link"])[f.get("index") or 0]
+        for end in (link.a, link.b):
+            out.setdefault(end.ifname, []).append((t - settle_s, t + settle_s))
+    return out
 
 
 def cpu_summary(cpu, saturated=0.95):
@@ -65,6 +109,8 @@ def dci_bytes(fabric, samples, start=None, end=None):
     """Bytes that crossed the DC interconnect, measured on the egress
     counters of every DCI link end (both directions), over the whole run or
     between the samples that bracket [start, end]."""
+    if not samples:
+        return 0
     if start is not None:
         before = [s for s in samples if s[0] <= start] or samples[:1]
         after = [s for s in samples if s[0] >= end] or samples[-1:]

@@ -17,6 +17,7 @@ PASSED, FAILED, UNTRUSTWORTHY = "passed", "failed", "untrustworthy"
 METRIC_KEYS = {
     "max_silence_s": "max_silence_s",
     "fault_throughput_ratio": "fault_throughput_ratio",
+    "recovered_throughput_ratio": "recovered_throughput_ratio",
     "mean_throughput_mbit": "mean_mbit",
 }
 FIDELITY = "fidelity"
@@ -58,7 +59,8 @@ def lookup(metrics, metric, host, job=None):
         if host is not None:
             return None, "fidelity is measured per link, not per host"
         value = (metrics.get("fidelity") or {}).get("min")
-        return value, None if value is not None else "no link was loaded, fidelity unknown"
+        return value, None if value is not None else ("nothing was busy long enough to "
+                                                     "measure fidelity")
     if metric not in METRIC_KEYS:
         return None, f"unknown metric {metric!r} (known: {', '.join(METRICS)})"
     if host is None:
@@ -105,7 +107,7 @@ def evaluate_one(item, metrics, trustworthy):
     if not trustworthy:
         # Keep what the numbers said, but never let them count as a pass.
         verdict = "would pass" if within else (reason or "failed")
-        reason = f"fidelity below threshold, result not trustworthy ({verdict})"
+        reason = f"run not trustworthy, see its trust checks ({verdict})"
         status = UNTRUSTWORTHY
     return {
         "name": item.get("name") or metric,

@@ -21,6 +21,7 @@ from statistics import median
 WARMUP_S = 1.0          # ignored at the start of traffic (TCP slow start)
 SETTLE_S = 1.0          # ignored after each link-down / link-up edge
 RECOVERED_FRACTION = 0.9  # "recovered" = aggregate back to 90% of before
+RECOVERY_WINDOW_S = 5.0   # traffic after the faults is judged over the run's last 5 s
 SILENCE_FLOOR_MBIT = 0.01   # below this a sample is silent, whatever the flow
 SILENCE_FRACTION = 0.01     # ... or below 1% of the flow's own median rate
 _EPS = 1e-6             # tolerance for float sample times (0.1 * 3 != 0.3)
@@ -72,9 +73,13 @@ class Series:
 class LinkFidelity:
     configured_mbit: float
     achieved_mbit: float | None
+    measured: float | None = None   # fidelity measured directly (counters.fidelity)
+    details: dict = field(default_factory=dict)   # carried into the report as is
 
     @property
     def fidelity(self):
+        if self.measured is not None:
+            return self.measured
         if self.achieved_mbit is None or not self.configured_mbit:
             return None
         return self.achieved_mbit / self.configured_mbit
@@ -106,12 +111,16 @@ def as_faults(objs):
 
 
 def as_link_fidelity(links):
-    """Accept {name: LinkFidelity} or {name: {configured_mbit, achieved_mbit}}."""
+    """Accept {name: LinkFidelity} or {name: {configured_mbit, achieved_mbit,
+    fidelity?, ...}}; other keys ride along into the report."""
     out = {}
     for name, item in (links or {}).items():
         if not isinstance(item, LinkFidelity):
+            rest = {k: v for k, v in item.items()
+                    if k not in ("configured_mbit", "achieved_mbit", "fidelity")}
             item = LinkFidelity(float(item["configured_mbit"]),
-                                _opt_float(item.get("achieved_mbit")))
+                                _opt_float(item.get("achieved_mbit")),
+                                _opt_float(item.get("fidelity")), rest)
         out[name] = item
     return out
 
@@ -286,6 +295,23 @@ def recovery_s(t, aggregate_values, interval_s, last_up, before):
     return None
 
 
+def recovered_ratio(t, aggregate_values, interval_s, last_up, before):
+    """Throughput over the run's last RECOVERY_WINDOW_S (clear of the settle
+    margin after `last_up`) over `before`: once every failed link is back,
+    does the traffic flow again? The end of the run is far enough from the
+    link-up for TCP's retransmission back-off to have run its course, so a
+    host still silent there was left without a path (routes never restored).
+    None without a link-up that closed the outages or without a baseline.
+    """
+    if last_up is None or not before or not t:
+        return None
+    end = t[-1]
+    start = max(last_up + SETTLE_S, end - RECOVERY_WINDOW_S)
+    if start >= end:
+        return None
+    return _ratio(window_mean(t, aggregate_values, start, end, interval_s), before)
+
+
 # ---------------------------------------------------------------- metrics
 
 def _ratio(during, before):
@@ -295,7 +321,8 @@ def _ratio(during, before):
 
 
 def group_metrics(t, interval_s, value_lists, periods, has_faults):
-    """before/during/after, ratio, recovery and mean for a set of flows."""
+    """before/during/after, ratio, recovery (time and final share) and mean
+    for a set of flows."""
     agg = aggregate(value_lists, len(t))
     before = _period_mean(t, agg, interval_s, [periods.before], periods.blackouts)
     during = (_period_mean(t, agg, interval_s, periods.during, periods.blackouts)
@@ -309,6 +336,8 @@ def group_metrics(t, interval_s, value_lists, periods, has_faults):
         "after_mbit": _round(after),
         "fault_throughput_ratio": _round(_ratio(during, before) if has_faults else None),
         "recovery_s": recovery_s(t, agg, interval_s, periods.last_up, before),
+        "recovered_throughput_ratio": _round(recovered_ratio(t, agg, interval_s,
+                                                             periods.last_up, before)),
     }
 
 
@@ -331,10 +360,10 @@ def flow_metrics(series, flows):
 
 
 def fidelity_metrics(fidelity_links):
-    """{links: {name: {configured_mbit, achieved_mbit, fidelity}}, min}."""
+    """{links: {name: {configured_mbit, achieved_mbit, fidelity, ...}}, min}."""
     links = {name: {"configured_mbit": lf.configured_mbit,
                     "achieved_mbit": lf.achieved_mbit,
-                    "fidelity": _round(lf.fidelity)}
+                    "fidelity": _round(lf.fidelity), **lf.details}
              for name, lf in as_link_fidelity(fidelity_links).items()}
     measured = [v["fidelity"] for v in links.values() if v["fidelity"] is not None]
     return {"links": links, "min": min(measured) if measured else None}
@@ -381,6 +410,7 @@ def compute_metrics(series, flows, faults, duration, fidelity_links):
         "outages": link_outages(faults, duration),
         "settings": {"interval_s": dt, "warmup_s": WARMUP_S, "settle_s": SETTLE_S,
                      "recovered_fraction": RECOVERED_FRACTION,
+                     "recovery_window_s": RECOVERY_WINDOW_S,
                      "silence_floor_mbit": SILENCE_FLOOR_MBIT,
                      "silence_fraction_of_median": SILENCE_FRACTION},
     }

@@ -28,13 +28,12 @@ def _headline(results):
 
 
 def _warning_block(results):
-    return "\n".join([
-        "> **WARNING: LOW EMULATION FIDELITY - THESE RESULTS ARE NOT TRUSTWORTHY**",
-        ">",
-        "> " + " ".join(reasons(results)) + " The host could not emulate this "
-        "fabric faithfully, so no expectation is allowed to pass. Use a smaller "
-        "fabric, a larger rate scale-down, or a less loaded machine, and re-run.",
-    ])
+    return "\n".join(
+        ["> **WARNING: THE EMULATION DID NOT HOLD - THESE RESULTS ARE NOT TRUSTWORTHY**", ">"]
+        + [f"> - {r}" for r in reasons(results)]
+        + [">", "> The machine could not emulate this fabric faithfully, so no expectation is "
+           "allowed to pass. Use a smaller fabric, a larger rate scale-down, or a less loaded "
+           "machine, and re-run."])
 
 
 def _scope(e):
@@ -100,14 +99,16 @@ def _section_hosts(metrics):
     def row(label, nflows, m):
         return [label, nflows] + [m.get(k) for k in ("mean_mbit", "before_mbit", "during_mbit",
                                                       "after_mbit", "fault_throughput_ratio",
-                                                      "max_silence_s", "recovery_s")]
+                                                      "max_silence_s", "recovery_s",
+                                                      "recovered_throughput_ratio")]
 
     rows = [row(h, len(m.get("flows") or []), m) for h, m in hosts.items()]
     overall = metrics.get("overall") or {}
     if overall:
         rows.append(row("(all)", len(metrics.get("flows") or {}), overall))
     return md_table(["source host", "flows", "mean Mbit/s", "before Mbit/s", "during Mbit/s",
-                     "after Mbit/s", "during/before", "max silence (s)", "recovery (s)"], rows)
+                     "after Mbit/s", "during/before", "max silence (s)", "recovery (s)",
+                     "end/before"], rows)
 
 
 def _section_flows(metrics):
@@ -121,30 +122,77 @@ def _section_flows(metrics):
     return md_table(["flow", "src", "dst", "mean Mbit/s", "max silence (s)"], rows)
 
 
-def _section_fidelity(results):
-    fid = (results.get("metrics") or {}).get("fidelity") or {}
+_STATUS = {True: "ok", False: "FAILED", None: "not judged"}
+
+
+def _check_status(check):
+    if check.get("ok") is False and check.get("severity") == "warn":
+        return "WARNING"
+    return _STATUS[check.get("ok")]
+
+
+def _trust_table(trust):
+    rows = [[c.get("name"), c.get("measures"), c.get("value"), c.get("expected") or "-",
+             _check_status(c), c.get("reason") or c.get("note") or ""]
+            for c in trust.get("checks") or []]
+    return md_table(["check", "measures", "measured", "expected", "status", "why"], rows)
+
+
+def _links_table(links):
+    rows = [[name, v.get("node") or "-", v.get("configured_mbit"), v.get("achieved_mbit"),
+             v.get("busy_s"), v.get("fidelity")] for name, v in links.items()]
+    return md_table(["egress", "of", "configured Mbit/s", "sent while busy Mbit/s",
+                     "busy (s)", "fidelity"], rows)
+
+
+def _generators_text(gen):
+    missing = gen.get("missing_results") or []
+    worst = gen.get("worst")
+    text = (f"Traffic generators: {fmt(gen.get('packets_sent'))} packets sent, "
+            f"{fmt(gen.get('late_packets'))} late, max lag {fmt(gen.get('max_lag_s'), ' s')}, "
+            f"{fmt(gen.get('lost_s'), ' s')} lost behind the pacing; the worst port was on time "
+            f"**{fmt(gen.get('on_time'))}** of the time it had packets ready")
+    if worst:
+        text += f" ({worst.get('host')} {worst.get('port')})"
+    if gen.get("mean_on_time") is not None:
+        text += f", all ports together {fmt(gen['mean_on_time'])}"
+    if missing:
+        text += f"; no results from {', '.join(map(str, missing))}"
+    return text + "."
+
+
+def _ports_table(ports):
+    rows = [[host, name, p.get("tx_s"), p.get("lost_s"), p.get("on_time"),
+             "yes" if p.get("judged") else "too little"]
+            for host, per_port in ports.items() for name, p in per_port.items()]
+    return md_table(["agent", "port", "sent at line rate (s)", "idle while ready (s)",
+                     "on time", "judged"], rows)
+
+
+def _section_trust(results):
+    """The checks that decide trust, then the measurements behind them."""
+    metrics = results.get("metrics") or {}
+    fid = metrics.get("fidelity") or {}
     links = fid.get("links") or {}
     parts = []
     if low_fidelity(results):
         parts.append(_warning_block(results))
-    parts.append(f"Minimum fidelity over loaded links: **{fmt(fid.get('min'))}** "
+    if results.get("trust"):
+        parts.append(_trust_table(results["trust"]))
+    parts.append(f"Minimum fidelity over busy egresses and agent ports: **{fmt(fid.get('min'))}** "
                  f"(trustworthy at >= {fmt(FIDELITY_THRESHOLD)}).")
     if links:
-        rows = [[name, v.get("configured_mbit"), v.get("achieved_mbit"), v.get("fidelity")]
-                for name, v in links.items()]
-        parts.append(md_table(["link", "configured Mbit/s", "achieved Mbit/s", "fidelity"], rows))
+        parts.append(_links_table(links))
+        parts.append("*fidelity*: bytes an egress delivered over the bytes it owed in the 0.1 s "
+                     "intervals that began with packets waiting (what waited, up to what its rate "
+                     "allows).")
     else:
-        parts.append("No link was loaded enough to measure fidelity.")
-    metrics = results.get("metrics") or {}
+        parts.append("No egress was busy long enough to measure its fidelity.")
     gen = metrics.get("generators")
     if gen:
-        missing = gen.get("missing_results") or []
-        parts.append(
-            f"Traffic generators: {fmt(gen.get('packets_sent'))} packets sent, "
-            f"{fmt(gen.get('late_packets'))} late, max lag {fmt(gen.get('max_lag_s'), ' s')}, "
-            f"{fmt(gen.get('lost_s'), ' s')} lost behind the pacing, on time "
-            f"**{fmt(gen.get('on_time'))}** of the time"
-            + (f"; no results from {', '.join(map(str, missing))}" if missing else "") + ".")
+        parts.append(_generators_text(gen))
+        if gen.get("ports"):
+            parts.append(_ports_table(gen["ports"]))
     drops = metrics.get("queue_drops")
     if drops:
         parts.append("Packets dropped by modeled queues: " + ", ".join(
@@ -188,8 +236,9 @@ def _section_jobs(results):
                        "retransmissions", "timeouts", "GPU util", "stalled"], rows)]
     parts.append("*iter*: job-level iteration time (an iteration ends when its last rank "
                  "ends it); mean, p50 and p99 skip the first iteration (start-up skew). "
-                 "*bytes ratio*: the received bytes of the rank-iteration furthest from the "
-                 "expected volume, over that volume. *GPU util*: compute time over iteration "
+                 "*bytes ratio*: the payload bytes receivers counted in the rank-iteration "
+                 "furthest from the algorithm's formula, over the formula (no formula, no "
+                 "ratio). *GPU util*: compute time over iteration "
                  f"time (a proxy). *stalled*: iterations longer than {fmt(STALL_FACTOR)}x the "
                  "median.")
     for name, j in jobs.items():
@@ -264,7 +313,7 @@ def render_summary(results):
         sections.append(("Training jobs", _section_jobs(results)))
     sections += [("Per-host throughput", _section_hosts(metrics)),
                  ("Per-flow", _section_flows(metrics)),
-                 ("Fidelity", _section_fidelity(results)),
+                 ("Trust", _section_trust(results)),
                  ("Fabric", _section_fabric(results))]
     for title, body in sections:
         parts.append(f"## {title}\n\n{body}")
@@ -274,5 +323,7 @@ def render_summary(results):
             f"_Before/during/after skip the first {fmt(notes.get('warmup_s'))} s of traffic "
             f"(TCP slow start) and {fmt(notes.get('settle_s'))} s after every fault edge; "
             f"recovery is the time until the aggregate is back to "
-            f"{fmt(100 * (notes.get('recovered_fraction') or 0))}% of before._")
+            f"{fmt(100 * (notes.get('recovered_fraction') or 0))}% of before; end/before is "
+            f"the throughput over the run's last {fmt(notes.get('recovery_window_s'))} s over "
+            f"before, once every failed link is back._")
     return "\n\n".join(parts) + "\n"

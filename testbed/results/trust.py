@@ -1,42 +1,98 @@
 """Whether a drill's numbers can be believed: the one place that decides.
 
-An emulator short of CPU delivers less than its links promise, and traffic
-generators short of CPU fall behind their pacing; numbers measured then
-describe the emulator, not the design. Two measurements decide, both
-computed from what was measured, never from what was configured:
-  * link fidelity: achieved / configured rate over the intervals an egress
-    was saturated (counters.fidelity);
-  * generator fidelity: the share of line rate the traffic agents' port
-    pacers kept while they had packets waiting; an agent that wrote no
-    results measured nothing (fidelity 0).
-The smaller of the two is the run's fidelity; below FIDELITY_THRESHOLD (or
-unknown) the run is untrustworthy and no expectation can pass. Loss that no
-modeled queue and no fault explains is named beside it.
+A run measures the design only if the emulator kept its promises while it
+ran. `assess` holds each promise against what was measured (never against
+what was configured) and says which one broke:
+
+  link_fidelity       every egress, switch port or host port, that had
+                      packets waiting sent them at its rate
+                      (counters.fidelity); the worst port is judged
+  generator_fidelity  every NIC port of every traffic agent kept to its
+                      line-rate pacing while it had packets ready; the
+                      worst port of the worst agent is judged
+  agent_results       every traffic agent wrote its results
+  emulator_loss       receivers saw no packet gap that neither a modeled
+                      queue drop nor a fault explains
+  fault_lag           every fault struck within MAX_FAULT_LAG_S of its time
+  convergence         the controller's routes were in place within
+                      MAX_CONVERGENCE_S of every fault
+  host_cpu            a warning only: the cores were saturated most of the run
+
+A worst case, not an average: one starved host among eight spoils a
+synchronous job however well the other seven did. Any failed check makes
+the run untrustworthy and no expectation can pass; the report names the
+checks that failed. When neither links nor generators were busy enough to
+be judged, the emulator's rate is unknown and that fails too.
 """
 from .text import fmt
 
 FIDELITY_THRESHOLD = 0.9   # below this the run measured the emulator, not the design
+# A port must have had packets ready this long before its pacing is judged:
+# a few hundred packets, enough for a share of time to mean something.
+MIN_JUDGED_BACKLOG_S = 0.5
+# Natively the timeline applies a fault within a few ms of its time and the
+# controller's routes are acknowledged (hosts included) 12-32 ms after it.
+# Ten times that means the machine was too busy to run the timeline or the
+# control plane as designed: the silence and slowdowns measured then are the
+# machine's, not the fabric's.
+MAX_FAULT_LAG_S = 0.1
+MAX_CONVERGENCE_S = 0.5
+# Every core saturated in most samples. Only a warning: agents and switches
+# may keep the cores busy while every promise above still holds, and each
+# check above measures what a starved CPU would spoil. It names the likely
+# cause when one of them fails.
+CPU_SATURATED_SHARE = 0.5
+
+FAIL, WARN = "fail", "warn"
+ALL_PORTS = "all ports"    # results written before agents reported per port
 
 
 # --- measuring ---------------------------------------------------------------
 
+def _port_pacing(p):
+    tx, lost = p.get("tx_s") or 0.0, p.get("lost_s") or 0.0
+    return {"tx_s": round(tx, 4), "lost_s": round(lost, 4), "packets": p.get("packets"),
+            "on_time": tx / (tx + lost) if tx + lost > 0 else None,
+            # A starved port sends little: what it had waiting, sent or not,
+            # is how much there was to judge.
+            "judged": tx + lost >= MIN_JUDGED_BACKLOG_S}
+
+
 def generator_metrics(agent_results):
-    """How far the generators fell behind their pacing: packets sent late and
-    the share of line rate they achieved while backlogged (a generator short
-    of CPU falls behind, and the run must say so)."""
-    got = [res for res in agent_results.values() if res]
-    tx = sum(res["pacing"]["tx_s"] for res in got)
-    lost = sum(res["pacing"]["lost_s"] for res in got)
-    return {"packets_sent": sum(r["packets_sent"] for res in got for r in res["jobs"]),
-            "late_packets": sum(res["pacing"]["late_packets"] for res in got),
-            "max_lag_s": max((res["pacing"]["max_lag_s"] for res in got), default=None),
-            "lost_s": round(lost, 4), "on_time": tx / (tx + lost) if tx else None,
+    """How well each agent's NIC ports kept to their line-rate pacing while
+    they had packets ready (tx_s / (tx_s + lost_s) per port), the worst
+    judged port, and the totals. Agents that reported only totals (older
+    results) are judged on those."""
+    got = {h: r for h, r in agent_results.items() if r}
+    ports = {}
+    for host, res in sorted(got.items()):
+        pacing = res["pacing"]
+        per_port = pacing.get("ports") or {ALL_PORTS: pacing}
+        ports[host] = {name: _port_pacing(p) for name, p in sorted(per_port.items())}
+    judged = [(p["on_time"], host, name) for host, pp in ports.items()
+              for name, p in pp.items() if p["judged"]]
+    worst = None
+    if judged:
+        on_time, host, name = min(judged)
+        worst = {"host": host, "port": name, **ports[host][name], "on_time": on_time}
+    tx = sum(res["pacing"]["tx_s"] for res in got.values())
+    lost = sum(res["pacing"]["lost_s"] for res in got.values())
+    return {"packets_sent": sum(r["packets_sent"] for res in got.values() for r in res["jobs"]),
+            "late_packets": sum(res["pacing"]["late_packets"] for res in got.values()),
+            "max_lag_s": max((res["pacing"]["max_lag_s"] for res in got.values()), default=None),
+            "lost_s": round(lost, 4),
+            "mean_on_time": tx / (tx + lost) if tx else None,
+            "on_time": worst["on_time"] if worst else None,
+            "worst": worst, "ports": ports,
+            "too_little": [f"{h} {name} ({fmt(p['tx_s'] + p['lost_s'], ' s')})"
+                           for h, pp in ports.items() for name, p in pp.items()
+                           if not p["judged"]],
             "missing_results": sorted(h for h, r in agent_results.items() if r is None)}
 
 
 def fold_generators(fidelity, generators):
-    """Make the generators' fidelity part of the run's (`fidelity` is the
-    metrics' fidelity dict, changed in place)."""
+    """Make the generators' fidelity (their worst port) part of the run's
+    (`fidelity` is the metrics' fidelity dict, changed in place)."""
     on_time = generators["on_time"]
     if on_time is not None:
         fidelity["generators_on_time"] = on_time
@@ -58,7 +114,186 @@ def unexplained_loss(job_metrics, queue_drops, faults):
                     "explains: the emulator lost them (see gap_events per job)"}
 
 
-# --- deciding ----------------------------------------------------------------
+# --- the checks --------------------------------------------------------------
+
+def _check(name, what, value, expected, ok, reason=None, note=None, severity=FAIL,
+           threshold=None):
+    return {"name": name, "measures": what, "value": value, "threshold": threshold,
+            "expected": expected, "ok": ok, "severity": severity, "reason": reason, "note": note}
+
+
+def _ms(seconds):
+    return f"{seconds * 1000:.0f} ms"
+
+
+def _link_check(metrics, generators_judged):
+    what = "worst share of owed bytes a busy egress delivered"
+    expected = f">= {fmt(FIDELITY_THRESHOLD)}"
+    links = ((metrics.get("fidelity") or {}).get("links")) or {}
+    judged = {name: v for name, v in links.items() if v.get("fidelity") is not None}
+    if not judged:
+        if generators_judged:
+            return _check("link_fidelity", what, None, expected, None,
+                          note="no egress had packets waiting for 1 s in all: not judged",
+                          threshold=FIDELITY_THRESHOLD)
+        return _check("link_fidelity", what, None, expected, False, threshold=FIDELITY_THRESHOLD,
+                      reason="nothing was busy long enough to judge the emulator: no egress had "
+                             "packets waiting for 1 s and no traffic agent had 0.5 s of packets "
+                             "ready on a port, so the fidelity is unknown")
+    name, worst = min(judged.items(), key=lambda kv: kv[1]["fidelity"])
+    value = worst["fidelity"]
+    switches = [v for v in judged.values() if v.get("switch")]
+    note = f"{len(judged)} busy egress{'' if len(judged) == 1 else 'es'} judged"
+    if any("switch" in v for v in judged.values()):
+        note += f", {len(switches)} of them switch ports"
+        if not switches:
+            note += ("; no switch port had packets waiting for 1 s, so no switch's rate "
+                     "was put to the test")
+    reason = None
+    if value < FIDELITY_THRESHOLD:
+        reason = (f"egress {name} delivered {fmt(value)} of the bytes it owed while packets "
+                  f"waited (worst port; threshold {fmt(FIDELITY_THRESHOLD)})")
+    return _check("link_fidelity", what, value, expected, reason is None, reason, note,
+                  threshold=FIDELITY_THRESHOLD)
+
+
+def _generator_check(gen):
+    what = "worst share of time an agent's port kept to its line-rate pacing"
+    expected = f">= {fmt(FIDELITY_THRESHOLD)}"
+    if gen is None:
+        return _check("generator_fidelity", what, None, expected, None,
+                      note="no traffic agents in this drill", threshold=FIDELITY_THRESHOLD)
+    too_little = gen.get("too_little") or []
+    note = ("too little traffic to judge: " + ", ".join(too_little)) if too_little else None
+    worst = gen.get("worst")
+    if worst is None:
+        return _check("generator_fidelity", what, None, expected, None,
+                      note=note or "no agent port had packets ready", threshold=FIDELITY_THRESHOLD)
+    value = worst["on_time"]
+    reason = None
+    if value < FIDELITY_THRESHOLD:
+        where = f"the agent on {worst['host']}" + (
+            "" if worst["port"] == ALL_PORTS else f", port {worst['port']},")
+        reason = (f"{where} kept to its line-rate pacing only {fmt(value)} of the time it had "
+                  f"packets ready ({fmt(worst['lost_s'], ' s')} lost; threshold "
+                  f"{fmt(FIDELITY_THRESHOLD)})")
+    return _check("generator_fidelity", what, value, expected, reason is None, reason, note,
+                  threshold=FIDELITY_THRESHOLD)
+
+
+def _agents_check(gen):
+    what = "traffic agents that wrote no results"
+    if gen is None:
+        return _check("agent_results", what, None, "none", None, note="no traffic agents")
+    missing = gen.get("missing_results") or []
+    reason = None
+    if missing:
+        reason = (f"no results from the traffic agents on {', '.join(map(str, missing))}: "
+                  "what they sent and received was not measured")
+    return _check("agent_results", what, len(missing), "none", not missing, reason, threshold=0)
+
+
+def _loss_check(metrics, faults):
+    what = "packet gaps no modeled drop and no fault explains"
+    jobs = metrics.get("jobs")
+    if not jobs:
+        return _check("emulator_loss", what, None, "0", None,
+                      note="no traffic agents counted gaps in this drill")
+    seen = sum(jm.get("gaps_seen") or 0 for jm in jobs.values())
+    lost = unexplained_loss(jobs, metrics.get("queue_drops"), faults)
+    if lost:
+        per_job = ", ".join(f"{job}: {n}" for job, n in sorted(lost["gaps_seen"].items()))
+        return _check("emulator_loss", what, seen, "0", False, threshold=0,
+                      reason=f"receivers saw {seen} packet gaps ({per_job}) that no modeled "
+                             "queue dropped and no fault explains: the emulator lost packets")
+    note = None
+    if seen:
+        note = f"{seen} gaps, explained by " + (
+            "modeled queue drops" if metrics.get("queue_drops") else "the faults")
+    return _check("emulator_loss", what, 0, "0", True, note=note, threshold=0)
+
+
+def fault_label(i, fault):
+    """'fault 2 (link-down s0h0-t0r0k0)': numbered from 1 in the order applied."""
+    link = "-".join(map(str, fault.get("link") or ())) + (
+        f" #{fault['index']}" if fault.get("index") else "")
+    return f"fault {i + 1} ({fault.get('action')} {link})"
+
+
+def _lag_check(faults):
+    what = "worst delay of a fault after its scheduled time (s)"
+    expected = f"<= {fmt(MAX_FAULT_LAG_S)}"
+    lags = [(f["applied_at"] - f["at"], i, f) for i, f in enumerate(faults)
+            if f.get("applied_at") is not None and f.get("at") is not None]
+    if not lags:
+        return _check("fault_lag", what, None, expected, None, note="no faults were applied",
+                      threshold=MAX_FAULT_LAG_S)
+    lag, i, f = max(lags, key=lambda x: x[0])
+    reason = None
+    if lag > MAX_FAULT_LAG_S:
+        reason = (f"{fault_label(i, f)} applied {_ms(lag)} late (limit {_ms(MAX_FAULT_LAG_S)}): "
+                  "the drill did not keep its timeline")
+    return _check("fault_lag", what, round(lag, 4), expected, reason is None, reason,
+                  threshold=MAX_FAULT_LAG_S)
+
+
+def _convergence_check(faults):
+    """The controller answers every port change with a new routes version
+    (even an unchanged one), so a fault with no acknowledged routes after it
+    (converged_s None) means the controller was dead or hung: the run did not
+    emulate the fabric it describes, and that fails the check too. Faults
+    without the key at all (results from elsewhere) are not judged."""
+    what = "worst time from a fault to its routes being acknowledged (s)"
+    expected = f"<= {fmt(MAX_CONVERGENCE_S)}"
+    timed = [(i, f) for i, f in enumerate(faults) if "converged_s" in f]
+    if not timed:
+        return _check("convergence", what, None, expected, None, threshold=MAX_CONVERGENCE_S,
+                      note="no faults" if not faults else "convergence was not recorded")
+    silent = [(i, f) for i, f in timed if f["converged_s"] is None]
+    if silent:
+        i, f = silent[0]
+        return _check("convergence", what, None, expected, False, threshold=MAX_CONVERGENCE_S,
+                      reason=f"the controller acknowledged no routes after {fault_label(i, f)}: "
+                             "it did not react")
+    worst, i, f = max((f["converged_s"], i, f) for i, f in timed)
+    reason = None
+    if worst > MAX_CONVERGENCE_S:
+        reason = (f"routes converged {_ms(worst)} after {fault_label(i, f)} (limit "
+                  f"{_ms(MAX_CONVERGENCE_S)}; tens of ms on an idle machine)")
+    return _check("convergence", what, worst, expected, reason is None, reason,
+                  threshold=MAX_CONVERGENCE_S)
+
+
+def _cpu_check(metrics):
+    what = "share of samples with every core saturated"
+    expected = f"<= {fmt(CPU_SATURATED_SHARE)}"
+    share = (metrics.get("host_cpu") or {}).get("saturated_share")
+    if share is None:
+        return _check("host_cpu", what, None, expected, None, severity=WARN,
+                      note="CPU was not sampled", threshold=CPU_SATURATED_SHARE)
+    reason = None
+    if share > CPU_SATURATED_SHARE:
+        reason = (f"every core was saturated in {share * 100:.0f}% of the samples: the machine "
+                  "had no CPU to spare")
+    return _check("host_cpu", what, share, expected, reason is None, reason, severity=WARN,
+                  threshold=CPU_SATURATED_SHARE)
+
+
+def assess(metrics, faults=()):
+    """Every check of the run and the decision: {trustworthy, failed (names
+    of the failed checks), warnings (names), checks: [{name, measures, value,
+    threshold, expected, ok (None: not judged), severity, reason, note}]}."""
+    gen = metrics.get("generators")
+    gen_check = _generator_check(gen)
+    checks = [_link_check(metrics, gen_check["ok"] is not None), gen_check, _agents_check(gen),
+              _loss_check(metrics, faults), _lag_check(faults), _convergence_check(faults),
+              _cpu_check(metrics)]
+    failed = [c["name"] for c in checks if c["ok"] is False and c["severity"] == FAIL]
+    warnings = [c["name"] for c in checks if c["ok"] is False and c["severity"] == WARN]
+    return {"trustworthy": not failed, "failed": failed, "warnings": warnings, "checks": checks}
+
+
+# --- deciding, from a results dict --------------------------------------------
 
 def is_trustworthy(fidelity_min):
     """Fidelity good enough to believe the run? Unknown fidelity is not."""
@@ -69,8 +304,18 @@ def fidelity_min(results):
     return (((results.get("metrics") or {}).get("fidelity")) or {}).get("min")
 
 
+def failed_checks(results):
+    """The checks that failed, then the warnings (empty for results written
+    before the checks existed)."""
+    checks = (results.get("trust") or {}).get("checks") or []
+    bad = [c for c in checks if c.get("ok") is False]
+    return ([c for c in bad if c.get("severity") != WARN]
+            + [c for c in bad if c.get("severity") == WARN])
+
+
 def _generator_problems(results):
-    """Sentences about traffic generators that fell behind or wrote nothing."""
+    """Sentences about traffic generators that fell behind or wrote nothing
+    (results written before the checks existed)."""
     gen = (results.get("metrics") or {}).get("generators") or {}
     problems = []
     if gen.get("missing_results"):
@@ -84,17 +329,22 @@ def _generator_problems(results):
 
 
 def low_fidelity(results):
-    """True when the run itself says it is untrustworthy, fidelity is low,
-    or the training jobs' traffic generators could not keep up (read from a
-    results dict, so that a report of any run says the same)."""
+    """True when the run is not to be believed (read from a results dict, so
+    that a report of any run, old ones included, says the same)."""
+    if results.get("trust"):
+        return results.get("trustworthy") is False or results["trust"].get("trustworthy") is False
     fid = fidelity_min(results)
     return (results.get("trustworthy") is False or (fid is not None and fid < FIDELITY_THRESHOLD)
             or bool(_generator_problems(results)))
 
 
 def reasons(results):
-    """Sentences saying why a run is not trustworthy: generators that fell
-    behind, and the worst loaded link when it fell short."""
+    """Sentences saying why a run is not trustworthy: each failed check
+    names its measurement, then a warning that may explain it."""
+    if results.get("trust"):
+        causes = [f"{c['name']}: {c['reason']}." for c in failed_checks(results)
+                  if c.get("reason")]
+        return causes or ["The run was marked untrustworthy."]
     fid = fidelity_min(results)
     causes = _generator_problems(results)
     links = ((results.get("metrics") or {}).get("fidelity") or {}).get("links") or {}

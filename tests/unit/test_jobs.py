@@ -190,6 +190,18 @@ def test_bytes_ratio_picks_a_large_excess_too():
     assert m["bytes_per_rank_ratio"] == pytest.approx(1530 / 1500)
 
 
+def test_bytes_ratio_needs_a_formula_not_the_schedule():
+    # Every rank received exactly what its schedule plans, but an all-to-all
+    # has no formula here: comparing with the schedule would check the
+    # schedule against itself, so there is no ratio.
+    m = job_metrics([job(collective="all-to-all")], ring_results(), RATE)["jobs"]["j"]
+    assert m["bytes_per_rank_expected"] is None and m["bytes_per_rank_ratio"] is None
+    # A ring judges what the receivers counted against 2(N-1)/N x S.
+    short = ring_results(per_rank={2: {"received": [1500, 1500, 1125, 1500]}})
+    m = job_metrics([job()], short, RATE)["jobs"]["j"]
+    assert m["bytes_per_rank_ratio"] == pytest.approx(0.75)
+
+
 def test_gpu_utilization_is_weighted_by_ranks_across_jobs():
     def uniform(name, rank, compute, iter_s, n):
         return rank_result(name, rank, [iter_s * (k + 1) for k in range(n)], compute=compute)

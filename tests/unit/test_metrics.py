@@ -1,6 +1,7 @@
 """Metrics on synthetic series: silence, outage windows, before/during/after."""
 import pytest
 
+from testbed.results.expectations import evaluate
 from testbed.results.flows import (Fault, Flow, Series, aggregate, compute_metrics,
                              fault_periods, fault_windows, link_outages,
                              max_silence_s, window_mean)
@@ -280,3 +281,50 @@ def test_parallel_links_have_their_own_outages():
               {"at": 6, "applied_at": 6.0, "action": "link-up", "link": ["d1b0", "d0b0"], "index": 0},
               {"at": 8, "applied_at": 8.0, "action": "link-up", "link": ["d0b0", "d1b0"], "index": 1}]
     assert sorted(fault_windows(faults, 10)) == [(2.0, 6.0), (4.0, 8.0)]
+
+
+# ------------------------------------------------------------ recovery
+
+def single_tor_drill(resume_at):
+    """s0h0's one 40 Mbit/s flow over a 30 s run; its only link is down from
+    5 s to 15 s and the flow is silent until `resume_at` (None: never)."""
+    t = times(30)
+    silent_until = 30 if resume_at is None else resume_at
+    series = {"interval_s": DT, "t": t, "flows": {"f": rate(t, 40, silent=[(5, silent_until)])}}
+    return compute_metrics(series, {"f": {"src": "s0h0", "dst": "s1h0"}},
+                           [down(("s0h0", "t0"), 5), up(("s0h0", "t0"), 15)], 30, {})
+
+
+def test_traffic_back_after_the_back_off_has_recovered():
+    host = single_tor_drill(resume_at=24.2)["hosts"]["s0h0"]
+    assert host["recovered_throughput_ratio"] == pytest.approx(1.0)   # last 5 s: (25, 30]
+    assert host["max_silence_s"] == pytest.approx(19.2)
+
+
+def test_a_host_never_routed_back_has_not_recovered():
+    m = single_tor_drill(resume_at=None)
+    host = m["hosts"]["s0h0"]
+    assert host["recovered_throughput_ratio"] == 0
+    # a stall-only check would have passed this run
+    assert host["max_silence_s"] >= 9 and host["fault_throughput_ratio"] == 0
+    [r] = evaluate([{"metric": "recovered_throughput_ratio", "host": "s0h0", "min": 0.5}], m, True)
+    assert r["status"] == "failed" and "below 0.5" in r["reason"]
+
+
+def test_a_late_resume_counts_only_the_share_of_the_window_it_delivered():
+    host = single_tor_drill(resume_at=27.0)["hosts"]["s0h0"]
+    assert host["recovered_throughput_ratio"] == pytest.approx(3 / 5)
+
+
+def test_no_recovery_ratio_without_a_link_up_or_a_baseline():
+    t = times(10)
+    series = {"interval_s": DT, "t": t, "flows": {"f": rate(t, 40, silent=[(4, 10)])}}
+    m = compute_metrics(series, [{"id": "f", "src": "a", "dst": "b"}],
+                        [down(("a", "t0"), 4)], 10, {})
+    assert m["hosts"]["a"]["recovered_throughput_ratio"] is None
+    # the window never reaches back into the settle margin after the link-up
+    t = times(16)
+    series = {"interval_s": DT, "t": t, "flows": {"f": rate(t, 40, silent=[(5, 15.5)])}}
+    m = compute_metrics(series, [{"id": "f", "src": "a", "dst": "b"}],
+                        [down(("a", "t0"), 5), up(("a", "t0"), 15)], 16, {})
+    assert m["hosts"]["a"]["recovered_throughput_ratio"] is None

@@ -11,6 +11,7 @@ from testbed.results.compare import render_side_by_side
 from testbed.results.plots import plot_iterations, plot_throughput
 from testbed.results.store import jsonable, load_results, write_results
 from testbed.results.text import fmt
+from testbed.results.trust import assess, fold_generators, generator_metrics
 
 DT = 0.1
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -30,20 +31,29 @@ def drill(scenario="dual-tor-failover", achieved=39.0):
     series = {"interval_s": DT, "t": t, "flows": flows, "flow_info": info}
     fidelity = {"t0a~a0": {"configured_mbit": 40.0, "achieved_mbit": achieved}}
     metrics = compute_metrics(series, info, faults, 15, fidelity)
-    trustworthy = metrics["fidelity"]["min"] >= 0.9
-    expectations = evaluate([
-        {"name": "h0 keeps half", "metric": "fault_throughput_ratio", "host": "h0", "min": 0.45},
-        {"name": "h1 never stalls", "metric": "max_silence_s", "host": "h1", "max": 1.0},
-    ], metrics, trustworthy)
+    return judged(results_of(scenario, metrics, faults, series))
+
+
+def results_of(scenario, metrics, faults, series):
     return {"scenario": scenario, "description": "Fail one uplink of a dual-homed host.",
             "scenario_file": "scenarios/dual-tor-failover.yaml",
             "started": "2025-01-01T12:00:00+00:00", "duration_s": 15,
-            "passed": trustworthy and all(e["passed"] for e in expectations),
-            "trustworthy": trustworthy,
             "fabric": {"kind": "hpn", "datapath": "kernel", "hosts": 4, "switches": 6,
                        "links": 16},
-            "expectations": expectations, "metrics": metrics, "faults": faults,
+            "metrics": metrics, "faults": faults,
             "series": series, "files": {"summary": "summary.md", "plot": "throughput.png"}}
+
+
+def judged(results):
+    """Decide trust and judge the expectations, as the runner does."""
+    trust = assess(results["metrics"], results["faults"])
+    trustworthy = trust["trustworthy"]
+    expectations = evaluate([
+        {"name": "h0 keeps half", "metric": "fault_throughput_ratio", "host": "h0", "min": 0.45},
+        {"name": "h1 never stalls", "metric": "max_silence_s", "host": "h1", "max": 1.0},
+    ], results["metrics"], trustworthy)
+    return dict(results, passed=trustworthy and all(e["passed"] for e in expectations),
+                trustworthy=trustworthy, trust=trust, expectations=expectations)
 
 
 def test_results_json_round_trips(tmp_path):
@@ -80,9 +90,12 @@ def test_summary_warns_loudly_when_untrustworthy(tmp_path):
     assert all(e["status"] == "untrustworthy" for e in data["expectations"])
     text = (tmp_path / "summary.md").read_text()
     assert "## Result: FAILED (untrustworthy run)" in text
-    assert "WARNING: LOW EMULATION FIDELITY" in text
+    assert "WARNING: THE EMULATION DID NOT HOLD" in text
     assert "NOT TRUSTWORTHY" in text
-    assert "0.7" in text
+    # the failed measurement is named, with the egress that broke its promise
+    assert ("> - link_fidelity: egress t0a~a0 delivered 0.7 of the bytes it owed while "
+            "packets waited") in text
+    assert "| link_fidelity |" in text and "| FAILED |" in text
 
 
 def test_write_results_survives_sparse_results(tmp_path):
@@ -139,7 +152,24 @@ def test_fmt_and_jsonable():
                                                                        "2": {"y": None}}
 
 
-def job_drill(flows=True, on_time=0.98):
+def agent_results(on_time=0.98, missing=()):
+    """Four agents with two NIC ports each; port h2-p1 was on time `on_time`
+    of the time it had packets ready, every other port all of it."""
+    out = {}
+    for h in ("h0", "h1", "h2", "h3"):
+        ports = {f"{h}-p{k}": {"tx_s": 2.0, "lost_s": 0.0, "packets": 3472} for k in (0, 1)}
+        if h == "h2":
+            ports["h2-p1"]["lost_s"] = 2.0 * (1 / on_time - 1)
+        out[h] = None if h in missing else {
+            "host": h, "jobs": [{"packets_sent": 6944}],
+            "pacing": {"late_packets": 1739 if h == "h0" else 0,
+                       "max_lag_s": 0.0238 if h == "h0" else 0.001,
+                       "lost_s": sum(p["lost_s"] for p in ports.values()),
+                       "tx_s": 4.0, "ports": ports}}
+    return out
+
+
+def job_drill(flows=True, on_time=0.98, missing=()):
     """drill() plus one ring job that slowed down while h0's uplink was down,
     as the runner adds it; flows=False: a drill with jobs and no iperf3."""
     results = drill("ring-failover")
@@ -163,14 +193,12 @@ def job_drill(flows=True, on_time=0.98):
         "ce_marks": 5, "gpu_utilization": 0.3172, "stalled_iterations": 0,
         "iteration_before_s": 0.6, "iteration_during_s": 1.5, "iteration_after_s": 0.6}}
     metrics["gpu_utilization"] = 0.3172
-    metrics["generators"] = {"packets_sent": 27776, "late_packets": 1739, "max_lag_s": 0.0238,
-                             "lost_s": 0.4252, "on_time": on_time, "missing_results": []}
+    metrics["generators"] = generator_metrics(agent_results(on_time, missing))
+    fold_generators(metrics["fidelity"], metrics["generators"])
     metrics["host_cpu"] = {"mean_busy": 0.137, "saturated_share": 0.05}
     metrics["dci_bytes"] = 0
-    metrics["fidelity"]["generators_on_time"] = on_time
-    metrics["fidelity"]["min"] = min(metrics["fidelity"]["min"], on_time)
     results["files"]["iterations"] = "iterations.png"
-    return results
+    return judged(results)
 
 
 def headings(text):
@@ -192,23 +220,26 @@ def test_summary_shows_training_jobs(tmp_path):
     # the job section sits between the fault timeline and the flow tables
     assert headings(text).index("## Training jobs") == headings(text).index(
         "## Fault timeline") + 1
-    fidelity = text.split("## Fidelity")[1]
-    assert "27776 packets sent, 1739 late, max lag 0.0238 s" in fidelity
-    assert "on time **0.98**" in fidelity
-    assert "Host CPU: 14% busy on average" in fidelity and "5% of the samples" in fidelity
+    trust = text.split("## Trust")[1]
+    assert "27776 packets sent, 1739 late, max lag 0.0238 s" in trust
+    assert "the worst port was on time **0.98** of the time it had packets ready (h2 h2-p1)" in trust
+    assert "| h2 | h2-p1 | 2 | 0.0408 | 0.98 | yes |" in trust
+    assert "Host CPU: 14% busy on average" in trust and "5% of the samples" in trust
+    assert "| generator_fidelity |" in trust and "| emulator_loss |" in trust
+    assert "FAILED" not in trust
     assert "WARNING" not in text
     assert "h1->h2#1" in text          # the iperf3 flows are still reported
 
 
 def test_summary_warns_when_generators_fall_behind(tmp_path):
-    results = job_drill(on_time=0.7)
-    results["metrics"]["generators"]["missing_results"] = ["h3"]
+    results = job_drill(on_time=0.7, missing=["h3"])
     write_results(str(tmp_path), results)
     text = (tmp_path / "summary.md").read_text()
-    assert "WARNING: LOW EMULATION FIDELITY" in text
-    assert "line-rate pacing only 0.7 of the time" in text
-    assert "No results from the traffic agents on h3." in text
-    assert "no results from h3" in text.split("## Fidelity")[1]
+    assert "WARNING: THE EMULATION DID NOT HOLD" in text
+    assert ("> - generator_fidelity: the agent on h2, port h2-p1, kept to its line-rate pacing "
+            "only 0.7 of the time it had packets ready") in text
+    assert "> - agent_results: no results from the traffic agents on h3" in text
+    assert "no results from h3" in text.split("## Trust")[1]
 
 
 def test_summary_of_jobs_without_iperf3_flows(tmp_path):
@@ -244,7 +275,7 @@ def test_no_jobs_no_iterations_plot_and_same_sections(tmp_path):
     text = (tmp_path / "summary.md").read_text()
     assert headings(text) == ["## Result: PASSED - 2/2 expectations met", "## Expectations",
                               "## Fault timeline", "## Per-host throughput", "## Per-flow",
-                              "## Fidelity", "## Fabric"]
+                              "## Trust", "## Fabric"]
     assert "iperf3" not in text and "generators" not in text and "Host CPU" not in text
     assert "| source host | flows |" in text
 
@@ -273,9 +304,9 @@ def test_summary_locates_loss_and_names_what_the_emulator_lost(tmp_path):
     text = (tmp_path / "summary.md").read_text()
     assert "Packet gaps seen by the receivers of ring4 (2 in all; first 1)" in text
     assert "- 1.23 s: h1 -> h2, iteration 1, expected PSN 17, got 19" in text
-    fidelity = text.split("## Fidelity")[1]
-    assert "Packets dropped by modeled queues: t0a~a0 (t0a-e2 egress) 6." in fidelity
-    assert "**Loss outside the modeled network:** the emulator lost them (ring4: 2 gaps)." in fidelity
+    trust = text.split("## Trust")[1]
+    assert "Packets dropped by modeled queues: t0a~a0 (t0a-e2 egress) 6." in trust
+    assert "**Loss outside the modeled network:** the emulator lost them (ring4: 2 gaps)." in trust
 
 
 def test_summary_of_a_clean_run_mentions_no_gaps_or_drops(tmp_path):

@@ -1,4 +1,4 @@
-"""The pure readings of the qdisc samples: fidelity on saturated egress and
+"""The pure readings of the qdisc samples: fidelity on busy egresses and
 the drops the modeled queues account for."""
 import pytest
 
@@ -26,8 +26,8 @@ def test_queue_drops_needs_two_samples_and_known_devices():
     assert queue_drops(s, NAMES) == {}
 
 
-def test_fidelity_uses_only_intervals_that_started_and_ended_backlogged():
-    # 10 Mbit/s link: 12 saturated 0.1 s intervals of 125,000 bytes, then idle ones
+def test_fidelity_judges_the_intervals_that_began_backlogged():
+    # 10 Mbit/s link: 13 busy 0.1 s intervals of 125,000 bytes, then idle ones
     rows, sent = [], 0
     for k in range(13):
         rows.append((k * 0.1, {"a-e1": (sent, 3000, 0)}))
@@ -36,8 +36,10 @@ def test_fidelity_uses_only_intervals_that_started_and_ended_backlogged():
         rows.append((k * 0.1, {"a-e1": (sent, 0, 0)}))
     out = fidelity(rows, {"a-e1": 10.0}, NAMES)
     assert out["a~b (a-e1 egress)"]["achieved_mbit"] == pytest.approx(10.0)
+    assert out["a~b (a-e1 egress)"]["fidelity"] == pytest.approx(1.0)
+    assert out["a~b (a-e1 egress)"]["busy_s"] == pytest.approx(1.3)
 
 
-def test_fidelity_ignores_a_link_that_was_never_saturated_long_enough():
+def test_fidelity_ignores_a_link_that_was_never_busy_long_enough():
     rows = [(k * 0.1, {"a-e1": (k * 12_500, 3000 if k < 3 else 0, 0)}) for k in range(30)]
     assert fidelity(rows, {"a-e1": 10.0}, NAMES) == {}
