@@ -42,6 +42,7 @@ drills: setup
 bench: setup
 	$(PY) bench/bringup.py
 	$(PY) bench/generator.py
+	$(PY) bench/agents.py
 
 soak: setup
 	$(PY) bench/soak.py

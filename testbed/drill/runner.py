@@ -5,7 +5,7 @@ import datetime
 import math
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from testbed.emulation.capture import Capture
 from testbed.emulation.realize import FabricNet, unreachable
@@ -41,7 +41,7 @@ class _Run:
     capture_files: list
     datapath: str
     bringup_s: float | None
-    emulator: dict            # Open vSwitch CPU and packet-hops over the traffic
+    emulator: dict = field(default_factory=dict)   # Open vSwitch CPU and packet-hops over the traffic
 
 
 def run_scenario(sc, out_dir, log=print):
