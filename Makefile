@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 HPNLAB := $(VENV)/bin/hpnlab
 DEMO   ?= results/demo
 
-.PHONY: setup test unit integration demo drills bench soak clean
+.PHONY: setup test unit integration demo drills bench capacity soak clean
 
 setup:
 	bash scripts/provision.sh
@@ -43,6 +43,9 @@ bench: setup
 	$(PY) bench/bringup.py
 	$(PY) bench/generator.py
 	$(PY) bench/agents.py
+
+capacity: setup
+	$(PY) bench/capacity.py
 
 soak: setup
 	$(PY) bench/soak.py

@@ -1,8 +1,10 @@
 """Subcommands about drills: run (needs root) and compare (reads results)."""
 import os
 
+from testbed.fabric.dilation import dilate
 from testbed.fabric.problems import ConfigError
 from testbed.fabric.scenario import load_scenario
+from testbed.plan import budget, calibration
 from testbed.results import store
 from testbed.results.compare import render_side_by_side
 from testbed.results.text import fmt
@@ -10,6 +12,7 @@ from testbed.results.trust import WARN, failed_checks, verdict
 
 from .common import CANNOT_RUN_HERE, FAILED, OK, err, need_root, print_problems
 from .machine import default_dir, sigterm_as_interrupt
+from .plan import add_calibration_option, dilation_arg
 
 
 # --- run / compare ----------------------------------------------------------
@@ -18,24 +21,35 @@ def add_run(sub):
     p = sub.add_parser("run", help="run a drill scenario and write its report")
     p.add_argument("scenario", metavar="SCENARIO.yaml")
     p.add_argument("--out", default=None, help="report folder (default: results/NAME-TIME)")
+    p.add_argument("--dilation", type=dilation_arg, default=None, metavar="N|auto",
+                   help="time dilation: rates /N and times xN on this machine, reported in "
+                        "emulated time; auto: the capacity plan's choice (overrides the "
+                        "scenario's time_dilation)")
+    add_calibration_option(p)
     p.set_defaults(run=run_run)
 
 
 def run_run(args):
     try:
-        sc = load_scenario(args.scenario)
+        emulated = load_scenario(args.scenario)
+        n, choice = budget.resolve(emulated, args.dilation,
+                                   lambda: calibration.load_or_defaults(args.calibration))
     except ConfigError as e:
         return print_problems(e)
     if need_root("run"):
         return FAILED
     from testbed.drill.runner import ReachabilityError, run_scenario
     from testbed.emulation.realize import CapabilityError
+    sc = dilate(emulated, n)
     out = args.out or default_dir("results", sc.name)
-    length = f"up to {sc.duration_s:g} s" if sc.jobs_only else f"{sc.duration_s:g} s"
-    print(f"running {sc.name}: {length} of traffic, {len(sc.faults)} faults; report in {out}")
+    if choice["from"] == "auto":
+        plan = choice["plan"]
+        print(f"time dilation auto: {n:g} ({fmt(plan['cores_asked'])} cores asked at dilation 1, "
+              f"budget {fmt(plan['budget_cores'])}; capacity: {plan['capacity']})")
+    print(f"running {sc.name}: {_length(emulated, sc)}, {len(sc.faults)} faults; report in {out}")
     sigterm_as_interrupt()
     try:
-        results = run_scenario(sc, out)
+        results = run_scenario(sc, out, dilation_choice=choice)
     except KeyboardInterrupt:
         return err("interrupted; the fabric was torn down")
     except CapabilityError as e:
@@ -54,7 +68,34 @@ def run_run(args):
     fid = results["metrics"]["fidelity"]["min"]
     print(f"fidelity {fmt(fid)}; {verdict(results)}; "
           f"report: {os.path.join(out, 'summary.md')}")
+    _calibrate_from_first_run(results, args.calibration, out)
     return OK if results["passed"] else FAILED
+
+
+def _length(emulated, sc):
+    """How long the traffic runs, in emulated time and, when dilated, here."""
+    text = f"{'up to ' if sc.jobs_only else ''}{emulated.duration_s:g} s of traffic"
+    n = sc.fabric.time_dilation
+    if n == 1:
+        return text
+    return f"{text} (emulated), {sc.duration_s:g} s on this machine at time dilation {n:g}"
+
+
+def _calibrate_from_first_run(results, path, out):
+    """A machine without a calibration takes it from its first undilated run
+    that measured enough packets (`doctor --calibrate` measures it on purpose)."""
+    if results.get("time_dilation", 1) != 1 or os.path.lexists(path):
+        return
+    try:
+        cal = calibration.from_results(results, f"hpnlab run {results.get('scenario_file')}",
+                                       os.path.join(out, store.RESULTS_JSON))
+        calibration.save(cal, path)
+    except ValueError:
+        return   # this run measured too little to calibrate on
+    except OSError as e:
+        print(f"(could not store this machine's calibration in {path}: {e.strerror or e})")
+        return
+    print(f"stored this machine's calibration in {path}, from this run: {cal.describe()}")
 
 
 def add_compare(sub):

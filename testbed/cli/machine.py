@@ -8,7 +8,9 @@ import time
 
 from testbed.emulation import capabilities, ledger as ledger_mod
 from testbed.fabric.problems import ConfigError
-from testbed.fabric.scenario import load_fabric
+from testbed.fabric.scenario import load_fabric, load_scenario
+from testbed.plan import calibration
+from testbed.results.text import fmt
 
 from .common import CANNOT_RUN_HERE, FAILED, OK, err, need_root, print_problems
 
@@ -30,10 +32,17 @@ REQUIRED = ("htb", "iperf3", "ovs-vsctl", "ovsdb running", "ethtool", "mnexec",
 def add_doctor(sub):
     p = sub.add_parser("doctor", help="what this machine's kernel and tools can do")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--calibrate", action="store_true",
+                   help="measure the CPU each emulated packet costs here with a short ring "
+                        "drill and store it (for 'hpnlab plan' and time_dilation: auto)")
+    p.add_argument("--calibration", default=calibration.DEFAULT_PATH, metavar="FILE",
+                   help="where --calibrate stores it (default: %(default)s)")
     p.set_defaults(run=run_doctor)
 
 
 def run_doctor(args):
+    if args.calibrate:
+        return run_calibrate(args)
     feats = capabilities.probe()
     missing = [f.name for f in feats if f.name in REQUIRED and not f.present]
     if args.json:
@@ -50,6 +59,42 @@ def run_doctor(args):
         if missing:
             print(f"missing and required: {', '.join(missing)} (run: make setup)")
     return FAILED if missing else OK
+
+
+def run_calibrate(args):
+    """Run the built-in calibration drill through the normal runner and
+    store what its results measured per packet."""
+    if need_root("doctor --calibrate"):
+        return FAILED
+    from testbed.drill.runner import ReachabilityError, run_scenario
+    from testbed.emulation.realize import CapabilityError
+    out = default_dir("results", "calibration")
+    try:
+        sc = load_scenario(calibration.write_drill(out))
+    except ConfigError as e:
+        return print_problems(e)
+    print(f"calibrating: {sc.name} ({len(sc.jobs[0]['hosts'])}-rank ring on HPN-mini); "
+          f"report in {out}")
+    sigterm_as_interrupt()
+    try:
+        results = run_scenario(sc, out)
+        cal = calibration.from_results(results, "hpnlab doctor --calibrate",
+                                       os.path.join(out, "results.json"))
+    except KeyboardInterrupt:
+        return err("interrupted; the fabric was torn down, nothing was stored")
+    except CapabilityError as e:
+        err(str(e))
+        return CANNOT_RUN_HERE
+    except (ReachabilityError, RuntimeError, TimeoutError, ValueError) as e:
+        return err(f"calibration failed, nothing was stored: {e}")
+    try:
+        calibration.save(cal, args.calibration)
+    except OSError as e:
+        return err(f"cannot store the calibration in {args.calibration}: {e.strerror or e}")
+    # The cost per packet holds even when the drill itself fell behind.
+    print(f"drill fidelity {fmt(results['metrics']['fidelity']['min'])}; stored in "
+          f"{args.calibration}: {cal.describe()}")
+    return OK
 
 
 # --- up / down ---------------------------------------------------------------

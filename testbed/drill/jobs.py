@@ -28,11 +28,18 @@ def rank_specs(fabric, jobs):
 def agent_configs(fabric, jobs, run_dir, deadline_s, transport=None):
     """{host: config dict} for every host that runs at least one rank;
     `transport` holds the scenario's knobs (DCQCN rates as shares of the
-    port's line rate, turned into bit/s here)."""
+    port's line rate, turned into bit/s here).
+
+    Under time dilation (testbed/fabric/dilation.py) the fabric, the jobs
+    and the deadline arrive already dilated: rates, compute phases, starts
+    and the deadline are this machine's. The transport's timers are not:
+    `time_dilation` tells the agent to stretch every one of them, its
+    defaults and the scenario's knobs alike, which stay in emulated time
+    here so that nothing is stretched twice."""
     rates = {}
     for link in fabric.links:
         if link.kind == "access":
-            rates[link.a.ifname] = link.rate_bps / fabric.scale
+            rates[link.a.ifname] = fabric.scaled_bps(link)
     out = {}
     for host, specs in rank_specs(fabric, jobs).items():
         nic = fabric.nics_of(host)[0]
@@ -42,7 +49,7 @@ def agent_configs(fabric, jobs, run_dir, deadline_s, transport=None):
         for share in [k for k in dcqcn if k.endswith("_share")]:
             dcqcn[share.replace("_share", "_bps")] = dcqcn.pop(share) * rate
         out[host] = {"host": host, "deadline_s": deadline_s, "payload": roce.payload_for_mtu(fabric.mtu),
-                     **knobs, "dcqcn": dcqcn,
+                     "time_dilation": fabric.time_dilation, **knobs, "dcqcn": dcqcn,
                      "out": os.path.join(run_dir, f"agent-{host}.json"),
                      "nic": {"ip": nic.ip, "mac": nic.mac, "ports": list(nic.ports),
                              "rate_bps": min(rates[p] for p in nic.ports)},

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from testbed.emulation.capture import Capture
 from testbed.emulation.realize import FabricNet, unreachable
-from testbed.results import analytical, counters, expectations, plots, store, trust
+from testbed.results import analytical, counters, dilation, expectations, plots, store, trust
 from testbed.results.flows import SETTLE_S, compute_metrics
 from testbed.results.jobs import job_metrics
 from traffic.iperf import INTERVAL_S, plan_pairs
@@ -44,10 +44,13 @@ class _Run:
     emulator: dict = field(default_factory=dict)   # Open vSwitch CPU and packet-hops over the traffic
 
 
-def run_scenario(sc, out_dir, log=print):
+def run_scenario(sc, out_dir, log=print, dilation_choice=None):
+    """Run Scenario `sc` (dilated already, if at all: testbed/fabric/dilation.py)
+    and write its report into `out_dir`; `dilation_choice` says how its time
+    dilation was chosen, for the report. Returns the results dict."""
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     run = _run(sc, out_dir, log)
-    results = _results(sc, run, started)
+    results = _results(sc, run, started, dilation_choice)
     _write(sc, run, results, out_dir)
     return results
 
@@ -117,9 +120,9 @@ def _run(sc, out_dir, log):
                     bringup_s=fnet.timings.get("routes"), emulator=emulator)
 
 
-def _results(sc, run, started):
-    """Measure what the run recorded, decide whether it can be trusted, and
-    judge the expectations: the results dict."""
+def _results(sc, run, started, dilation_choice=None):
+    """Measure what the run recorded, bring it back to emulated time, decide
+    whether it can be trusted, and judge the expectations: the results dict."""
     fabric, faults = sc.fabric, run.faults
     for fault in faults:
         fault["converged_s"] = convergence_s(run.events, run.t0, fault)
@@ -146,12 +149,21 @@ def _results(sc, run, started):
         m["dci_bytes"] = counters.dci_bytes(fabric, run.samples)
         m["cpu_per_packet"] = counters.cpu_per_packet(run.agent_results, run.emulator)
     m["host_cpu"] = counters.cpu_summary(run.cpu)
+    # Measured so far: this machine's time. Judged and reported from here
+    # on: emulated time, which is what the scenario's bounds are written in.
+    n = sc.fabric.time_dilation
+    emulated = dilation.to_emulated({"metrics": m, "faults": faults, "series": series,
+                                     "duration_s": round(run.ran_s, 3),
+                                     "duration_planned_s": sc.duration_s}, n)
+    m, faults, series = emulated["metrics"], emulated["faults"], emulated["series"]
     judged = trust.assess(m, faults)
     trustworthy = judged["trustworthy"]
     exp = expectations.evaluate(sc.expect, m, trustworthy)
     return {
         "scenario": sc.name, "description": sc.description, "scenario_file": sc.path,
-        "started": started, "duration_s": round(run.ran_s, 3), "duration_planned_s": sc.duration_s,
+        "started": started, "duration_s": emulated["duration_s"],
+        "duration_planned_s": emulated["duration_planned_s"],
+        "time_dilation": n, "time_dilation_choice": dilation_choice or {"from": "given"},
         # A run that hit problems (a tool that failed, routes not installed)
         # did not do what the scenario asked, whatever the numbers say.
         "passed": trustworthy and expectations.all_passed(exp) and not run.problems,
@@ -168,7 +180,8 @@ def _write(sc, run, results, out_dir):
     """The plots first (the summary links them), then results and summary."""
     plot = plots.plot_throughput(out_dir, results["series"], results["faults"],
                                  f"{sc.name}: throughput per flow",
-                                 flow_info=results["series"]["flow_info"])
+                                 flow_info=results["series"]["flow_info"],
+                                 time_dilation=results["time_dilation"])
     results["files"] = {"results": "results.json", "summary": "summary.md",
                         "plot": os.path.basename(plot)}
     if run.capture_files:

@@ -18,18 +18,26 @@ QUEUE_SECONDS = 0.1
 QUEUE_MIN_FRAMES = 4
 
 
-def queue_bytes(rate_mbit, mtu):
-    return int(max(QUEUE_MIN_FRAMES * (mtu + 14), rate_mbit * 1e6 / 8 * QUEUE_SECONDS))
+def queue_bytes(rate_mbit, mtu, queue_s=QUEUE_SECONDS):
+    return int(max(QUEUE_MIN_FRAMES * (mtu + 14), rate_mbit * 1e6 / 8 * queue_s))
 
 
-def shaping_lines(ifname, rate_mbit, mtu, delay_s=0.0):
+def queue_seconds(fabric):
+    """How long a queue lasts at the rate this machine shapes: 100 ms of
+    emulated time. Under time dilation N the rate is N times lower and the
+    queue lasts N times longer, so it holds the same bytes, and drops the
+    same packets, as the undilated fabric's."""
+    return QUEUE_SECONDS * fabric.time_dilation
+
+
+def shaping_lines(ifname, rate_mbit, mtu, delay_s=0.0, queue_s=QUEUE_SECONDS):
     """`tc -batch` lines: an HTB class at the scaled rate with a short FIFO
-    (or netem for a delayed link) under it."""
+    (or netem for a delayed link) under it, of `queue_s` at that rate."""
     burst = max(15000, 2 * (mtu + 14))
     lines = [f"qdisc replace dev {ifname} root handle 1: htb default 1",
              f"class replace dev {ifname} parent 1: classid 1:1 htb rate {rate_mbit:.6g}mbit "
              f"ceil {rate_mbit:.6g}mbit burst {burst} cburst {burst} quantum {mtu + 14}"]
-    limit = queue_bytes(rate_mbit, mtu)
+    limit = queue_bytes(rate_mbit, mtu, queue_s)
     if delay_s > 0:
         frames = max(QUEUE_MIN_FRAMES, limit // (mtu + 14))
         lines.append(f"qdisc replace dev {ifname} parent 1:1 handle 10: netem "
@@ -47,7 +55,7 @@ def switch_port_plan(fabric):
             if fabric.nodes[end.node].kind != HOST:
                 ip_lines.append(f"link set dev {end.ifname} mtu {fabric.mtu}")
                 tc_lines += shaping_lines(end.ifname, fabric.scaled_mbit(link), fabric.mtu,
-                                          link.delay_s)
+                                          fabric.shaped_delay_s(link), queue_seconds(fabric))
     return ip_lines, tc_lines
 
 
@@ -75,7 +83,8 @@ def host_script(fabric, host):
             ip_lines += [f"link set dev {ifname} address {nic.mac} mtu {fabric.mtu}",
                          f"addr add {nic.ip}/32 dev {ifname}",
                          f"link set dev {ifname} up"]
-            tc_lines += shaping_lines(ifname, fabric.scaled_mbit(link), fabric.mtu, link.delay_s)
+            tc_lines += shaping_lines(ifname, fabric.scaled_mbit(link), fabric.mtu,
+                                      fabric.shaped_delay_s(link), queue_seconds(fabric))
             lines.append(f"ethtool -K {ifname} tx off rx off tso off gso off gro off >/dev/null 2>&1 || true")
             lines.append(f"sysctl -qw net.ipv4.conf.{ifname.replace('.', '/')}.rp_filter=0")
         hops = " ".join(f"nexthop dev {p}" for p in nic.ports)

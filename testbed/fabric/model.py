@@ -73,6 +73,10 @@ class Fabric:
     nodes: dict = field(default_factory=dict)   # name -> Node
     links: list = field(default_factory=list)
     nics: list = field(default_factory=list)
+    # Time dilation N: this machine runs the fabric N times slower than the
+    # one it emulates (rates /N, delays xN); 1 everywhere but in a drill.
+    # Unlike `scale`, it leaves bytes alone (testbed/fabric/dilation.py).
+    time_dilation: float = 1.0
 
     # --- queries -----------------------------------------------------------
     def hosts(self):
@@ -102,8 +106,18 @@ class Fabric:
                 return n
         raise KeyError(ifname)
 
+    def scaled_bps(self, link):
+        """The rate this machine shapes `link` to: its real rate divided by
+        the scale and by the time dilation."""
+        return link.rate_bps / self.scale / self.time_dilation
+
     def scaled_mbit(self, link):
-        return link.rate_bps / self.scale / 1e6
+        return self.scaled_bps(link) / 1e6
+
+    def shaped_delay_s(self, link):
+        """The delay this machine gives `link`: its real delay, stretched by
+        the time dilation (delays are never scaled)."""
+        return link.delay_s * self.time_dilation
 
     def planes(self):
         return sorted({n.plane for n in self.switches() if n.plane is not None})
@@ -116,11 +130,13 @@ class Fabric:
             "nodes": [asdict(n) for n in self.nodes.values()],
             "links": [dict(asdict(l), name=l.name, scaled_mbit=self.scaled_mbit(l)) for l in self.links],
             "nics": [asdict(n) for n in self.nics],
+            "time_dilation": self.time_dilation,
         }
 
     @classmethod
     def from_dict(cls, d):
-        f = cls(d["name"], d["kind"], d["scale"], d["mtu"], d.get("params", {}))
+        f = cls(d["name"], d["kind"], d["scale"], d["mtu"], d.get("params", {}),
+                time_dilation=d.get("time_dilation", 1.0))
         for n in d["nodes"]:
             f.nodes[n["name"]] = Node(**n)
         for l in d["links"]:

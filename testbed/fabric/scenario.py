@@ -92,6 +92,9 @@ class Scenario:
     jobs: tuple = ()          # dicts: see _job_entry
     capture: dict | None = None   # {"hosts": [...], "packets": n}
     transport: dict | None = None  # agent knobs: window, rto_s, dcqcn (see _transport_entry)
+    # N >= 1, or "auto" until the capacity plan resolves it; a Scenario that
+    # dilation.dilate() returned holds the N it applied (see there)
+    time_dilation: float | str = 1.0
 
     @property
     def jobs_only(self):
@@ -154,7 +157,12 @@ def _scenario_from_doc(path, doc):
         topology_params=params, fabric=fabric, duration_s=duration, traffic=traffic,
         faults=sorted(faults, key=lambda f: f["at"]),
         expect=expect, topology_path=None if topo_path is None else str(topo_path),
-        jobs=tuple(jobs), capture=capture, transport=_transport_entry(doc.get("transport")))
+        jobs=tuple(jobs), capture=capture, transport=_transport_entry(doc.get("transport")),
+        time_dilation=_dilation_entry(doc.get("time_dilation", 1)))
+
+
+def _dilation_entry(raw):
+    return raw if isinstance(raw, str) else float(raw)
 
 
 def _missing_topology(file, topo, problems):

@@ -2,7 +2,9 @@
 rank must move by the algorithm's formula, and the analytical iteration
 time (compute plus the schedule at one port's payload rate plus the
 store-and-forward delay of the longest path). Job measurements are judged
-against these."""
+against these. Given a time-dilated fabric and jobs, the time is this
+machine's, like the measurements beside it: both are brought back to
+emulated time together (results/dilation.py)."""
 from testbed.fabric.paths import compute_routes, trace
 from traffic import collectives, roce
 
@@ -34,7 +36,7 @@ def frame_bytes(fabric):
 
 def goodput_bps(fabric):
     """Payload rate of one NIC port: its line rate less RoCE framing."""
-    port = min(l.rate_bps for l in fabric.links if l.kind == "access") / fabric.scale
+    port = min(fabric.scaled_bps(l) for l in fabric.links if l.kind == "access")
     payload = roce.payload_for_mtu(fabric.mtu)
     return port * payload / (payload + roce.FRAME_OVERHEAD)
 
@@ -56,7 +58,7 @@ def path_latency_s(fabric, job, frame_bytes=None):
         if not path:
             continue
         hops = list(zip(path, path[1:]))
-        delay = sum(frame_bytes * 8 / (fabric.links_between(a, b)[0].rate_bps / fabric.scale)
+        delay = sum(frame_bytes * 8 / fabric.scaled_bps(fabric.links_between(a, b)[0])
                     for a, b in hops)
         worst = max(worst, delay)
     return worst

@@ -3,10 +3,17 @@ from .text import fmt, pct, text_table
 from .trust import fidelity_min, verdict
 
 
+def _run_name(results):
+    """The scenario's name, and its time dilation when it had one (every
+    number is in emulated time either way, so the runs compare)."""
+    name, n = results.get("scenario") or "-", results.get("time_dilation")
+    return f"{name} (dilation {n:g})" if n and n != 1 else name
+
+
 def _comparison_rows(results):
     """Table rows of one run: one per source host, then the overall line."""
     metrics = results.get("metrics") or {}
-    name, word, fid = results.get("scenario") or "-", verdict(results), fidelity_min(results)
+    name, word, fid = _run_name(results), verdict(results), fidelity_min(results)
     scopes = list((metrics.get("hosts") or {}).items())
     scopes.append(("(all)", metrics.get("overall") or {}))
     rows = []
@@ -22,7 +29,7 @@ def _comparison_rows(results):
 def _job_comparison_rows(results):
     """Table rows of one run's training jobs, one per job."""
     jobs = (results.get("metrics") or {}).get("jobs") or {}
-    name = results.get("scenario") or "-"
+    name = _run_name(results)
     return [[name if i == 0 else "", job, fmt(j.get("iteration_time_s")),
              fmt(j.get("iteration_time_p99_s")), pct(j.get("gpu_utilization")),
              fmt(j.get("retransmissions")), fmt(j.get("stalled_iterations"))]

@@ -6,6 +6,7 @@ deserves a readable report of what it did measure.
 """
 import os
 
+from .dilation import note
 from .jobs import STALL_FACTOR
 from .text import fmt, md_table, pct
 from .trust import FIDELITY_THRESHOLD, low_fidelity, reasons, verdict
@@ -32,8 +33,8 @@ def _warning_block(results):
         ["> **WARNING: THE EMULATION DID NOT HOLD - THESE RESULTS ARE NOT TRUSTWORTHY**", ">"]
         + [f"> - {r}" for r in reasons(results)]
         + [">", "> The machine could not emulate this fabric faithfully, so no expectation is "
-           "allowed to pass. Use a smaller fabric, a larger rate scale-down, or a less loaded "
-           "machine, and re-run."])
+           "allowed to pass. Use a smaller fabric, a larger rate scale-down, a time dilation "
+           "(`hpnlab plan` suggests one) or a less loaded machine, and re-run."])
 
 
 def _scope(e):
@@ -216,6 +217,27 @@ def _duration_text(results):
     return f"{fmt(ran)} (of {fmt(planned)} planned: every job had finished)"
 
 
+def _dilation_text(results):
+    """The time dilation, what it means and how it was chosen."""
+    n = results.get("time_dilation")
+    choice = results.get("time_dilation_choice") or {}
+    text = f"{fmt(n)}: {note(n)}" if note(n) else "1 (none: this machine ran at emulated speed)"
+    how = choice.get("from")
+    plan = choice.get("plan") or {}
+    if how == "auto" and plan:
+        text += (f"; chosen by the capacity plan: {fmt(plan.get('cores_asked'))} cores asked at "
+                 f"dilation 1, budget {fmt(plan.get('budget_cores'))} cores "
+                 f"(capacity: {plan.get('capacity') or '-'})")
+        if plan.get("fits") is False:
+            text += "; the scenario does not fit even at this dilation"
+    elif how in _CHOSEN_BY:
+        text += f"; {_CHOSEN_BY[how]}"
+    return text
+
+
+_CHOSEN_BY = {"scenario": "set in the scenario", "command line": "set by --dilation"}
+
+
 def _section_jobs(results):
     """Training jobs: one row per job, the fault phases, the aggregates."""
     metrics = results.get("metrics") or {}
@@ -300,10 +322,12 @@ def render_summary(results):
                      + "\n".join(f"> - {p}" for p in results["problems"]))
     if low_fidelity(results):
         parts.append(_warning_block(results))
-    parts.append(md_table(["run", ""], [
-        ["scenario file", results.get("scenario_file") or "-"],
-        ["started", results.get("started") or "-"],
-        ["traffic duration (s)", _duration_text(results)]]))
+    run_rows = [["scenario file", results.get("scenario_file") or "-"],
+                ["started", results.get("started") or "-"],
+                ["traffic duration (s)", _duration_text(results)]]
+    if results.get("time_dilation") is not None:
+        run_rows.append(["time dilation", _dilation_text(results)])
+    parts.append(md_table(["run", ""], run_rows))
     plot = (results.get("files") or {}).get("plot")
     if plot:
         parts.append(f"![throughput]({os.path.basename(plot)})")

@@ -4,6 +4,7 @@ iteration times against its analytical time)."""
 import io
 import os
 
+from .dilation import note
 from .flows import aggregate, as_faults, as_series, link_outages
 from .store import atomic_write
 from .text import fmt
@@ -91,11 +92,18 @@ def _finish_plot(fig, ax, out_dir, filename, title, xlabel, ylabel, duration):
     return path
 
 
-def plot_throughput(out_dir, series, faults, title, flow_info=None):
+def _titled(title, time_dilation):
+    """The title, with the time dilation on a second line when there is one."""
+    extra = note(time_dilation)
+    return f"{title}\n({extra})" if extra else title
+
+
+def plot_throughput(out_dir, series, faults, title, flow_info=None, time_dilation=1):
     """Write throughput.png into `out_dir` and return its path.
 
     `series` is the results' series dict ({interval_s, t, flows, flow_info})
-    or a flows.Series.
+    or a flows.Series, in emulated time (results/dilation.py);
+    `time_dilation` is only stated in the title.
     """
     if flow_info is None:
         flow_info = series.get("flow_info", {}) if isinstance(series, dict) else {}
@@ -105,7 +113,8 @@ def plot_throughput(out_dir, series, faults, title, flow_info=None):
     fig, ax = _new_axes()
     _draw_flows(ax, series, flow_info)
     _draw_faults(ax, faults, duration)
-    return _finish_plot(fig, ax, out_dir, PLOT_PNG, title, "time since traffic start (s)",
+    return _finish_plot(fig, ax, out_dir, PLOT_PNG, _titled(title, time_dilation),
+                        "time since traffic start (s)",
                         "throughput (Mbit/s)", duration)
 
 
@@ -138,7 +147,8 @@ def plot_iterations(out_dir, results):
         j.get("analytical_iteration_s")] if t is not None]
     if tops:
         ax.set_ylim(0, 1.15 * max(tops) or 1.0)   # room above the first, slowest iteration
-    title = f"{results.get('scenario') or '(unnamed)'}: iteration time per job"
+    title = _titled(f"{results.get('scenario') or '(unnamed)'}: iteration time per job",
+                    results.get("time_dilation"))
     return _finish_plot(fig, ax, out_dir, ITERATIONS_PNG, title,
                         "iteration end, time since traffic start (s)", "iteration time (s)",
                         duration)

@@ -1,6 +1,6 @@
 """The package layout keeps data flowing one way: fabric -> emulation ->
-drill -> results, controllers and traffic beside them importing only the
-pure fabric. Read from the import statements of every module."""
+drill -> results, the capacity plan on the pure fabric and results,
+controllers and traffic beside them importing only the pure fabric. Read from the import statements of every module."""
 import ast
 from pathlib import Path
 
@@ -9,16 +9,19 @@ PACKAGES = ("testbed", "controllers", "traffic")
 
 # package (as a dotted prefix) -> project packages it must never import
 FORBIDDEN = {
-    "testbed.fabric": ("testbed.emulation", "testbed.drill", "testbed.results", "testbed.cli",
-                       "controllers", "traffic"),
-    "testbed.emulation": ("testbed.drill", "testbed.results", "testbed.cli", "controllers"),
-    "testbed.results": ("testbed.emulation", "testbed.drill", "testbed.cli", "controllers"),
+    "testbed.fabric": ("testbed.emulation", "testbed.drill", "testbed.results", "testbed.plan",
+                       "testbed.cli", "controllers", "traffic"),
+    "testbed.emulation": ("testbed.drill", "testbed.results", "testbed.plan", "testbed.cli",
+                          "controllers"),
+    "testbed.results": ("testbed.emulation", "testbed.drill", "testbed.plan", "testbed.cli",
+                        "controllers"),
+    "testbed.plan": ("testbed.emulation", "testbed.drill", "testbed.cli", "controllers"),
     "testbed.drill": ("testbed.cli", "controllers"),
     "testbed.cli": ("controllers",),
-    "controllers": ("testbed.emulation", "testbed.drill", "testbed.results", "testbed.cli",
-                    "traffic"),
-    "traffic": ("testbed.emulation", "testbed.drill", "testbed.results", "testbed.cli",
-                "controllers"),
+    "controllers": ("testbed.emulation", "testbed.drill", "testbed.results", "testbed.plan",
+                    "testbed.cli", "traffic"),
+    "traffic": ("testbed.emulation", "testbed.drill", "testbed.results", "testbed.plan",
+                "testbed.cli", "controllers"),
 }
 
 

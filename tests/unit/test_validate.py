@@ -157,6 +157,15 @@ MALFORMED = [
     ("rate-zero", "kind: hpn\nrates: {host: 0bit}\n", "rates.host", "expected a rate > 0"),
     ("dcqcn-alpha-shorter-than-cnp", HEAD + TRAFFIC + "transport: {dcqcn: {alpha_period: 2ms}}\n",
      "transport.dcqcn.alpha_period", "longer than the CNP interval"),
+    # --- time dilation ---
+    ("dilation-below-1", HEAD + TRAFFIC + "time_dilation: 0.5\n", "time_dilation",
+     "expected a number from 1 to 64, got 0.5"),
+    ("dilation-above-64", HEAD + TRAFFIC + "time_dilation: 100\n", "time_dilation",
+     "expected a number from 1 to 64, got 100"),
+    ("dilation-word", HEAD + TRAFFIC + "time_dilation: fast\n", "time_dilation",
+     "expected a number from 1 to 64, or 'auto', got 'fast'"),
+    ("dilation-bool", HEAD + TRAFFIC + "time_dilation: true\n", "time_dilation",
+     "expected a number from 1 to 64, or 'auto', got true"),
 ]
 
 

@@ -1,0 +1,57 @@
+"""`hpnlab plan` (no root): the packets per second a scenario asks of this
+machine, against its measured capacity, and the time dilation that fits;
+and the options every command that chooses a dilation shares."""
+import argparse
+import json
+
+from testbed.fabric.dilation import AUTO, parse_setting
+from testbed.fabric.problems import ConfigError
+from testbed.fabric.scenario import load_scenario
+from testbed.plan import budget, calibration
+from testbed.plan.report import render_plan
+
+from .common import OK, print_problems
+
+
+def dilation_arg(text):
+    """argparse type of --dilation: 'auto' or a number from 1 to 64."""
+    try:
+        return parse_setting(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_calibration_option(parser):
+    parser.add_argument("--calibration", default=calibration.DEFAULT_PATH, metavar="FILE",
+                        help="this machine's stored capacity (default: %(default)s)")
+
+
+def add_plan(sub):
+    p = sub.add_parser("plan", help="the packets/s a scenario asks of this machine and the "
+                                    "time dilation that fits (no root needed)")
+    p.add_argument("scenario", metavar="SCENARIO.yaml")
+    p.add_argument("--dilation", type=dilation_arg, default=None, metavar="N",
+                   help="also say how dilation N would fare")
+    add_calibration_option(p)
+    p.add_argument("--json", action="store_true", help="the plan's numbers as JSON")
+    p.set_defaults(run=run_plan)
+
+
+def run_plan(args):
+    try:
+        sc = load_scenario(args.scenario)
+        cal = calibration.load_or_defaults(args.calibration)
+    except ConfigError as e:
+        return print_problems(e)
+    p = budget.plan(sc, cal)
+    if args.json:
+        print(json.dumps(p.to_dict(), indent=1))
+        return OK
+    asked = args.dilation if args.dilation not in (None, AUTO) else None
+    if asked is None and sc.time_dilation not in (1, AUTO):
+        asked = sc.time_dilation
+    print(render_plan(p, asked))
+    return OK
+
+
+COMMANDS = (add_plan,)

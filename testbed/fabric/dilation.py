@@ -1,0 +1,57 @@
+"""Time dilation: a scenario played N times slower than the fabric it
+emulates, so that a machine short of CPU can still emulate it faithfully.
+
+Every link rate is divided by N and every time multiplied by N (link
+delays, the run's duration, when iperf3 flows start and faults strike,
+jobs' compute phases and starts); bytes stay as they are. The run then
+sends the same packets as the undilated one, in the same ratio of compute
+to communication, and every packet gets N times the CPU. This is the one
+place that stretches a scenario; testbed/results/dilation.py is the one
+place that brings what was measured back to emulated time.
+
+Not stretched here: the traffic agents' transport timers (the agent
+stretches them itself, told N by its config: drill/jobs.py), and what no
+setting reaches (the kernel's TCP timers of iperf3 flows, the controller's
+reaction, Open vSwitch's own timers; see "Time dilation" in the README).
+"""
+import dataclasses
+
+AUTO = "auto"
+MIN_DILATION, MAX_DILATION = 1.0, 64.0
+
+
+def parse_setting(text):
+    """The value of `--dilation`: 'auto' or a number from 1 to 64;
+    ValueError saying what was expected otherwise."""
+    if str(text).strip() == AUTO:
+        return AUTO
+    try:
+        n = float(text)
+    except (TypeError, ValueError):
+        n = None
+    if n is None or not MIN_DILATION <= n <= MAX_DILATION:   # NaN fails this too
+        raise ValueError(f"expected a number from {MIN_DILATION:g} to {MAX_DILATION:g}, "
+                         f"or 'auto', got {text!r}")
+    return n
+
+
+def dilate(sc, n):
+    """A copy of Scenario `sc` to be played `n` times slower: its fabric
+    shaped at rates /n and delays xn, its times xn, its bytes, expectations
+    (emulated units) and transport knobs unchanged."""
+    if isinstance(n, str) or not MIN_DILATION <= n <= MAX_DILATION:
+        raise ValueError(f"time dilation must be a number from {MIN_DILATION:g} to "
+                         f"{MAX_DILATION:g}, got {n!r} (resolve 'auto' first)")
+    if sc.fabric.time_dilation != 1:
+        raise ValueError(f"scenario {sc.name} is already dilated "
+                         f"({sc.fabric.time_dilation:g}); dilate the original")
+    n = float(n)
+    f = sc.fabric
+    fabric = dataclasses.replace(f, nodes=dict(f.nodes), links=list(f.links), nics=list(f.nics),
+                                 time_dilation=n)
+    return dataclasses.replace(
+        sc, fabric=fabric, duration_s=sc.duration_s * n,
+        traffic=[dict(t, start=t["start"] * n) for t in sc.traffic],
+        faults=[dict(x, at=x["at"] * n) for x in sc.faults],
+        jobs=tuple(dict(j, compute_s=j["compute_s"] * n, start=j["start"] * n) for j in sc.jobs),
+        time_dilation=n)

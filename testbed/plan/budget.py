@@ -1,0 +1,121 @@
+"""The time dilation a scenario needs on this machine (pure): the CPU its
+packets ask (testbed/plan/demand.py) priced at this machine's measured
+costs (testbed/plan/calibration.py), against a budget of the cores.
+
+At dilation N every rate is N times lower, so the packets per second, and
+the CPU they ask, are N times fewer. At every moment a sender starts, two
+limits must hold:
+  * the whole machine: the agents' packets and the switches' packet-hops
+    together within CPU_SHARE of the cores (the rest goes to the sampler,
+    the controller, tc, the kernel's own forwarding);
+  * each host: its agent is one process, so its packets within HOST_SHARE
+    of one core.
+The recommendation is the smallest step of LADDER that keeps both.
+"""
+from dataclasses import dataclass
+
+from testbed.fabric.dilation import AUTO
+
+from .demand import Load, loads
+
+CPU_SHARE = 0.7
+HOST_SHARE = 0.7
+LADDER = (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)   # ends at MAX_DILATION
+
+
+@dataclass(frozen=True)
+class Cost:
+    """The CPU one Load asks at dilation 1, in cores."""
+    load: Load
+    calibration: object      # calibration.Calibration
+
+    @property
+    def agent_cores(self):
+        return self.load.total_pps * self.calibration.agent_us_per_packet / 1e6
+
+    @property
+    def switch_cores(self):
+        return self.load.packet_hops_per_s * self.calibration.switch_us_per_packet_hop / 1e6
+
+    @property
+    def cores(self):
+        return self.agent_cores + self.switch_cores
+
+    def host_cores(self):
+        """{host: cores its agent is asked for}."""
+        us = self.calibration.agent_us_per_packet
+        return {h: pps * us / 1e6 for h, pps in self.load.host_pps().items()}
+
+    @property
+    def busiest_host(self):
+        cores = self.host_cores()
+        return max(cores, key=cores.get) if cores else None
+
+    def fits_at(self, n):
+        """Do both limits hold at dilation `n`?"""
+        host = max(self.host_cores().values(), default=0.0)
+        return (self.cores / n <= CPU_SHARE * self.calibration.cores
+                and host / n <= HOST_SHARE)
+
+
+@dataclass(frozen=True)
+class Plan:
+    scenario: str
+    peak: Cost               # the moment that asks the most CPU
+    costs: tuple             # every moment's Cost, in time order
+    dilation: float          # the recommended one
+    fits: bool               # False: not even the last step of LADDER keeps the budget
+
+    @property
+    def calibration(self):
+        return self.peak.calibration
+
+    @property
+    def budget_cores(self):
+        return CPU_SHARE * self.calibration.cores
+
+    def fits_at(self, n):
+        return all(c.fits_at(n) for c in self.costs)
+
+    def to_dict(self):
+        """The plan's numbers, for results.json and `hpnlab plan --json`."""
+        peak, busiest = self.peak, self.peak.busiest_host
+        return {"scenario": self.scenario, "dilation": self.dilation, "fits": self.fits,
+                "peak_at": peak.load.t, "cores_asked": _r(peak.cores),
+                "agent_cores": _r(peak.agent_cores), "switch_cores": _r(peak.switch_cores),
+                "budget_cores": _r(self.budget_cores), "cpu_share": CPU_SHARE,
+                "busiest_host": busiest,
+                "busiest_host_cores": _r(peak.host_cores()[busiest]) if busiest else None,
+                "host_budget_cores": HOST_SHARE,
+                "packets_per_second": _r(peak.load.total_pps),
+                "packet_hops_per_second": _r(peak.load.packet_hops_per_s),
+                "host_packets_per_second": {h: _r(v) for h, v in peak.load.host_pps().items()},
+                "capacity": self.calibration.describe(),
+                "calibration": None if self.calibration.is_default else self.calibration.path}
+
+
+def _r(x):
+    return round(x, 4)
+
+
+def plan(sc, calibration):
+    """The Plan of undilated Scenario `sc` on a machine of `calibration`."""
+    costs = tuple(Cost(load, calibration) for load in loads(sc))
+    peak = max(costs, key=lambda c: c.cores)
+    for n in LADDER:
+        if all(c.fits_at(n) for c in costs):
+            return Plan(sc.name, peak, costs, dilation=float(n), fits=True)
+    return Plan(sc.name, peak, costs, dilation=float(LADDER[-1]), fits=False)
+
+
+def resolve(sc, override=None, load_calibration=None):
+    """(N, how it was chosen) for undilated Scenario `sc`: `override` (the
+    command line's --dilation) wins over the scenario's `time_dilation`;
+    'auto' asks the plan, with the Calibration `load_calibration()` returns
+    (called only then)."""
+    setting, by = (override, "command line") if override is not None else (
+        sc.time_dilation, "scenario" if sc.time_dilation != 1 else "default")
+    if setting != AUTO:
+        return float(setting), {"from": by}
+    p = plan(sc, load_calibration())
+    return p.dilation, {"from": "auto", "set_by": by, "plan": p.to_dict()}

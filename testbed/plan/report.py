@@ -1,0 +1,57 @@
+"""A Plan as the text `hpnlab plan` prints: what each host asks, what the
+switches ask, what the machine has, and the dilation that fits."""
+from testbed.results.text import fmt, text_table
+
+from .budget import CPU_SHARE, HOST_SHARE
+
+
+def _rate(x):
+    return f"{x:,.0f}"
+
+
+def render_plan(plan, dilation=None):
+    """The plan as text; `dilation` (a number) adds how that one would fare."""
+    peak, cal = plan.peak, plan.calibration
+    load = peak.load
+    rows = [[s.host, s.what, s.frame_bytes, _rate(s.pps), fmt(s.switch_hops),
+             fmt(s.pps * cal.agent_us_per_packet / 1e6)] for s in load.senders]
+    when = f"t = {fmt(load.t)} s" if len(plan.costs) > 1 else "while the traffic runs"
+    lines = [f"capacity plan for {plan.scenario} at time dilation 1: the busiest moment "
+             f"({when}, emulated time), every sender then communicating", ""]
+    if rows:
+        lines.append(text_table(["host", "sends", "frame B", "packets/s", "switch hops",
+                                 "host cores"], rows))
+    else:
+        lines.append("(no traffic)")
+    host_cores = peak.host_cores()
+    lines += [
+        "",
+        f"hosts:    {_rate(load.total_pps)} packets/s in all: {fmt(peak.agent_cores)} cores "
+        f"at {cal.agent_us_per_packet:g} us per packet",
+        f"switches: {_rate(load.packet_hops_per_s)} packet-hops/s ({fmt(load.mean_switch_hops)} "
+        f"switches per packet): {fmt(peak.switch_cores)} cores at "
+        f"{cal.switch_us_per_packet_hop:g} us per packet-hop",
+        f"asked:    {fmt(peak.cores)} cores of a budget of {fmt(plan.budget_cores)} "
+        f"({CPU_SHARE:.0%} of {cal.cores} cores); the busiest host "
+        f"{peak.busiest_host or '-'} {fmt(max(host_cores.values(), default=0.0))} "
+        f"of {fmt(HOST_SHARE)} core",
+        f"capacity: {cal.describe()}",
+    ]
+    if cal.is_default:
+        lines.append("          (no calibration stored on this machine: "
+                     "run 'sudo hpnlab doctor --calibrate' to measure it)")
+    lines.append("")
+    n = plan.dilation
+    if plan.fits and n == 1:
+        lines.append("recommended time dilation: 1 (none: this machine keeps up)")
+    elif plan.fits:
+        lines.append(f"recommended time dilation: {n:g} (rates /{n:g}, times x{n:g} on this "
+                     f"machine): {fmt(peak.cores / n)} cores asked")
+    else:
+        lines.append(f"does not fit even at time dilation {n:g}: {fmt(peak.cores / n)} cores "
+                     "asked; use a smaller fabric or a larger machine")
+    if dilation is not None and dilation != n:
+        verdict = "fits" if plan.fits_at(dilation) else "does NOT fit the budget"
+        lines.append(f"at time dilation {dilation:g}: {fmt(peak.cores / dilation)} cores "
+                     f"asked, {verdict}")
+    return "\n".join(lines)
