@@ -25,7 +25,10 @@ class OutFlow:
         self.job, self.iteration, self.step = job, iteration, step
         self.peer = job.peers[step.peer]
         self.qp = qp_number(job.id, iteration, job.tag_index[step.tag])
-        self.sport = 49152 + (self.qp * 7 + job.rank * 131) % 16384  # flow entropy
+        # Flow entropy per connection (this job's queue pair to the peer), as
+        # a RoCE NIC sets it per QP: a connection's transfers take one path
+        # and stay in order, and different peers spread over the ports.
+        self.sport = 49152 + ((job.id << 12 | step.peer) * 7919 + job.rank * 131) % 16384
         payload = agent.payload
         self.npackets = max(1, -(-step.nbytes // payload))
         tail = step.nbytes - (self.npackets - 1) * payload

@@ -157,6 +157,7 @@ def save(calibration, path=DEFAULT_PATH):
     runs without root), creating its folder."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o755, exist_ok=True)
     atomic_write(path, json.dumps(calibration.to_dict(), indent=1) + "\n")
+    calibration.path = path
 
 
 def from_results(results, command, results_path, cores=None, now=None):

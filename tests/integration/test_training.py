@@ -27,12 +27,10 @@ def test_allreduce_ring_matches_the_formulas(tmp_path, leak_check):
     # measured at the receivers: 2(N-1)/N x S payload bytes per rank per iteration
     assert job["bytes_per_rank_expected"] == 2 * 7 * 1_000_000 // 8
     assert abs(job["bytes_per_rank_ratio"] - 1.0) < 1e-3
-    # Within 15% of the analytical time on an idle fabric. The analytical
-    # time sends every transfer through one port; the hosts' multipath
-    # route spreads transfers over both NIC ports by their UDP source port,
-    # so a transfer may overlap the previous one on the other port and the
-    # iteration can beat it, but by far less than the second port's share.
-    assert 0.8 <= job["iteration_time_vs_analytical"] <= 1.15
+    # Within 15% of the analytical time on an idle fabric. The host port's
+    # HTB lets its burst (about 3 frames) leave at once when a transfer
+    # starts, which the analytical time does not count: a few percent faster.
+    assert 0.9 <= job["iteration_time_vs_analytical"] <= 1.15
     # an idle fabric needs (almost) no repair; any loss is named and located
     assert job["retransmission_ratio"] < 0.01
     assert job["packets_sent"] >= 8 * 8 * 1_750_000 // 4096
