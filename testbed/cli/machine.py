@@ -88,7 +88,7 @@ def run_calibrate(args):
     except (ReachabilityError, RuntimeError, TimeoutError, ValueError) as e:
         return err(f"calibration failed, nothing was stored: {e}")
     try:
-        calibration.save(cal, args.calibration)
+        cal = calibration.save(cal, args.calibration)
     except OSError as e:
         return err(f"cannot store the calibration in {args.calibration}: {e.strerror or e}")
     # The cost per packet holds even when the drill itself fell behind.

@@ -14,6 +14,7 @@ first undilated run on a machine that has none, from its results'
 which are labelled as defaults wherever they are shown.
 """
 import datetime
+import dataclasses
 import json
 import math
 import os
@@ -154,10 +155,10 @@ def _fail(path, field_name, message):
 
 def save(calibration, path=DEFAULT_PATH):
     """Store `calibration` at `path` (readable by everyone: `hpnlab plan`
-    runs without root), creating its folder."""
+    runs without root), creating its folder; returns it as read from there."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o755, exist_ok=True)
     atomic_write(path, json.dumps(calibration.to_dict(), indent=1) + "\n")
-    calibration.path = path
+    return dataclasses.replace(calibration, path=path)
 
 
 def from_results(results, command, results_path, cores=None, now=None):
