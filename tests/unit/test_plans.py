@@ -324,6 +324,16 @@ def test_names_in_use_are_found_before_anything_is_built(fake_ovs):
 
 
 def test_interrupts_wait_until_the_held_block_ends():
+    # A shell starts background jobs with SIGINT ignored; the test needs
+    # Python's own handler, whatever started it.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        _interrupt_inside_a_held_block()
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def _interrupt_inside_a_held_block():
     reached = []
     with pytest.raises(KeyboardInterrupt):
         with signals_held():
