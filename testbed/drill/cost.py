@@ -3,13 +3,17 @@ vSwitch and the packets its switches forwarded (every packet that entered a
 switch port counts once per switch it crosses: a packet-hop)."""
 import os
 
+from testbed.emulation.ledger import stat_fields
+
 OVS_PIDFILE = "/run/openvswitch/ovs-vswitchd.pid"
 
 
 def _process_cpu_s(pid):
-    """User + system CPU seconds of a process (fields 14 and 15 of its stat)."""
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
+    """User + system CPU seconds of a process (fields 14 and 15 of its
+    stat), or None when it is gone."""
+    fields = stat_fields(pid)
+    if fields is None:
+        return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 

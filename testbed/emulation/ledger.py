@@ -20,18 +20,25 @@ import time
 STATE_FILE = "/run/hpnlab/fabric.json"
 
 
-def start_time(pid):
-    """When process `pid` started, in clock ticks since boot (field 22 of
-    /proc/PID/stat), or None when there is no such process. The kernel
-    reuses a PID once its process is gone; PID and start time together
-    name one process."""
+def stat_fields(pid):
+    """The fields of /proc/PID/stat from field 3 on (index 0 is field 3),
+    or None when there is no such process. Field 2, the command name, may
+    hold spaces and ')': the fields are counted from the last ')'."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as fh:
             stat = fh.read()
     except OSError:
         return None
-    # Field 2, the command name, may hold spaces and ')': count from the last ')'.
-    return int(stat[stat.rindex(b")") + 2:].split()[19])
+    return stat[stat.rindex(b")") + 2:].split()
+
+
+def start_time(pid):
+    """When process `pid` started, in clock ticks since boot (field 22 of
+    /proc/PID/stat), or None when there is no such process. The kernel
+    reuses a PID once its process is gone; PID and start time together
+    name one process."""
+    fields = stat_fields(pid)
+    return None if fields is None else int(fields[19])
 
 
 def is_same_process(pid, start):
