@@ -16,8 +16,10 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # 1. System packages (Debian 12 / Ubuntu 22.04+).
+# clang, llvm and libbpf-dev build the BPF queue engine (ECN marking and
+# per-class counters on kernels without RED).
 pkgs=(mininet openvswitch-switch iperf3 tcpdump tshark ethtool iproute2 iputils-ping
-      procps kmod python3 python3-venv python3-pip)
+      procps kmod python3 python3-venv python3-pip clang llvm libbpf-dev)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \

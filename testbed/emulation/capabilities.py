@@ -43,6 +43,27 @@ def _in_fresh_netns(command):
     return _run(["unshare", "--net", "sh", "-c", f"{_VETH} && {command}"])
 
 
+BPF_QUEUES = "bpf queue engine"
+
+
+def _bpf_queue_probe():
+    """Build the queue engine (testbed/emulation/bpf/queue.c) and load it on
+    a veth, in a throw-away network and mount namespace with its own bpffs,
+    so that the maps it pins vanish with it."""
+    from .queues import QueueSetupError, build_object
+    try:
+        obj = build_object()
+    except QueueSetupError as e:
+        return False, str(e)
+    load = "; ".join([f"tc filter add dev pa {d} bpf da obj {shlex.quote(obj)} sec tc/{k}{d}"
+                      for k in ("", "host_") for d in ("egress", "ingress")])
+    r = _run(["unshare", "--net", "--mount", "sh", "-c",
+              f"mount -t bpf bpf /sys/fs/bpf && {_VETH} && tc qdisc add dev pa clsact && {load}"])
+    if r.returncode != 0:
+        return False, (r.stderr.strip().splitlines() or ["failed"])[-1]
+    return True, f"loaded ({os.path.basename(obj)})"
+
+
 def _qdisc_probe(module, args):
     _modprobe(module)
     r = _in_fresh_netns(shlex.join(["tc", "qdisc", "replace", "dev", "pa", "root"] + args))
@@ -74,6 +95,9 @@ def probe():
         for name, (module, args, enables) in QDISCS.items():
             ok, detail = _qdisc_probe(module, args)
             feats.append(Feature(name, ok, detail, enables))
+        ok, detail = _bpf_queue_probe()
+        feats.append(Feature(BPF_QUEUES, ok, detail,
+                             "priority classes, ECN marking and queue counters (scenario queues)"))
         _modprobe("bonding")
         r = _in_fresh_netns("ip link add bond0 type bond")
         feats.append(Feature("bonding", r.returncode == 0, (r.stderr.strip() or "ok"),
@@ -165,12 +189,23 @@ def required_features(fabric):
     need = []
     if any(l.delay_s > 0 for l in fabric.links):
         need.append(("netem", "links with delay (dci.delay)"))
+    if fabric.queues is not None:
+        need.append((BPF_QUEUES, "priority queues (queues)"))
     return need
 
 
 def missing_for(fabric, feats):
     """One message per required feature the machine lacks."""
     module = {name: mod for name, (mod, _, _) in QDISCS.items()}
-    return [f"{why} need the {name} qdisc (kernel module {module.get(name, name)}), "
-            f"which this kernel lacks; run it where the module exists (e.g. the Vagrant VM)"
-            for name, why in required_features(fabric) if not has(feats, name)]
+    out = []
+    for name, why in required_features(fabric):
+        if has(feats, name):
+            continue
+        if name == BPF_QUEUES:
+            detail = next((f.detail for f in feats if f.name == name), "not probed")
+            out.append(f"{why} need the BPF queue engine, which does not work here: {detail} "
+                       "(hpnlab doctor shows it; make setup installs clang and libbpf-dev)")
+        else:
+            out.append(f"{why} need the {name} qdisc (kernel module {module.get(name, name)}), "
+                       f"which this kernel lacks; run it where the module exists (e.g. the Vagrant VM)")
+    return out

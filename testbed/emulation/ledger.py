@@ -50,7 +50,7 @@ class Ledger:
     def __init__(self, path=STATE_FILE):
         self.path = path
         self.data = {"owner": os.getpid(), "bridges": [], "interfaces": [], "processes": [],
-                     "run_dir": None, "fabric": None}
+                     "files": [], "mounts": [], "run_dir": None, "fabric": None}
 
     # --- recording ---------------------------------------------------------
     def claim(self, fabric_name, run_dir):
@@ -70,6 +70,7 @@ class Ledger:
         return is_same_process(self.data["owner"], self.data.get("owner_start"))
 
     def add(self, kind, *items):
+        self.data.setdefault(kind, [])
         self.data[kind].extend(i for i in items if i not in self.data[kind])
         self.save()
 
@@ -115,6 +116,14 @@ class Ledger:
             if os.path.exists(f"/sys/class/net/{ifname}"):
                 leftover.append(f"interface {ifname}")
                 subprocess.run(["ip", "link", "del", ifname], capture_output=True)
+        for path in self.data.get("files", []):   # pinned BPF maps
+            if os.path.exists(path):
+                leftover.append(f"file {path}")
+                os.unlink(path)
+        for mnt in self.data.get("mounts", []):    # bpffs, if hpnlab mounted it
+            if os.path.ismount(mnt):
+                leftover.append(f"mount {mnt}")
+                subprocess.run(["umount", mnt], capture_output=True)
         gone = wait_until(lambda: not any(os.path.exists(f"/sys/class/net/{i}")
                                      for i in self.data["interfaces"]), timeout)
         if not gone:

@@ -47,15 +47,24 @@ def shaping_lines(ifname, rate_mbit, mtu, delay_s=0.0, queue_s=QUEUE_SECONDS):
     return lines
 
 
-def switch_port_plan(fabric):
+def port_lines(fabric, link, ifname, engine=None):
+    """`tc -batch` lines of one port: a single FIFO, or with a queue engine
+    (testbed/emulation/queues.py) its priority classes and BPF programs."""
+    if engine is not None:
+        return engine.port_lines(ifname, fabric.scaled_mbit(link), fabric.mtu,
+                                 fabric.shaped_delay_s(link))
+    return shaping_lines(ifname, fabric.scaled_mbit(link), fabric.mtu, fabric.shaped_delay_s(link),
+                         queue_seconds(fabric))
+
+
+def switch_port_plan(fabric, engine=None):
     """(`ip -batch` lines, `tc -batch` lines) for every switch-side port."""
     ip_lines, tc_lines = [], []
     for link in fabric.links:
         for end in (link.a, link.b):
             if fabric.nodes[end.node].kind != HOST:
                 ip_lines.append(f"link set dev {end.ifname} mtu {fabric.mtu}")
-                tc_lines += shaping_lines(end.ifname, fabric.scaled_mbit(link), fabric.mtu,
-                                          fabric.shaped_delay_s(link), queue_seconds(fabric))
+                tc_lines += port_lines(fabric, link, end.ifname, engine)
     return ip_lines, tc_lines
 
 
@@ -65,12 +74,14 @@ def rail_prefixes(fabric, rail):
     return [str(ipaddress.IPv4Network(f"10.{dc * 16 + rail}.0.0/16")) for dc in dcs]
 
 
-def host_script(fabric, host):
+def host_script(fabric, host, engine=None):
     """One shell script that configures a host: addresses, MTU, offloads
     (TCP through the userspace datapath needs them off), shaping of its
     egress, and the multipath route that spreads flows over the NIC's ports
-    (hashing on L4, skipping a port whose link is down)."""
-    sysctls = ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
+    (hashing on L4, skipping a port whose link is down). With a queue
+    engine, TCP negotiates ECN."""
+    sysctls = ["net.ipv4.tcp_ecn=1"] if engine is not None else []
+    sysctls += ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
                "net.ipv4.fib_multipath_hash_policy=1",
                "net.ipv4.conf.all.ignore_routes_with_linkdown=1",
                "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"]
@@ -83,8 +94,7 @@ def host_script(fabric, host):
             ip_lines += [f"link set dev {ifname} address {nic.mac} mtu {fabric.mtu}",
                          f"addr add {nic.ip}/32 dev {ifname}",
                          f"link set dev {ifname} up"]
-            tc_lines += shaping_lines(ifname, fabric.scaled_mbit(link), fabric.mtu,
-                                      fabric.shaped_delay_s(link), queue_seconds(fabric))
+            tc_lines += port_lines(fabric, link, ifname, engine)
             lines.append(f"ethtool -K {ifname} tx off rx off tso off gso off gro off >/dev/null 2>&1 || true")
             lines.append(f"sysctl -qw net.ipv4.conf.{ifname.replace('.', '/')}.rp_filter=0")
         hops = " ".join(f"nexthop dev {p}" for p in nic.ports)

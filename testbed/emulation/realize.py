@@ -8,6 +8,7 @@ recorded.
 """
 import json
 import os
+import socket
 import subprocess
 import time
 
@@ -15,6 +16,7 @@ from . import capabilities, plans
 from .controller import ControllerProcess
 from .ledger import Ledger, already_present
 from .procs import end, signals_held
+from .queues import QueueEngine, parse_ifindexes
 
 
 class CapabilityError(RuntimeError):
@@ -41,6 +43,7 @@ class FabricNet:
         self.controller = None
         self.ledger = None
         self.datapath = None
+        self.queues = None           # QueueEngine when the fabric has priority classes
         self.overrides = {}          # host -> {dst ip: ports} applied now
         self.route_errors = []       # host-route updates that failed (fail the run)
         self.timings = {}
@@ -83,6 +86,9 @@ class FabricNet:
         self.ledger.add("bridges", *bridges)
         self.ledger.add("interfaces", *interfaces)
         os.makedirs(self.run_dir, exist_ok=True)
+        if f.queues is not None:
+            self.queues = QueueEngine(f, self.ledger)
+            self.queues.prepare()
 
         fabric_json = os.path.join(self.run_dir, "fabric.json")
         with open(fabric_json, "w") as fh:
@@ -117,6 +123,8 @@ class FabricNet:
         self.timings["mininet_start"] = time.monotonic() - t0
         self._configure_switch_ports()
         self._configure_hosts()
+        if self.queues is not None:
+            self._attach_queue_engine()
         self.timings["configured"] = time.monotonic() - t0
         n = len(f.switches())
         self.controller.wait_for(lambda e: e["event"] == "routes", self.route_timeout,
@@ -127,7 +135,7 @@ class FabricNet:
         return self
 
     def _configure_switch_ports(self):
-        ip_lines, tc_lines = plans.switch_port_plan(self.fabric)
+        ip_lines, tc_lines = plans.switch_port_plan(self.fabric, self.queues)
         _batch(["ip", "-batch", "-"], ip_lines)
         _batch(["tc", "-batch", "-"], tc_lines)
 
@@ -136,12 +144,33 @@ class FabricNet:
         for h in hosts:  # all hosts work in parallel; collect afterwards
             script = os.path.join(self.run_dir, f"host-{h.name}.sh")
             with open(script, "w") as fh:
-                fh.write(plans.host_script(self.fabric, h.name))
+                fh.write(plans.host_script(self.fabric, h.name, self.queues))
             h.sendCmd(f"bash {script}; echo HPNLAB_DONE $?")
         for h in hosts:
             out = h.waitOutput()
             if "HPNLAB_DONE 0" not in out:
                 raise RuntimeError(f"configuring host {h.name} failed: {out.strip()[-300:]}")
+
+    def _attach_queue_engine(self):
+        """Load the queue engine on every port (hosts' from this mount
+        namespace, see QueueEngine.port_lines) and fill its maps."""
+        f = self.fabric
+        switch_ifs = [e.ifname for l in f.links for e in (l.a, l.b) if f.nodes[e.node].is_switch]
+        _batch(["tc", "-batch", "-"], self.queues.attach_lines(switch_ifs))
+        ifindex = {i: socket.if_nametoindex(i) for i in switch_ifs}
+        procs = {}
+        for h in f.hosts():
+            ports = [e.ifname for l in f.links_of(h.name) for e in (l.a, l.b) if e.node == h.name]
+            procs[h.name] = (ports, subprocess.Popen(
+                self.ns_argv(h.name, ["sh", "-c", "tc -batch - && ip -o link show"]),
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        for host, (ports, proc) in procs.items():
+            out, err = proc.communicate("\n".join(self.queues.attach_lines(ports, host=True)) + "\n")
+            if proc.returncode != 0:
+                raise RuntimeError(f"attaching the queue engine in {host} failed: {err.strip()[-300:]}")
+            listed = parse_ifindexes(out)
+            ifindex.update({p: listed[p] for p in ports})
+        self.queues.configure(ifindex)
 
     # --- host-side route updates (called from the controller reader) -------
     def _apply_overrides(self, event):
@@ -218,6 +247,8 @@ class FabricNet:
         end = link.b if self.fabric.nodes[link.b.node].is_switch else link.a
         subprocess.run(["ip", "link", "set", "dev", end.ifname, "up" if up else "down"],
                        check=True, capture_output=True)
+        if self.queues is not None:   # the kernel flushed both ends' queues
+            self.queues.reset([link.a.ifname, link.b.ifname])
 
     # --- teardown ----------------------------------------------------------
     def stop(self):
@@ -239,6 +270,9 @@ class FabricNet:
             except Exception as e:  # the ledger sweep below still runs
                 self.log(f"warning: Mininet stop: {e}")
             self.net = None
+        if self.queues is not None:
+            self.queues.close()
+            self.queues = None
         if self.ledger is not None:
             leftover = self.ledger.sweep()
             self.ledger.release()

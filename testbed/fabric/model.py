@@ -77,6 +77,9 @@ class Fabric:
     # one it emulates (rates /N, delays xN); 1 everywhere but in a drill.
     # Unlike `scale`, it leaves bytes alone (testbed/fabric/dilation.py).
     time_dilation: float = 1.0
+    # Priority classes of every port (testbed/fabric/queues.py); None: one
+    # FIFO per port, no ECN.
+    queues: object = None
 
     # --- queries -----------------------------------------------------------
     def hosts(self):
@@ -131,12 +134,16 @@ class Fabric:
             "links": [dict(asdict(l), name=l.name, scaled_mbit=self.scaled_mbit(l)) for l in self.links],
             "nics": [asdict(n) for n in self.nics],
             "time_dilation": self.time_dilation,
+            "queues": self.queues.to_dict() if self.queues else None,
         }
 
     @classmethod
     def from_dict(cls, d):
         f = cls(d["name"], d["kind"], d["scale"], d["mtu"], d.get("params", {}),
                 time_dilation=d.get("time_dilation", 1.0))
+        if d.get("queues"):
+            from .queues import QueueProfile
+            f.queues = QueueProfile.from_dict(d["queues"])
         for n in d["nodes"]:
             f.nodes[n["name"]] = Node(**n)
         for l in d["links"]:

@@ -7,10 +7,11 @@ ranges; schema.py), then, only when the shape is right, the checks that
 need the built fabric (semantics.py). Every problem found is reported, one
 line each; nothing is built from a file with problems.
 """
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import semantics
+from . import queues, semantics
 from .build import ModelError, build_fabric
 from .loader import SCENARIO, TOPOLOGY, detect_kind, load_yaml
 from .model import Fabric
@@ -145,12 +146,15 @@ def _scenario_from_doc(path, doc):
     problems += semantics.fault_problems(file, faults, duration, fabric)
     problems += semantics.expect_problems(file, expect, fabric, {j["name"] for j in jobs})
     problems += semantics.transport_problems(file, doc.get("transport"))
+    problems += semantics.queue_problems(file, doc.get("queues"), fabric)
     capture = doc.get("capture")
     if capture is not None and fabric is not None:
         problems += semantics.capture_problems(file, capture, fabric)
         capture = {"hosts": list(capture["hosts"]), "packets": capture.get("packets", 1000)}
     if problems:
         raise ConfigError(problems)
+    if doc.get("queues"):
+        fabric = dataclasses.replace(fabric, queues=queues.profile_from(doc["queues"]))
 
     return Scenario(
         name=doc["name"], description=doc.get("description", ""), path=file,
@@ -177,7 +181,8 @@ def _traffic_entry(raw):
     dst = raw["dst"]
     return {"kind": raw.get("kind", "iperf3"), "src": raw["src"],
             "dst": list(dst) if isinstance(dst, list) else [dst],
-            "parallel": raw.get("parallel", 1), "start": parse_time(raw.get("start", 0))}
+            "parallel": raw.get("parallel", 1), "start": parse_time(raw.get("start", 0)),
+            "dscp": raw.get("dscp", 0)}
 
 
 def _fault_entry(raw):

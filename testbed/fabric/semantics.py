@@ -5,6 +5,7 @@ shape has passed the schema; each returns a list of Problems.
 """
 import re
 
+from . import queues
 from .problems import Problem, count, seconds, show
 from .units import parse_time
 from .vocabulary import JOB_METRICS
@@ -231,3 +232,62 @@ def transport_problems(file, raw):
         return [Problem(file, "transport.dcqcn.alpha_period", f"expected an alpha period longer than "
                         f"the CNP interval ({seconds(cnp)}), got {seconds(alpha)}")]
     return []
+
+
+def queue_problems(file, raw, fabric):
+    """Class names unique, each DSCP in one class at most, overrides naming
+    classes that exist, and on every port a buffer of at least two frames
+    with ECN thresholds inside it."""
+    if raw is None or fabric is None:
+        return []
+    problems = []
+    names, owner = [c["name"] for c in raw["classes"]], {}
+    for i, c in enumerate(raw["classes"]):
+        here = f"queues.classes[{i}]"
+        if names.index(c["name"]) != i:
+            problems.append(Problem(file, f"{here}.name", f"expected a name no other class has, "
+                                    f"got {c['name']!r} again"))
+        for d in c.get("dscp", ()):
+            if d in owner:
+                problems.append(Problem(file, f"{here}.dscp", f"expected each DSCP in one class, "
+                                        f"got {d} here and in class {owner[d]!r}"))
+            owner.setdefault(d, c["name"])
+        ecn = c.get("ecn") or {}
+        if ecn and ("k" in ecn) == ("min" in ecn or "max" in ecn):
+            problems.append(Problem(file, f"{here}.ecn", "expected either k (a step) or min and "
+                                    "max (a ramp)"))
+        elif ecn and "k" not in ecn and not ("min" in ecn and "max" in ecn):
+            problems.append(Problem(file, f"{here}.ecn", "expected both min and max"))
+    for kind, by in (raw.get("ports") or {}).items():
+        for name in by:
+            if name not in names:
+                problems.append(Problem(file, f"queues.ports.{kind}.{name}", f"expected one of the "
+                                        f"classes ({', '.join(names)}), got {name!r}"))
+    if problems:
+        return problems
+    return _queue_size_problems(file, fabric, queues.profile_from(raw))
+
+
+def _queue_size_problems(file, fabric, profile):
+    frame = queues.frame_bytes(fabric.mtu)
+    first = {}   # (class index, field) -> the first port that breaks it, and how
+    for link in fabric.links:
+        for end in (link.a, link.b):
+            kind = queues.port_kind(fabric, link, end)
+            for pc in profile.port_classes(kind, link.rate_bps, fabric.scale):
+                sizes = f"buffer {pc.limit} bytes"
+                checks = [("buffer", pc.limit >= 2 * frame, f"at least 2 frames ({2 * frame} bytes)",
+                           sizes)]
+                if pc.ecn_mode == queues.ECN_STEP:
+                    checks.append(("ecn.k", pc.k_low < pc.limit, "below the class buffer",
+                                   f"k {pc.k_low} bytes, {sizes}"))
+                elif pc.ecn_mode == queues.ECN_RED:
+                    checks.append(("ecn.max", pc.k_low < pc.k_high <= pc.limit,
+                                   "min < max <= the class buffer",
+                                   f"min {pc.k_low}, max {pc.k_high} bytes, {sizes}"))
+                for what, ok, wanted, got in checks:
+                    if not ok:
+                        first.setdefault((pc.index, what), (wanted, f"{got} on {end.ifname} "
+                                                                    f"(a {kind} port)"))
+    return [Problem(file, f"queues.classes[{index}].{what}", f"expected {wanted} on every port, "
+                    f"got {got}") for (index, what), (wanted, got) in sorted(first.items())]

@@ -308,8 +308,9 @@ expect:
     assert Path(s.topology_path) == tmp_path / "topos" / "mini.yaml"
     assert s.fabric.name == "mini" and len(s.fabric.hosts()) == 8
     assert s.traffic == [
-        {"kind": "iperf3", "src": "s0h0", "dst": ["s1h0", "s1h1"], "parallel": 2, "start": 0.0},
-        {"kind": "iperf3", "src": "s1h2", "dst": ["s0h2"], "parallel": 1, "start": 1.5},
+        {"kind": "iperf3", "src": "s0h0", "dst": ["s1h0", "s1h1"], "parallel": 2, "start": 0.0,
+         "dscp": 0},
+        {"kind": "iperf3", "src": "s1h2", "dst": ["s0h2"], "parallel": 1, "start": 1.5, "dscp": 0},
     ]
     assert s.faults == [
         {"at": 5.0, "action": "link-down", "link": ("s0h0", "t0r0k0"), "index": 0},

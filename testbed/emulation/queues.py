@@ -1,0 +1,255 @@
+"""Per-class queues on every port, on the machine: the tc lines that give a
+port its strict-priority HTB classes and attach the BPF queue engine
+(bpf/queue.c), and `QueueEngine`, which fills the engine's maps and reads its
+counters.
+
+How a port works (testbed/fabric/queues.py says what the classes are):
+- HTB at the port's rate, one leaf class per traffic class (prio = class
+  index, a token guaranteed rate, the whole rate as ceiling): strict
+  priority by borrowing order;
+- the BPF program at the port's egress picks the class from the DSCP,
+  tail-drops at the class buffer and marks ECN; the FIFO under each class is
+  two frames larger, so it never drops first and every drop is counted;
+- the BPF program at the ingress of the far end of the wire counts what
+  left the queue, so backlog = enqueued - dequeued is the real backlog.
+
+Counters: one mmap-ed array of 8 x u64 per (port slot, class).
+"""
+import hashlib
+import os
+import shutil
+import struct
+import subprocess
+
+from testbed.fabric import queues as model
+
+from .bpfmaps import PinnedMap
+
+SOURCE = os.path.join(os.path.dirname(__file__), "bpf", "queue.c")
+OBJECT_DIR = "/var/lib/hpnlab/bpf"
+BPFFS = "/sys/fs/bpf"
+PIN_DIR = os.path.join(BPFFS, "tc", "globals")   # where tc pins maps it loads
+MAP_NAMES = ("hpnlab_ports", "hpnlab_dscp", "hpnlab_qcfg", "hpnlab_qstat")
+CLASSES = 8                  # per slot in the maps (bpf/queue.c CLASSES)
+MAX_SLOTS = 4096             # bpf/queue.c MAX_SLOTS
+HTB_MINOR_BASE = 0x10        # class i is HTB class 1:(0x10 + i)
+STAT_FIELDS = ("enq_bytes", "enq_pkts", "deq_bytes", "deq_pkts", "drop_bytes", "drop_pkts",
+               "marks", "ect_pkts")
+_CFG = struct.Struct("=QQQII")       # struct class_cfg
+_ECN_MODE = {None: 0, model.ECN_STEP: 1, model.ECN_RED: 2}
+EGRESS, INGRESS = 0, 1
+
+
+class QueueSetupError(RuntimeError):
+    pass
+
+
+# --- the BPF object -------------------------------------------------------------
+
+def compiler_missing():
+    """What is missing to build the BPF object, or None."""
+    if not shutil.which("clang"):
+        return "clang (apt package clang; make setup installs it)"
+    if not os.path.exists("/usr/include/bpf/bpf_helpers.h"):
+        return "libbpf headers (apt package libbpf-dev; make setup installs it)"
+    return None
+
+
+def build_object(out_dir=OBJECT_DIR):
+    """The compiled queue engine, built once per version of its source."""
+    with open(SOURCE, "rb") as fh:
+        digest = hashlib.sha256(fh.read()).hexdigest()[:16]
+    obj = os.path.join(out_dir, f"queue-{digest}.o")
+    if os.path.exists(obj):
+        return obj
+    missing = compiler_missing()
+    if missing:
+        raise QueueSetupError(f"the BPF queue engine cannot be built: {missing} is missing")
+    os.makedirs(out_dir, exist_ok=True)
+    arch = f"/usr/include/{os.uname().machine}-linux-gnu"
+    tmp = obj + f".{os.getpid()}.tmp"
+    r = subprocess.run(["clang", "-O2", "-g", "-target", "bpf", f"-I{arch}", "-c", SOURCE, "-o", tmp],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise QueueSetupError(f"compiling {SOURCE} failed: {r.stderr.strip()[-400:]}")
+    os.replace(tmp, obj)
+    return obj
+
+
+# --- tc lines (pure) ---------------------------------------------------------------
+
+def class_lines(ifname, rate_mbit, mtu, classes, delay_s=0.0):
+    """`tc -batch` lines: HTB root at the port's rate and one strict-priority
+    leaf per class, each over a FIFO (netem on a delayed link) two frames
+    larger than the class buffer the BPF engine enforces."""
+    frame = model.frame_bytes(mtu)
+    burst = max(15000, 2 * frame)
+    last = HTB_MINOR_BASE + len(classes) - 1
+    # A guaranteed rate of 1/1000 of the port: strict priority in practice,
+    # without the zero rate HTB refuses.
+    floor = max(0.008, rate_mbit / 1000)
+    lines = [f"qdisc replace dev {ifname} root handle 1: htb default {last:x}",
+             f"class replace dev {ifname} parent 1: classid 1:1 htb rate {rate_mbit:.6g}mbit "
+             f"ceil {rate_mbit:.6g}mbit burst {burst} cburst {burst} quantum {frame}"]
+    for pc in classes:
+        minor = HTB_MINOR_BASE + pc.index
+        lines.append(f"class replace dev {ifname} parent 1:1 classid 1:{minor:x} htb rate "
+                     f"{floor:.6g}mbit ceil {rate_mbit:.6g}mbit prio {pc.index} burst {burst} "
+                     f"cburst {burst} quantum {frame}")
+        fifo = pc.limit + 2 * frame
+        if delay_s > 0:
+            lines.append(f"qdisc replace dev {ifname} parent 1:{minor:x} handle {minor:x}: netem "
+                         f"delay {delay_s * 1e3:.6g}ms limit {fifo // frame + 1}")
+        else:
+            lines.append(f"qdisc replace dev {ifname} parent 1:{minor:x} handle {minor:x}: bfifo "
+                         f"limit {fifo}")
+    return lines
+
+
+def attach_lines(ifname, obj, host=False):
+    """Attach the engine to both directions of `ifname`: its egress queue,
+    and the count of what arrives from the far end's queue. Host ports use
+    the programs that know a port by its NIC's MAC too (bpf/queue.c)."""
+    kind = "host_" if host else ""
+    return [f"qdisc replace dev {ifname} clsact"] + [
+        f"filter replace dev {ifname} {d} pref 1 handle 1 bpf da obj {obj} sec tc/{kind}{d}"
+        for d in ("egress", "ingress")]
+
+
+def port_slots(fabric):
+    """{ifname: slot} for every port's egress, and {ifname: the far end's
+    ifname} (where that queue's departures are counted)."""
+    slots, peer = {}, {}
+    for i, link in enumerate(fabric.links):
+        for j, (end, other) in enumerate(((link.a, link.b), (link.b, link.a))):
+            slots[end.ifname] = 2 * i + j
+            peer[end.ifname] = other.ifname
+    if len(slots) > MAX_SLOTS:
+        raise QueueSetupError(f"{len(slots)} ports: the queue engine holds at most {MAX_SLOTS}")
+    return slots, peer
+
+
+def parse_ifindexes(text):
+    """{ifname: ifindex} from `ip -o link show` output."""
+    out = {}
+    for line in text.splitlines():
+        head = line.split(":", 2)
+        if len(head) == 3 and head[0].strip().isdigit():
+            out[head[1].strip().split("@")[0]] = int(head[0])
+    return out
+
+
+# --- the running engine ------------------------------------------------------------
+
+class QueueEngine:
+    """The maps of one fabric's queue engine: configure, read, reset, remove."""
+
+    def __init__(self, fabric, ledger=None):
+        self.fabric = fabric
+        self.ledger = ledger
+        self.slots, self.peer = port_slots(fabric)
+        self.ports = {}            # ifname -> [PortClass]
+        for link in fabric.links:
+            for end in (link.a, link.b):
+                self.ports[end.ifname] = model.classes_at(fabric, link, end)
+        self.obj = None
+        self.maps = {}
+        self.mounted = False
+        self.made_dirs = False
+
+    # --- before the fabric's tc lines run ---------------------------------------
+    def prepare(self):
+        """Build the object, make sure bpffs is there, and remove pins a
+        crashed run of hpnlab left (ours by name), so no old map is reused."""
+        self.obj = build_object()
+        # tc makes tc/globals and the links ip and xdp to it on first use
+        self.made_dirs = not os.path.exists(os.path.dirname(PIN_DIR))
+        if not os.path.ismount(BPFFS):
+            r = subprocess.run(["mount", "-t", "bpf", "bpf", BPFFS], capture_output=True, text=True)
+            if r.returncode != 0:
+                raise QueueSetupError(f"cannot mount bpffs at {BPFFS}: {r.stderr.strip()}")
+            self.mounted = True
+            if self.ledger:
+                self.ledger.add("mounts", BPFFS)
+        pins = [os.path.join(PIN_DIR, n) for n in MAP_NAMES]
+        if self.ledger:
+            self.ledger.add("files", *pins)
+        for p in pins:
+            if os.path.exists(p):
+                os.unlink(p)
+        return self.obj
+
+    def port_lines(self, ifname, rate_mbit, mtu, delay_s):
+        """The port's classes. The BPF programs are attached apart
+        (attach_lines): a Mininet host has its own mount namespace, where
+        the bpffs that holds the engine's maps is not mounted, so they are
+        loaded from the root mount namespace into the host's network one."""
+        return class_lines(ifname, rate_mbit, mtu, self.ports[ifname], delay_s)
+
+    def attach_lines(self, ifnames, host=False):
+        return [line for i in ifnames for line in attach_lines(i, self.obj, host)]
+
+    # --- once every port is attached ---------------------------------------------
+    def configure(self, ifindex):
+        """Fill the maps. `ifindex`: {ifname: its index in its namespace}."""
+        macs = {p: int(nic.mac.replace(":", ""), 16) for nic in self.fabric.nics for p in nic.ports}
+        try:
+            self.maps = {n: PinnedMap(os.path.join(PIN_DIR, n)) for n in MAP_NAMES}
+        except OSError as e:
+            raise QueueSetupError(str(e)) from None
+        for dscp, cls in enumerate(self.fabric.queues.dscp_classes()):
+            self.maps["hpnlab_dscp"].update(struct.pack("=I", dscp), struct.pack("=I", cls))
+        for ifname, slot in self.slots.items():
+            for pc in self.ports[ifname]:
+                pmax = int(min(1.0, pc.probability) * 0xFFFFFFFF)
+                value = _CFG.pack(pc.limit, pc.k_low, pc.k_high, _ECN_MODE[pc.ecn_mode], pmax)
+                self.maps["hpnlab_qcfg"].update(struct.pack("=I", slot * CLASSES + pc.index), value)
+        for ifname, slot in self.slots.items():
+            for name, direction in ((ifname, EGRESS), (self.peer[ifname], INGRESS)):
+                key = struct.pack("=QII", macs.get(name, 0), ifindex[name], direction)
+                self.maps["hpnlab_ports"].update(key,
+                                                 struct.pack("=I", slot))
+        self.zero()
+
+    def zero(self):
+        """Start every counter from nothing (packets that crossed before the
+        maps were filled were never counted on one side)."""
+        empty = bytes(8 * len(STAT_FIELDS))
+        for slot in self.slots.values():
+            for c in range(len(self.fabric.queues.classes)):
+                self.maps["hpnlab_qstat"].update(struct.pack("=I", slot * CLASSES + c), empty)
+
+    def reset(self, ifnames):
+        """A link went down: its queues were flushed without the far end
+        seeing the packets. Count them as gone (enqueued := dequeued)."""
+        for ifname in ifnames:
+            slot = self.slots[ifname]
+            for c in range(len(self.fabric.queues.classes)):
+                key = struct.pack("=I", slot * CLASSES + c)
+                st = list(struct.unpack("=8Q", self.maps["hpnlab_qstat"].lookup(key)))
+                st[0], st[1] = st[2], st[3]
+                self.maps["hpnlab_qstat"].update(key, struct.pack("=8Q", *st))
+
+    def counters(self):
+        """The counters array (memory of the map: read, do not keep)."""
+        return self.maps["hpnlab_qstat"].memory()
+
+    # --- teardown -------------------------------------------------------------------
+    def close(self):
+        for m in self.maps.values():
+            m.close()
+        self.maps = {}
+        for n in MAP_NAMES:
+            path = os.path.join(PIN_DIR, n)
+            if os.path.exists(path):
+                os.unlink(path)
+        if self.mounted:    # ours alone: nothing else pinned there meanwhile
+            subprocess.run(["umount", BPFFS], capture_output=True)
+            self.mounted = False
+        elif self.made_dirs and os.path.isdir(PIN_DIR) and not os.listdir(PIN_DIR):
+            for link in ("ip", "xdp"):
+                path = os.path.join(BPFFS, link)
+                if os.path.islink(path):
+                    os.unlink(path)
+            os.rmdir(PIN_DIR)
+            os.rmdir(os.path.dirname(PIN_DIR))

@@ -1,0 +1,163 @@
+"""Priority classes: the pure model (testbed/fabric/queues.py), its checks,
+and the tc lines and map keys the queue engine is given."""
+import dataclasses
+import textwrap
+
+import pytest
+
+from testbed.fabric import queues
+from testbed.fabric.dilation import dilate
+from testbed.fabric.model import Fabric
+from testbed.fabric.problems import ConfigError
+from testbed.fabric.scenario import load_scenario
+from testbed.emulation import queues as engine
+
+TOPO = "../topologies/hpn-mini.yaml"
+QUEUES = """
+queues:
+  classes:
+    - name: control
+      dscp: [48]
+    - name: roce
+      dscp: [26, 24]
+      buffer: 50ms
+      ecn: {k: 10ms}
+    - name: bulk
+      buffer: 1000MB
+  ports:
+    tor:
+      roce: {ecn: {min: 5ms, max: 20ms, probability: 0.2}}
+"""
+
+
+def _scenario(tmp_path, queues_text=QUEUES, extra=""):
+    (tmp_path / "topologies").mkdir(exist_ok=True)
+    (tmp_path / "topologies" / "hpn-mini.yaml").write_text(
+        open("topologies/hpn-mini.yaml").read())
+    (tmp_path / "s").mkdir(exist_ok=True)
+    path = tmp_path / "s" / "q.yaml"
+    traffic = extra or "traffic:\n  - {src: s0h0, dst: s0h1}\n"
+    path.write_text(f"name: q\ntopology: {TOPO}\nduration: 5\n" + textwrap.dedent(queues_text) + traffic)
+    return path
+
+
+def _port(fabric, node_kind):
+    for link in fabric.links:
+        for end in (link.a, link.b):
+            if fabric.nodes[end.node].kind == node_kind:
+                return link, end
+    raise AssertionError(node_kind)
+
+
+def test_dscp_selects_a_class_and_unlisted_dscps_go_to_the_last(tmp_path):
+    q = load_scenario(_scenario(tmp_path)).fabric.queues
+    classes = q.dscp_classes()
+    assert (classes[48], classes[26], classes[24], classes[0], classes[63]) == (0, 1, 1, 2, 2)
+    assert q.class_of_dscp(26) == "roce"
+
+
+def test_amounts_become_bytes_per_port_and_overrides_apply_by_port_kind(tmp_path):
+    f = load_scenario(_scenario(tmp_path)).fabric
+    host = queues.classes_at(f, *_port(f, "host"))
+    tor = queues.classes_at(f, *_port(f, "tor"))
+    # 200 Gbit/s real, scale 5000: 40 Mbit/s = 5000 bytes per ms
+    assert [c.limit for c in host] == [500_000, 250_000, 200_000]
+    assert (host[1].ecn_mode, host[1].k_low) == ("step", 50_000)
+    assert (tor[1].ecn_mode, tor[1].k_low, tor[1].k_high, tor[1].probability) == \
+        ("red", 25_000, 100_000, 0.2)
+    assert host[0].ecn_mode is None and [c.index for c in tor] == [0, 1, 2]
+
+
+def test_time_dilation_leaves_queue_bytes_alone(tmp_path):
+    sc = load_scenario(_scenario(tmp_path))
+    slow = dilate(sc, 4).fabric
+    link, end = _port(sc.fabric, "tor")
+    assert queues.classes_at(slow, link, end) == queues.classes_at(sc.fabric, link, end)
+
+
+def test_profile_survives_fabric_json(tmp_path):
+    f = load_scenario(_scenario(tmp_path)).fabric
+    again = Fabric.from_dict(f.to_dict())
+    assert again.queues == f.queues
+    assert Fabric.from_dict(dataclasses.replace(f, queues=None).to_dict()).queues is None
+
+
+@pytest.mark.parametrize("text, field, words", [
+    ("""
+     queues:
+       classes: [{name: a, dscp: [26]}, {name: b, dscp: [26]}]
+     """, "queues.classes[1].dscp", "got 26 here and in class 'a'"),
+    ("""
+     queues:
+       classes: [{name: a}, {name: a}]
+     """, "queues.classes[1].name", "got 'a' again"),
+    ("""
+     queues:
+       classes: [{name: a}]
+       ports: {tor: {b: {buffer: 5ms}}}
+     """, "queues.ports.tor.b", "expected one of the classes (a)"),
+    ("""
+     queues:
+       classes: [{name: a, buffer: 3ms}]
+     """, "queues.classes[0].buffer", "expected at least 2 frames (18028 bytes) on every port"),
+    ("""
+     queues:
+       classes: [{name: a, buffer: 10ms, ecn: {k: 20ms}}]
+     """, "queues.classes[0].ecn.k", "below the class buffer"),
+    ("""
+     queues:
+       classes: [{name: a, ecn: {k: 2ms, min: 1ms}}]
+     """, "queues.classes[0].ecn", "either k (a step) or min and max"),
+    ("""
+     queues:
+       classes: [{name: a, ecn: {min: 1ms}}]
+     """, "queues.classes[0].ecn", "both min and max"),
+    ("""
+     queues:
+       classes: [{name: a, buffer: 5 parsecs}]
+     """, "queues.classes[0].buffer", "a size such as '300KB'"),
+])
+def test_bad_queues_are_one_line_each_naming_the_field(tmp_path, text, field, words):
+    with pytest.raises(ConfigError) as err:
+        load_scenario(_scenario(tmp_path, text))
+    lines = str(err.value).splitlines()
+    assert any(f": {field}: " in line and words in line for line in lines), lines
+
+
+def test_traffic_carries_its_dscp(tmp_path):
+    sc = load_scenario(_scenario(tmp_path, extra="traffic:\n  - {src: s0h0, dst: s0h1, dscp: 10}\n"))
+    assert sc.traffic[0]["dscp"] == 10
+
+
+def test_class_lines_give_strict_priority_and_a_fifo_that_never_drops_first():
+    classes = [queues.PortClass(0, "hi", 50_000), queues.PortClass(1, "lo", 100_000)]
+    lines = engine.class_lines("x", 40.0, 9000, classes)
+    assert lines[0] == "qdisc replace dev x root handle 1: htb default 11"
+    leaves = [l for l in lines if "parent 1:1 " in l]
+    assert ["prio 0" in leaves[0], "prio 1" in leaves[1]] == [True, True]
+    assert all("ceil 40mbit" in l for l in leaves)
+    fifos = [l for l in lines if "bfifo" in l]
+    assert fifos == ["qdisc replace dev x parent 1:10 handle 10: bfifo limit 68028",
+                     "qdisc replace dev x parent 1:11 handle 11: bfifo limit 118028"]
+    delayed = engine.class_lines("x", 40.0, 9000, classes, delay_s=0.005)
+    assert any("netem delay 5ms limit 8" in l for l in delayed)
+
+
+def test_host_ports_use_the_programs_that_know_a_port_by_its_mac():
+    assert engine.attach_lines("p", "/o.o", host=True)[1].endswith("sec tc/host_egress")
+    assert engine.attach_lines("p", "/o.o")[2].endswith("sec tc/ingress")
+
+
+def test_every_port_has_a_slot_and_its_far_end(tmp_path):
+    f = load_scenario(_scenario(tmp_path)).fabric
+    slots, peer = engine.port_slots(f)
+    assert len(set(slots.values())) == len(slots) == 2 * len(f.links)
+    link = f.links[0]
+    assert peer[link.a.ifname] == link.b.ifname and peer[link.b.ifname] == link.a.ifname
+
+
+def test_ifindexes_are_read_from_ip_link_output():
+    text = ("1: lo: <LOOPBACK,UP> mtu 65536 qdisc noqueue\n"
+            "2: s0h0-n0p0@if24314: <BROADCAST,UP> mtu 9000 qdisc htb\n"
+            "    link/ether 02:00:0a:00:00:01 brd ff:ff:ff:ff:ff:ff\n")
+    assert engine.parse_ifindexes(text) == {"lo": 1, "s0h0-n0p0": 2}
