@@ -20,6 +20,7 @@ class PairSpec:
     parallel: int
     start: float
     port: int
+    dscp: int = 0
 
     def flow_ids(self):
         return [f"{self.src}->{self.dst}#{k}" for k in range(self.parallel)]
@@ -33,7 +34,8 @@ def plan_pairs(fabric, traffic):
         for dst in entry["dst"]:
             dst_nic = next(n for n in fabric.nics_of(dst) if n.rail == src_nic.rail)
             pairs.append(PairSpec(entry["src"], dst, dst_nic.ip, int(entry.get("parallel", 1)),
-                                  float(entry.get("start", 0.0)), BASE_PORT + len(pairs)))
+                                  float(entry.get("start", 0.0)), BASE_PORT + len(pairs),
+                                  int(entry.get("dscp", 0))))
     return pairs
 
 
@@ -46,7 +48,8 @@ def client_argv(pair, duration):
     """The client of `pair`, sending until the drill's `duration` is over."""
     length = max(1, int(round(duration - pair.start)))
     return ["iperf3", "-c", pair.dst_ip, "-p", str(pair.port), "-t", str(length),
-            "-P", str(pair.parallel), "-i", str(INTERVAL_S), "-J", "--connect-timeout", "3000"]
+            "-P", str(pair.parallel), "-i", str(INTERVAL_S), "-J", "--connect-timeout", "3000"] + \
+        (["-S", str(pair.dscp << 2)] if pair.dscp else [])   # TOS byte: DSCP in its upper 6 bits
 
 
 def receiver_series(report, pair, offset):

@@ -9,12 +9,14 @@ from dataclasses import dataclass, field
 
 from testbed.emulation.capture import Capture
 from testbed.emulation.realize import FabricNet, unreachable
-from testbed.results import analytical, counters, dilation, expectations, plots, store, trust
+from testbed.results import (analytical, counters, dilation, expectations, plots, queues, store,
+                             trust)
 from testbed.results.flows import SETTLE_S, compute_metrics
 from testbed.results.jobs import job_metrics
 from traffic.iperf import INTERVAL_S, plan_pairs
 
 from . import sampler
+from .queue_sampler import QueueSampler
 from .cost import CostMeter
 from .agents import JobAgents
 from .faults import convergence_s, run_timeline, sleep_until
@@ -42,6 +44,7 @@ class _Run:
     datapath: str
     bringup_s: float | None
     emulator: dict = field(default_factory=dict)   # Open vSwitch CPU and packet-hops over the traffic
+    queues: dict | None = None   # the queue engine's counters (drill/queue_sampler.py)
 
 
 def run_scenario(sc, out_dir, log=print, dilation_choice=None):
@@ -73,6 +76,7 @@ def _run(sc, out_dir, log):
                          if fabric.nodes[end.node].is_switch)
         samp = sampler.LinkSampler(fnet, senders,
                                    on_sample=_progress(fabric, senders, agents, sc.jobs, log))
+        qsamp = QueueSampler(fnet.queues) if fnet.queues is not None else None
         try:
             for host in (sc.capture or {}).get("hosts", []):
                 cap = Capture(fnet, host, out_dir, sc.capture["packets"])
@@ -86,6 +90,8 @@ def _run(sc, out_dir, log):
             if agents:
                 agents.go(time.time() + (t0 - time.monotonic()))
             samp.start(t0)
+            if qsamp:
+                qsamp.start(t0)
             cost.start()
             faults = run_timeline(fnet, flows, pairs, sc, t0, log)
             if sc.jobs_only:
@@ -103,6 +109,8 @@ def _run(sc, out_dir, log):
         finally:
             emulator = cost.stop() if cost.first else {}
             samp.stop()
+            if qsamp:
+                qsamp.stop()
             flows.stop()
             capture_files = [c.stop() for c in captures]
             if agents:
@@ -111,13 +119,16 @@ def _run(sc, out_dir, log):
         problems += fnet.route_errors
         if samp.error:
             problems.append(f"sampling stopped early: {samp.error}")
+        if qsamp and qsamp.error:
+            problems.append(f"queue sampling stopped early: {qsamp.error}")
         problems += [f"controller routes version {ev.get('version')}: {ev['apply_error']}"
                      for ev in events if ev.get("apply_error")]
         return _Run(t0=t0, ran_s=ran_s, faults=faults, problems=problems, events=events,
                     flows=flows, samples=samp.samples, cpu=samp.cpu,
                     agent_results=agents.results() if agents else None,
                     capture_files=capture_files, datapath=fnet.datapath,
-                    bringup_s=fnet.timings.get("routes"), emulator=emulator)
+                    bringup_s=fnet.timings.get("routes"), emulator=emulator,
+                    queues=qsamp.result() if qsamp else None)
 
 
 def _results(sc, run, started, dilation_choice=None):
@@ -149,6 +160,9 @@ def _results(sc, run, started, dilation_choice=None):
         m["dci_bytes"] = counters.dci_bytes(fabric, run.samples)
         m["cpu_per_packet"] = counters.cpu_per_packet(run.agent_results, run.emulator)
     m["host_cpu"] = counters.cpu_summary(run.cpu)
+    if run.queues:
+        m["classes"] = queues.class_totals(run.queues)
+        m["queue_telemetry"] = {k: run.queues[k] for k in ("sample_hz", "samples", "cpu_share")}
     # Measured so far: this machine's time. Judged and reported from here
     # on: emulated time, which is what the scenario's bounds are written in.
     n = sc.fabric.time_dilation
@@ -172,6 +186,7 @@ def _results(sc, run, started, dilation_choice=None):
                    "switches": len(fabric.switches()), "links": len(fabric.links),
                    "bringup_s": run.bringup_s},
         "expectations": exp, "metrics": m, "faults": faults, "series": series,
+        "queues": queues.to_emulated(run.queues, n),
         "problems": run.problems,
     }
 

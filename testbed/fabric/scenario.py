@@ -144,7 +144,8 @@ def _scenario_from_doc(path, doc):
         jobs = [_job_entry(j, fabric) for j in doc.get("jobs", [])]
         problems += semantics.job_problems(file, doc.get("jobs", []), jobs, duration, fabric)
     problems += semantics.fault_problems(file, faults, duration, fabric)
-    problems += semantics.expect_problems(file, expect, fabric, {j["name"] for j in jobs})
+    classes = [c["name"] for c in (doc.get("queues") or {}).get("classes", [])] or None
+    problems += semantics.expect_problems(file, expect, fabric, {j["name"] for j in jobs}, classes)
     problems += semantics.transport_problems(file, doc.get("transport"))
     problems += semantics.queue_problems(file, doc.get("queues"), fabric)
     capture = doc.get("capture")
@@ -192,7 +193,7 @@ def _fault_entry(raw):
 
 def _expect_entry(raw):
     entry = {"name": raw.get("name"), "metric": raw["metric"], "host": raw.get("host"),
-             "job": raw.get("job"), "relative_to": raw.get("relative_to"),
+             "job": raw.get("job"), "relative_to": raw.get("relative_to"), "class": raw.get("class"),
              "min": raw.get("min"), "max": raw.get("max")}
     if not entry["name"]:
         entry["name"] = _expect_name(entry)
@@ -201,7 +202,7 @@ def _expect_entry(raw):
 
 def _expect_name(entry):
     """A readable default name: 'fault_throughput_ratio of s0h0 >= 0.45'."""
-    who = entry["host"] or entry.get("job")
+    who = entry["host"] or entry.get("job") or entry.get("class")
     text = entry["metric"] + (f" of {who}" if who else "")
     if entry.get("relative_to"):
         text += f" / that of {entry['relative_to']}"

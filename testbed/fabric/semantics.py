@@ -8,13 +8,32 @@ import re
 from . import queues
 from .problems import Problem, count, seconds, show
 from .units import parse_time
-from .vocabulary import JOB_METRICS
+from .vocabulary import CLASS_METRICS, JOB_METRICS
 
 # Bounds on the work a file may ask for (the schema bounds single numbers;
 # these bound what they multiply into).
 MAX_DURATION_S = 3600         # a drill, a compute phase
 MAX_FLOWS = 1024              # iperf3 TCP streams in all (parallel x destinations)
 MAX_JOB_BYTES = 1_000_000_000  # one job's bytes per iteration after scaling
+
+
+def _class_expect_problems(file, i, e, cls, class_names):
+    here = f"expect[{i}]"
+    if e["metric"] not in CLASS_METRICS:
+        return [Problem(file, f"{here}.class", f"metric {e['metric']} is not measured per queue "
+                        f"class (those are {', '.join(CLASS_METRICS)}): drop class")]
+    if cls is None:
+        return [Problem(file, f"{here}.class", f"metric {e['metric']} is measured per queue "
+                        "class: name the class")]
+    if class_names is None:
+        return [Problem(file, f"{here}.class", "the scenario declares no queues: add queues.classes")]
+    if cls not in class_names:
+        return [Problem(file, f"{here}.class", f"expected one of the classes "
+                        f"({', '.join(class_names)}), got {cls!r}")]
+    if e["job"] is not None or e["host"] is not None or e.get("relative_to") is not None:
+        return [Problem(file, f"{here}.class", "a class metric covers every port: drop host, job "
+                        "and relative_to")]
+    return []
 
 
 def duration_problems(file, raw, duration):
@@ -134,10 +153,14 @@ def _fault_number(field):
     return int(re.search(r"\[(\d+)\]", field).group(1))
 
 
-def expect_problems(file, expect, fabric, job_names=frozenset()):
+def expect_problems(file, expect, fabric, job_names=frozenset(), class_names=None):
+    """`class_names`: the scenario's queue classes (None: it has no queues)."""
     problems = []
     for i, e in enumerate(expect):
-        if e["job"] is not None and e["host"] is not None:
+        cls = e.get("class")
+        if e["metric"] in CLASS_METRICS or cls is not None:
+            problems += _class_expect_problems(file, i, e, cls, class_names)
+        elif e["job"] is not None and e["host"] is not None:
             problems.append(Problem(file, f"expect[{i}].job", "expected either host or job, got both"))
         elif e["job"] is not None and e["job"] not in job_names:
             problems.append(Problem(file, f"expect[{i}].job", f"job {e['job']!r} is not in this "

@@ -9,7 +9,7 @@ every expectation is then reported as "untrustworthy" and none passes, even
 if the numbers look fine.
 """
 
-from testbed.fabric.vocabulary import JOB_METRICS
+from testbed.fabric.vocabulary import CLASS_METRICS, JOB_METRICS
 
 PASSED, FAILED, UNTRUSTWORTHY = "passed", "failed", "untrustworthy"
 
@@ -21,7 +21,7 @@ METRIC_KEYS = {
     "mean_throughput_mbit": "mean_mbit",
 }
 FIDELITY = "fidelity"
-METRICS = tuple(METRIC_KEYS) + (FIDELITY,)
+METRICS = tuple(METRIC_KEYS) + (FIDELITY,) + CLASS_METRICS
 
 
 def format_number(x):
@@ -49,8 +49,22 @@ def lookup_job(metrics, metric, job):
     return value, None if value is not None else f"{metric} not measured for job {job}"
 
 
-def lookup(metrics, metric, host, job=None):
+def lookup_class(metrics, metric, cls):
+    """A per-class measurement of the queues: (value or None, reason)."""
+    if cls is None:
+        return None, f"{metric} is measured per queue class: name the class"
+    classes = metrics.get("classes")
+    if classes is None:
+        return None, "the scenario has no queues, so no class was measured"
+    if cls not in classes:
+        return None, f"nothing was sent in class {cls!r}"
+    return classes[cls][metric[len("class_"):]], None
+
+
+def lookup(metrics, metric, host, job=None, cls=None):
     """(measured value or None, reason when None)."""
+    if metric in CLASS_METRICS:
+        return lookup_class(metrics, metric, cls)
     if metric in JOB_METRICS:
         if job is None:
             return None, f"{metric} is measured per job: name the job"
@@ -91,7 +105,7 @@ def evaluate_one(item, metrics, trustworthy):
     """The result dict of one expectation."""
     metric, host = item.get("metric"), item.get("host")
     lo, hi = _bound(item.get("min")), _bound(item.get("max"))
-    measured, reason = lookup(metrics, metric, host, item.get("job"))
+    measured, reason = lookup(metrics, metric, host, item.get("job"), item.get("class"))
     base = item.get("relative_to")
     if base is not None and measured is not None:
         # e.g. hierarchical's iteration time over flat ring's, same metric
@@ -115,6 +129,7 @@ def evaluate_one(item, metrics, trustworthy):
         "host": host,
         "job": item.get("job"),
         "relative_to": item.get("relative_to"),
+        "class": item.get("class"),
         "expected": expected_text(lo, hi),
         "min": lo,
         "max": hi,
