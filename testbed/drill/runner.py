@@ -145,6 +145,10 @@ def _results(sc, run, started, dilation_choice=None):
                                   frame_bytes=fabric.mtu + 14)
     m = compute_metrics(series, info, faults, run.ran_s, fid_links)
     m["queue_drops"] = counters.queue_drops(run.samples, names)
+    if run.queues:
+        m["queue_drops"].update(queues.class_drops(run.queues))
+        m["classes"] = queues.class_totals(run.queues)
+        m["queue_telemetry"] = {k: run.queues[k] for k in ("sample_hz", "samples", "cpu_share")}
     if sc.jobs:
         rate = analytical.goodput_bps(fabric)
         dc_of = {h.name: h.dc for h in fabric.hosts()}
@@ -160,9 +164,6 @@ def _results(sc, run, started, dilation_choice=None):
         m["dci_bytes"] = counters.dci_bytes(fabric, run.samples)
         m["cpu_per_packet"] = counters.cpu_per_packet(run.agent_results, run.emulator)
     m["host_cpu"] = counters.cpu_summary(run.cpu)
-    if run.queues:
-        m["classes"] = queues.class_totals(run.queues)
-        m["queue_telemetry"] = {k: run.queues[k] for k in ("sample_hz", "samples", "cpu_share")}
     # Measured so far: this machine's time. Judged and reported from here
     # on: emulated time, which is what the scenario's bounds are written in.
     n = sc.fabric.time_dilation

@@ -18,6 +18,15 @@ def class_totals(queues):
     return out
 
 
+def class_drops(queues):
+    """{"ifname egress, class c": packets the class dropped} for every class
+    that dropped any: loss the emulated network accounts for (the engine
+    drops in BPF, before HTB, so the qdisc counters never see it)."""
+    return {f"{ifname} egress, class {name}": e["drops"]
+            for ifname, by_class in (queues or {}).get("ports", {}).items()
+            for name, e in by_class.items() if e["drops"]}
+
+
 def to_emulated(queues, n):
     """The queue record with its sample times in emulated time (bytes and
     counts are the same under time dilation)."""
