@@ -45,8 +45,11 @@ def snapshot():
     links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True)
     names = {line.split(":")[1].strip().split("@")[0] for line in links.stdout.splitlines()}
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+    pins = "/sys/fs/bpf/tc/globals"
     return {"bridges": set(br.stdout.split()), "links": names, "netns": set(netns.stdout.split()),
-            "processes in other network namespaces": _namespaced_processes()}
+            "processes in other network namespaces": _namespaced_processes(),
+            "pinned BPF maps": set(os.listdir(pins)) if os.path.isdir(pins) else set(),
+            "bpffs mounts": {"/sys/fs/bpf"} if os.path.ismount("/sys/fs/bpf") else set()}
 
 
 def _namespaced_processes():
