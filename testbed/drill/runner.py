@@ -205,6 +205,9 @@ def _write(sc, run, results, out_dir):
     iterations = plots.plot_iterations(out_dir, results)
     if iterations:
         results["files"]["iterations"] = os.path.basename(iterations)
+    queue_plot = plots.plot_queues(out_dir, results)
+    if queue_plot:
+        results["files"]["queues"] = os.path.basename(queue_plot)
     store.write_results(out_dir, results)
 
 

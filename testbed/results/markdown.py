@@ -39,6 +39,8 @@ def _warning_block(results):
 
 def _scope(e):
     """What an expectation measured: a host, a job, a job relative to another."""
+    if e.get("class"):
+        return f"class {e['class']}"
     if e.get("job"):
         text = f"job {e['job']}"
         return text + (f" / job {e['relative_to']}" if e.get("relative_to") else "")
@@ -301,6 +303,33 @@ def _section_jobs(results):
     return "\n\n".join(parts)
 
 
+def _section_queues(results):
+    """Per class: what every port together sent, dropped and marked, and the
+    worst port's backlog; then the busiest ports; then the sampler's cost."""
+    metrics = results.get("metrics") or {}
+    rows = [[name, c["sent_bytes"], c["drops"], c["marks"], c["max_backlog_bytes"],
+             c["p99_backlog_bytes"]] for name, c in (metrics.get("classes") or {}).items()]
+    parts = [md_table(["class", "sent bytes", "drops", "CE marks", "max backlog (B)",
+                       "p99 backlog (B, worst port)"], rows)]
+    ports = []
+    for ifname, by_class in ((results.get("queues") or {}).get("ports") or {}).items():
+        for name, e in by_class.items():
+            if e["max_backlog_bytes"] or e["drops"] or e["marks"]:
+                ports.append([f"{ifname} / {name}", e["max_backlog_bytes"], e["p99_backlog_bytes"],
+                              e["mean_backlog_bytes"], e["drops"], e["marks"]])
+    ports.sort(key=lambda r: -r[1])
+    if ports:
+        parts.append(md_table(["port / class", "max (B)", "p99 (B)", "mean (B)", "drops", "marks"],
+                              ports[:12]))
+    tel = metrics.get("queue_telemetry") or {}
+    parts.append(f"_Sampled from the queue engine's counters at {fmt(tel.get('sample_hz'))} Hz; "
+                 f"the sampler used {fmt(100 * (tel.get('cpu_share') or 0))}% of one core._")
+    plot = (results.get("files") or {}).get("queues")
+    if plot:
+        parts.append(f"![queue backlog]({plot})")
+    return "\n\n".join(parts)
+
+
 def _section_fabric(results):
     fabric = results.get("fabric") or {}
     if not fabric:
@@ -335,6 +364,8 @@ def render_summary(results):
                 ("Fault timeline", _section_faults(results))]
     if metrics.get("jobs"):
         sections.append(("Training jobs", _section_jobs(results)))
+    if metrics.get("classes") is not None:
+        sections.append(("Queues", _section_queues(results)))
     sections += [("Per-host throughput", _section_hosts(metrics)),
                  ("Per-flow", _section_flows(metrics)),
                  ("Trust", _section_trust(results)),

@@ -152,3 +152,28 @@ def plot_iterations(out_dir, results):
     return _finish_plot(fig, ax, out_dir, ITERATIONS_PNG, title,
                         "iteration end, time since traffic start (s)", "iteration time (s)",
                         duration)
+
+
+QUEUES_PNG = "queues.png"
+QUEUE_LINES = 8      # the busiest port-classes; more lines would be unreadable
+
+
+def plot_queues(out_dir, results):
+    """Write queues.png: the backlog of the busiest port-classes over time
+    (bytes, sampled by the queue engine). None when nothing queued."""
+    q = results.get("queues") or {}
+    series = (q.get("series") or {}).get("backlog_bytes") or {}
+    t = (q.get("series") or {}).get("t") or []
+    if not series or not t:
+        return None
+    busiest = sorted(series, key=lambda k: -max(series[k]))[:QUEUE_LINES]
+    fig, ax = _new_axes()
+    for i, name in enumerate(busiest):
+        ax.plot(t[:len(series[name])], [v / 1000 for v in series[name]], linewidth=1.0,
+                color=f"C{i % 10}", label=name)
+    duration = results.get("duration_s") or t[-1]
+    _draw_faults(ax, results.get("faults") or [], duration)
+    title = _titled(f"{results.get('scenario') or '(unnamed)'}: queue backlog per port and class",
+                    results.get("time_dilation"))
+    return _finish_plot(fig, ax, out_dir, QUEUES_PNG, title, "time since traffic start (s)",
+                        "backlog (KB)", duration)

@@ -161,3 +161,61 @@ def test_ifindexes_are_read_from_ip_link_output():
             "2: s0h0-n0p0@if24314: <BROADCAST,UP> mtu 9000 qdisc htb\n"
             "    link/ether 02:00:0a:00:00:01 brd ff:ff:ff:ff:ff:ff\n")
     assert engine.parse_ifindexes(text) == {"lo": 1, "s0h0-n0p0": 2}
+
+
+def _record():
+    entry = lambda drops, marks, mx, p99: {"sent_bytes": 1000, "sent_pkts": 10, "drops": drops,
+                                            "drop_bytes": drops * 9014, "marks": marks,
+                                            "ect_pkts": 10, "max_backlog_bytes": mx,
+                                            "mean_backlog_bytes": mx / 2, "p99_backlog_bytes": p99,
+                                            "max_backlog_pkts": 1}
+    return {"classes": ["roce", "bulk"], "sample_hz": 100.0, "samples": 3, "cpu_share": 0.01,
+            "ports": {"a": {"roce": entry(0, 5, 30_000, 20_000), "bulk": entry(2, 0, 9_000, 9_000)},
+                      "b": {"roce": entry(1, 7, 80_000, 60_000)}},
+            "series": {"t": [0.0, 0.02, 0.04], "backlog_bytes": {"b/roce": [0, 80_000, 0]}}}
+
+
+def test_class_totals_sum_counters_and_keep_the_worst_port():
+    from testbed.results import queues as rq
+    totals = rq.class_totals(_record())
+    assert totals["roce"] == {"drops": 1, "marks": 12, "sent_bytes": 2000,
+                              "max_backlog_bytes": 80_000, "p99_backlog_bytes": 60_000}
+    assert rq.class_drops(_record()) == {"a egress, class bulk": 2, "b egress, class roce": 1}
+    slow = rq.to_emulated(_record(), 4)
+    assert slow["series"]["t"] == [0.0, 0.005, 0.01] and slow["sample_hz"] == 400.0
+
+
+def test_class_expectations_are_judged_on_the_class_totals():
+    from testbed.results import queues as rq
+    from testbed.results.expectations import evaluate
+    m = {"classes": rq.class_totals(_record())}
+    ok, bad, unnamed = evaluate([{"metric": "class_drops", "class": "roce", "max": 1},
+                                 {"metric": "class_p99_backlog_bytes", "class": "roce", "max": 50_000},
+                                 {"metric": "class_marks", "min": 1}], m, True)
+    assert ok["passed"] and ok["measured"] == 1
+    assert not bad["passed"] and "above 50000" in bad["reason"]
+    assert unnamed["measured"] is None and "name the class" in unnamed["reason"]
+    [none] = evaluate([{"metric": "class_marks", "class": "x", "min": 1}], {}, True)
+    assert "no queues" in none["reason"]
+
+
+def test_a_class_expectation_must_name_a_declared_class(tmp_path):
+    extra = ("traffic:\n  - {src: s0h0, dst: s0h1}\nexpect:\n"
+             "  - {metric: class_drops, class: nope, max: 0}\n"
+             "  - {metric: class_drops, max: 0}\n")
+    with pytest.raises(ConfigError) as err:
+        load_scenario(_scenario(tmp_path, extra=extra))
+    text = str(err.value)
+    assert "expect[0].class: expected one of the classes (control, roce, bulk), got 'nope'" in text
+    assert "expect[1].class: metric class_drops is measured per queue class: name the class" in text
+
+
+def test_report_shows_the_queues(tmp_path):
+    from testbed.results import queues as rq
+    from testbed.results.markdown import render_summary
+    rec = _record()
+    text = render_summary({"scenario": "q", "metrics": {"classes": rq.class_totals(rec),
+                                                        "queue_telemetry": {"sample_hz": 100.0,
+                                                                            "cpu_share": 0.01}},
+                           "queues": rec, "files": {"queues": "queues.png"}})
+    assert "## Queues" in text and "| b / roce | 80000 |" in text and "![queue backlog](queues.png)" in text
