@@ -88,7 +88,10 @@ class PinnedMap:
 
     def close(self):
         if self._mm is not None:
-            self._mm.close()
+            try:
+                self._mm.close()
+            except BufferError:   # a view of it is still alive: it goes with its last user
+                pass
             self._mm = None
         if self.fd is not None:
             os.close(self.fd)
