@@ -50,15 +50,16 @@ def _bpf_queue_probe():
     """Build the queue engine (testbed/emulation/bpf/queue.c) and load it on
     a veth, in a throw-away network and mount namespace with its own bpffs,
     so that the maps it pins vanish with it."""
-    from .queues import QueueSetupError, build_object
+    from .queues import QueueSetupError, attach_lines, build_object
     try:
         obj = build_object()
     except QueueSetupError as e:
         return False, str(e)
-    load = "; ".join([f"tc filter add dev pa {d} bpf da obj {shlex.quote(obj)} sec tc/{k}{d}"
-                      for k in ("", "host_") for d in ("egress", "ingress")])
+    # the very lines a fabric runs: a switch port on pa, a host port on pb
+    lines = attach_lines("pa", obj) + attach_lines("pb", obj, host=True)
+    load = "printf '%s\\n' " + " ".join(shlex.quote(l) for l in lines) + " | tc -batch -"
     r = _run(["unshare", "--net", "--mount", "sh", "-c",
-              f"mount -t bpf bpf /sys/fs/bpf && {_VETH} && tc qdisc add dev pa clsact && {load}"])
+              f"mount -t bpf bpf /sys/fs/bpf && {_VETH} && {load}"])
     if r.returncode != 0:
         return False, (r.stderr.strip().splitlines() or ["failed"])[-1]
     return True, f"loaded ({os.path.basename(obj)})"

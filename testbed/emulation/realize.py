@@ -160,7 +160,7 @@ class FabricNet:
         ifindex = {i: socket.if_nametoindex(i) for i in switch_ifs}
         procs = {}
         for h in f.hosts():
-            ports = [e.ifname for l in f.links_of(h.name) for e in (l.a, l.b) if e.node == h.name]
+            ports = [p for nic in f.nics_of(h.name) for p in nic.ports]
             procs[h.name] = (ports, subprocess.Popen(
                 self.ns_argv(h.name, ["sh", "-c", "tc -batch - && ip -o link show"]),
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
