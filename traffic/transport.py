@@ -238,6 +238,9 @@ class Pacer:
         return self.tx_s / (self.tx_s + self.lost_s) if self.tx_s else None
 
 
+MAX_GAPS = 5000
+
+
 class LineMeter:
     """Did a port keep its line busy while the agent had frames for it?
 
@@ -267,6 +270,8 @@ class LineMeter:
         self.max_lag_s = 0.0
         self.stalls = 0
         self.packets = 0
+        self.resyncs = 0
+        self.gaps = []            # (start, length) of every late gap, monotonic clock
 
     def sent(self, nbytes, now, backlogged):
         tx = nbytes * 8 / self.rate_bps
@@ -283,9 +288,24 @@ class LineMeter:
                     self.max_lag_s = max(self.max_lag_s, gap)
                     if gap > self.tolerance_s:
                         self.late += 1
+                        if len(self.gaps) < MAX_GAPS:   # when, so a pause can explain it
+                            self.gaps.append((round(self.drain_at, 6), round(gap, 6)))
         self.drain_at = start + tx
         self.tx_s += tx
         self.packets += 1
+
+    def idle_since(self, now):
+        """The replayed clock says the line went idle before `now`."""
+        return self.drain_at is not None and self.drain_at < now
+
+    def still_queued(self, now):
+        """The kernel queue still held frames although the replayed clock
+        says it ran dry: the line did not sit idle (a paused class, or a
+        port slower than its line rate for a while, drains late). Resync
+        the clock to now instead of counting a gap."""
+        if self.drain_at is not None and self.drain_at < now:
+            self.drain_at = now
+        self.resyncs += 1
 
     @property
     def efficiency(self):
@@ -294,7 +314,8 @@ class LineMeter:
     def summary(self):
         return {"tx_s": round(self.tx_s, 6), "lost_s": round(self.lost_s, 6),
                 "packets": self.packets, "late_packets": self.late,
-                "max_lag_s": round(self.max_lag_s, 6), "stalls": self.stalls}
+                "max_lag_s": round(self.max_lag_s, 6), "stalls": self.stalls,
+                "resyncs": self.resyncs, "gaps": self.gaps}
 
 
 class GbnSender:

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 from testbed.emulation.capture import Capture
 from testbed.emulation.realize import FabricNet, unreachable
-from testbed.results import (analytical, counters, dilation, expectations, plots, queues, store,
-                             trust)
+from testbed.results import (analytical, counters, dilation, expectations, pauses, plots, queues,
+                             store, trust)
 from testbed.results.flows import SETTLE_S, compute_metrics
 from testbed.results.jobs import job_metrics
 from traffic.iperf import INTERVAL_S, plan_pairs
@@ -45,6 +45,7 @@ class _Run:
     bringup_s: float | None
     emulator: dict = field(default_factory=dict)   # Open vSwitch CPU and packet-hops over the traffic
     queues: dict | None = None   # the queue engine's counters (drill/queue_sampler.py)
+    pauses: dict | None = None   # the pause daemon's record (emulation/pfc.py)
 
 
 def run_scenario(sc, out_dir, log=print, dilation_choice=None):
@@ -115,12 +116,16 @@ def _run(sc, out_dir, log):
             capture_files = [c.stop() for c in captures]
             if agents:
                 agents.stop()
+        pause_record = fnet.pauses.stop() if fnet.pauses is not None else None
         events = list(fnet.controller.events)
         problems += fnet.route_errors
         if samp.error:
             problems.append(f"sampling stopped early: {samp.error}")
         if qsamp and qsamp.error:
             problems.append(f"queue sampling stopped early: {qsamp.error}")
+        if fnet.pauses is not None and pause_record is None:
+            problems.append(f"the pause daemon wrote no record; see {fnet.pauses.log_path}")
+        problems += [f"pause daemon: {e}" for e in (pause_record or {}).get("errors", [])]
         problems += [f"controller routes version {ev.get('version')}: {ev['apply_error']}"
                      for ev in events if ev.get("apply_error")]
         return _Run(t0=t0, ran_s=ran_s, faults=faults, problems=problems, events=events,
@@ -128,7 +133,7 @@ def _run(sc, out_dir, log):
                     agent_results=agents.results() if agents else None,
                     capture_files=capture_files, datapath=fnet.datapath,
                     bringup_s=fnet.timings.get("routes"), emulator=emulator,
-                    queues=qsamp.result() if qsamp else None)
+                    queues=qsamp.result() if qsamp else None, pauses=pause_record)
 
 
 def _results(sc, run, started, dilation_choice=None):
@@ -156,7 +161,8 @@ def _results(sc, run, started, dilation_choice=None):
         for jm in m["jobs"].values():
             if jm.get("window_s"):
                 jm["dci_bytes"] = counters.dci_bytes(fabric, run.samples, *jm["window_s"])
-        m["generators"] = trust.generator_metrics(run.agent_results)
+        m["generators"] = trust.generator_metrics(
+            run.agent_results, pauses.paused_intervals(run.pauses) if run.pauses else None)
         trust.fold_generators(m["fidelity"], m["generators"])
         lost = trust.unexplained_loss(m["jobs"], m["queue_drops"], faults)
         if lost:
@@ -171,6 +177,17 @@ def _results(sc, run, started, dilation_choice=None):
                                      "duration_s": round(run.ran_s, 3),
                                      "duration_planned_s": sc.duration_s}, n)
     m, faults, series = emulated["metrics"], emulated["faults"], emulated["series"]
+    pause_recs = None
+    if run.pauses is not None:
+        class_names = [c.name for c in fabric.queues.classes]
+        pause_recs = pauses.to_emulated(pauses.records(run.pauses, run.t0, class_names), n)
+        m["pfc"] = pauses.summary(pause_recs, run.pauses.get("events", 0), run.pauses.get("errors", ()),
+                                  run.pauses.get("scheduling"))
+        totals = pauses.class_totals(pause_recs)
+        for c in fabric.queues.classes:
+            if c.pfc is not None:
+                m.setdefault("classes", {}).setdefault(c.name, {}).update(
+                    totals.get(c.name, {"pauses": 0, "paused_s": 0.0}))
     judged = trust.assess(m, faults)
     trustworthy = judged["trustworthy"]
     exp = expectations.evaluate(sc.expect, m, trustworthy)
@@ -188,6 +205,7 @@ def _results(sc, run, started, dilation_choice=None):
                    "bringup_s": run.bringup_s},
         "expectations": exp, "metrics": m, "faults": faults, "series": series,
         "queues": queues.to_emulated(run.queues, n),
+        "pauses": pause_recs,
         "problems": run.problems,
     }
 

@@ -77,13 +77,15 @@ class PinnedMap:
                                        value=ctypes.addressof(v)))
         return v.raw
 
-    def memory(self):
-        """The array's values as one read-only mmap (BPF_F_MMAPABLE
-        arrays only): entry i is at i * round_up(value_size, 8)."""
+    def memory(self, writable=False):
+        """The array's values as one mmap (BPF_F_MMAPABLE arrays only):
+        entry i is at i * round_up(value_size, 8). Read-only unless
+        `writable` (the first call decides)."""
         if self._mm is None:
             stride = (self.value_size + 7) & ~7
             size = -(-stride * self.max_entries // mmap.PAGESIZE) * mmap.PAGESIZE
-            self._mm = mmap.mmap(self.fd, size, mmap.MAP_SHARED, mmap.PROT_READ)
+            prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
+            self._mm = mmap.mmap(self.fd, size, mmap.MAP_SHARED, prot)
         return self._mm
 
     def close(self):
@@ -102,3 +104,47 @@ class PinnedMap:
 
     def __exit__(self, *exc):
         self.close()
+
+
+RINGBUF_BUSY, RINGBUF_DISCARD = 1 << 31, 1 << 30
+RINGBUF_HEADER = 8
+
+
+class RingBuffer:
+    """The reading side of a BPF ring buffer (BPF_MAP_TYPE_RINGBUF): the
+    consumer position is one writable page, the producer position and the
+    data (mapped twice, so a record never wraps) follow read-only. `fd` can
+    be polled: it is readable when records are waiting."""
+
+    def __init__(self, pinned: PinnedMap):
+        self.map = pinned
+        self.fd = pinned.fd
+        self.size = pinned.max_entries
+        page = mmap.PAGESIZE
+        self._cons = mmap.mmap(self.fd, page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self._prod = mmap.mmap(self.fd, page + 2 * self.size, mmap.MAP_SHARED, mmap.PROT_READ,
+                               offset=page)
+        self._data = memoryview(self._prod)[page:]
+
+    def records(self):
+        """Every committed record not yet read, oldest first (bytes)."""
+        out = []
+        cons = int.from_bytes(self._cons[0:8], "little")
+        prod = int.from_bytes(self._prod[0:8], "little")
+        mask = self.size - 1
+        while cons < prod:
+            at = cons & mask
+            head = int.from_bytes(self._data[at:at + 4], "little")
+            if head & RINGBUF_BUSY:
+                break
+            length = head & ~(RINGBUF_BUSY | RINGBUF_DISCARD)
+            if not head & RINGBUF_DISCARD:
+                out.append(bytes(self._data[at + RINGBUF_HEADER:at + RINGBUF_HEADER + length]))
+            cons += (length + RINGBUF_HEADER + 7) & ~7
+            self._cons[0:8] = cons.to_bytes(8, "little")
+        return out
+
+    def close(self):
+        self._data.release()
+        self._prod.close()
+        self._cons.close()

@@ -29,13 +29,20 @@ SOURCE = os.path.join(os.path.dirname(__file__), "bpf", "queue.c")
 OBJECT_DIR = "/var/lib/hpnlab/bpf"
 BPFFS = "/sys/fs/bpf"
 PIN_DIR = os.path.join(BPFFS, "tc", "globals")   # where tc pins maps it loads
-MAP_NAMES = ("hpnlab_ports", "hpnlab_dscp", "hpnlab_qcfg", "hpnlab_qstat")
+MAP_NAMES = ("hpnlab_ports", "hpnlab_dscp", "hpnlab_qcfg", "hpnlab_qstat", "hpnlab_pdev",
+             "hpnlab_flows", "hpnlab_pfc", "hpnlab_asserts", "hpnlab_events")
 CLASSES = 8                  # per slot in the maps (bpf/queue.c CLASSES)
 MAX_SLOTS = 4096             # bpf/queue.c MAX_SLOTS
 HTB_MINOR_BASE = 0x10        # class i is HTB class 1:(0x10 + i)
+KICK_MINOR = 0x1f            # the class that drops wake-up frames (pfc.py, bpf/queue.c)
+PAUSED_RATE_BPS = 8          # bytes/s of a paused class: no frame for hours
+MAX_TBF_RATE_BPS = 4_000_000_000
+UNLIMITED_FIFO = 64 << 20    # a class without a limit of its own (a host's lossless class)
 STAT_FIELDS = ("enq_bytes", "enq_pkts", "deq_bytes", "deq_pkts", "drop_bytes", "drop_pkts",
                "marks", "ect_pkts")
-_CFG = struct.Struct("=QQQII")       # struct class_cfg
+_CFG = struct.Struct("=QQQIIQQQ")    # struct class_cfg
+_PDEV = struct.Struct("=II")         # struct port_dev
+PFC_FIELDS = ("episode", "last_ns", "armed_ns", "first_ns")   # struct pfc_state
 _ECN_MODE = {None: 0, model.ECN_STEP: 1, model.ECN_RED: 2}
 EGRESS, INGRESS = 0, 1
 
@@ -68,7 +75,7 @@ def build_object(out_dir=OBJECT_DIR):
     os.makedirs(out_dir, exist_ok=True)
     arch = f"/usr/include/{os.uname().machine}-linux-gnu"
     tmp = obj + f".{os.getpid()}.tmp"
-    r = subprocess.run(["clang", "-O2", "-g", "-target", "bpf", f"-I{arch}", "-c", SOURCE, "-o", tmp],
+    r = subprocess.run(["clang", "-O2", "-g", "-target", "bpf", "-mcpu=v3", f"-I{arch}", "-c", SOURCE, "-o", tmp],
                        capture_output=True, text=True)
     if r.returncode != 0:
         raise QueueSetupError(f"compiling {SOURCE} failed: {r.stderr.strip()[-400:]}")
@@ -78,10 +85,19 @@ def build_object(out_dir=OBJECT_DIR):
 
 # --- tc lines (pure) ---------------------------------------------------------------
 
+def open_rate_bps(rate_mbit):
+    """A lossless class's TBF rate while not paused (bytes/s): far above the
+    port's, so that HTB alone shapes it."""
+    return int(min(MAX_TBF_RATE_BPS, rate_mbit * 1e6 / 8 * 100))
+
+
 def class_lines(ifname, rate_mbit, mtu, classes, delay_s=0.0):
     """`tc -batch` lines: HTB root at the port's rate and one strict-priority
     leaf per class, each over a FIFO (netem on a delayed link) two frames
-    larger than the class buffer the BPF engine enforces."""
+    larger than the class buffer the BPF engine enforces. A lossless class
+    gets a TBF between its leaf and its FIFO: pausing it is one change of
+    that TBF's rate (pfc.py). With a lossless class, one more leaf drops the
+    wake-up frames that make a resumed port send at once."""
     frame = model.frame_bytes(mtu)
     burst = max(15000, 2 * frame)
     last = HTB_MINOR_BASE + len(classes) - 1
@@ -96,13 +112,22 @@ def class_lines(ifname, rate_mbit, mtu, classes, delay_s=0.0):
         lines.append(f"class replace dev {ifname} parent 1:1 classid 1:{minor:x} htb rate "
                      f"{floor:.6g}mbit ceil {rate_mbit:.6g}mbit prio {pc.index} burst {burst} "
                      f"cburst {burst} quantum {frame}")
-        fifo = pc.limit + 2 * frame
-        if delay_s > 0:
+        fifo = pc.limit + 2 * frame if pc.limit else UNLIMITED_FIFO
+        if pc.lossless:
+            lines.append(f"qdisc replace dev {ifname} parent 1:{minor:x} handle {minor:x}: tbf "
+                         f"rate {open_rate_bps(rate_mbit) * 8}bit burst {frame} limit {fifo}")
+        elif delay_s > 0:
             lines.append(f"qdisc replace dev {ifname} parent 1:{minor:x} handle {minor:x}: netem "
                          f"delay {delay_s * 1e3:.6g}ms limit {fifo // frame + 1}")
         else:
             lines.append(f"qdisc replace dev {ifname} parent 1:{minor:x} handle {minor:x}: bfifo "
                          f"limit {fifo}")
+    if any(pc.lossless for pc in classes):
+        lines += [f"class replace dev {ifname} parent 1:1 classid 1:{KICK_MINOR:x} htb rate "
+                  f"{floor:.6g}mbit ceil {rate_mbit:.6g}mbit prio 7 burst {burst} cburst {burst} "
+                  f"quantum {frame}",
+                  f"qdisc replace dev {ifname} parent 1:{KICK_MINOR:x} handle {KICK_MINOR:x}: "
+                  f"bfifo limit 0"]
     return lines
 
 
@@ -117,16 +142,19 @@ def attach_lines(ifname, obj, host=False):
 
 
 def port_slots(fabric):
-    """{ifname: slot} for every port's egress, and {ifname: the far end's
-    ifname} (where that queue's departures are counted)."""
-    slots, peer = {}, {}
+    """{ifname: slot} for every port's egress, {ifname: the far end's
+    ifname} (where that queue's departures are counted), and {ifname:
+    (device here, device at the far end)} as numbers from 1."""
+    slots, peer, devices = {}, {}, {}
+    number = {name: i + 1 for i, name in enumerate(sorted(fabric.nodes))}
     for i, link in enumerate(fabric.links):
         for j, (end, other) in enumerate(((link.a, link.b), (link.b, link.a))):
             slots[end.ifname] = 2 * i + j
             peer[end.ifname] = other.ifname
+            devices[end.ifname] = (number[end.node], number[other.node])
     if len(slots) > MAX_SLOTS:
         raise QueueSetupError(f"{len(slots)} ports: the queue engine holds at most {MAX_SLOTS}")
-    return slots, peer
+    return slots, peer, devices
 
 
 def parse_ifindexes(text):
@@ -147,7 +175,7 @@ class QueueEngine:
     def __init__(self, fabric, ledger=None):
         self.fabric = fabric
         self.ledger = ledger
-        self.slots, self.peer = port_slots(fabric)
+        self.slots, self.peer, self.devices = port_slots(fabric)
         self.ports = {}            # ifname -> [PortClass]
         for link in fabric.links:
             for end in (link.a, link.b):
@@ -202,9 +230,11 @@ class QueueEngine:
         for ifname, slot in self.slots.items():
             for pc in self.ports[ifname]:
                 pmax = int(min(1.0, pc.probability) * 0xFFFFFFFF)
-                value = _CFG.pack(pc.limit, pc.k_low, pc.k_high, _ECN_MODE[pc.ecn_mode], pmax)
+                value = _CFG.pack(pc.limit, pc.k_low, pc.k_high, _ECN_MODE[pc.ecn_mode], pmax,
+                                  pc.xoff, pc.xon, int(pc.lossless))
                 self.maps["hpnlab_qcfg"].update(struct.pack("=I", slot * CLASSES + pc.index), value)
         for ifname, slot in self.slots.items():
+            self.maps["hpnlab_pdev"].update(struct.pack("=I", slot), _PDEV.pack(*self.devices[ifname]))
             for name, direction in ((ifname, EGRESS), (self.peer[ifname], INGRESS)):
                 key = struct.pack("=QII", macs.get(name, 0), ifindex[name], direction)
                 self.maps["hpnlab_ports"].update(key,
@@ -214,10 +244,12 @@ class QueueEngine:
     def zero(self):
         """Start every counter from nothing (packets that crossed before the
         maps were filled were never counted on one side)."""
-        empty = bytes(8 * len(STAT_FIELDS))
+        empty, idle = bytes(8 * len(STAT_FIELDS)), bytes(8 * len(PFC_FIELDS))
         for slot in self.slots.values():
             for c in range(len(self.fabric.queues.classes)):
-                self.maps["hpnlab_qstat"].update(struct.pack("=I", slot * CLASSES + c), empty)
+                key = struct.pack("=I", slot * CLASSES + c)
+                self.maps["hpnlab_qstat"].update(key, empty)
+                self.maps["hpnlab_pfc"].update(key, idle)
 
     def reset(self, ifnames):
         """A link went down: its queues were flushed without the far end
@@ -233,6 +265,27 @@ class QueueEngine:
     def counters(self):
         """The counters array (memory of the map: read, do not keep)."""
         return self.maps["hpnlab_qstat"].memory()
+
+    def pause_targets(self, ifindex, netns):
+        """What the pause daemon (pfc.py) needs to pause each port that feeds
+        a switch: {slot: {ifname, ifindex, netns (a path, or None for this
+        namespace), classes: {class index: its TBF's handle, rates, burst,
+        limit}}}. `netns`: {ifname: the namespace file of a host's port}."""
+        frame = model.frame_bytes(self.fabric.mtu)
+        out = {}
+        for link in self.fabric.links:
+            for end, other in ((link.a, link.b), (link.b, link.a)):
+                if not self.fabric.nodes[other.node].is_switch:
+                    continue
+                classes = {pc.index: {"handle": HTB_MINOR_BASE + pc.index,
+                                      "open_rate": open_rate_bps(self.fabric.scaled_mbit(link)),
+                                      "paused_rate": PAUSED_RATE_BPS, "burst": frame,
+                                      "limit": pc.limit + 2 * frame if pc.limit else UNLIMITED_FIFO}
+                           for pc in self.ports[end.ifname] if pc.lossless}
+                if classes:
+                    out[self.slots[end.ifname]] = {"ifname": end.ifname, "ifindex": ifindex[end.ifname],
+                                                   "netns": netns.get(end.ifname), "classes": classes}
+        return out
 
     # --- teardown -------------------------------------------------------------------
     def close(self):

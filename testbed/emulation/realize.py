@@ -16,6 +16,7 @@ from . import capabilities, plans
 from .controller import ControllerProcess
 from .ledger import Ledger, already_present
 from .procs import end, signals_held
+from .pause_process import PauseProcess
 from .queues import QueueEngine, parse_ifindexes
 
 
@@ -44,6 +45,7 @@ class FabricNet:
         self.ledger = None
         self.datapath = None
         self.queues = None           # QueueEngine when the fabric has priority classes
+        self.pauses = None           # PauseProcess when a class is lossless
         self.overrides = {}          # host -> {dst ip: ports} applied now
         self.route_errors = []       # host-route updates that failed (fail the run)
         self.timings = {}
@@ -171,6 +173,11 @@ class FabricNet:
             listed = parse_ifindexes(out)
             ifindex.update({p: listed[p] for p in ports})
         self.queues.configure(ifindex)
+        if f.queues.lossless:
+            netns = {p: f"/proc/{self.host_pid(h.name)}/ns/net"
+                     for h in f.hosts() for nic in f.nics_of(h.name) for p in nic.ports}
+            self.pauses = PauseProcess(self.queues.pause_targets(ifindex, netns), self.run_dir)
+            self.ledger.add_process(self.pauses.start(), self.pauses.argv)
 
     # --- host-side route updates (called from the controller reader) -------
     def _apply_overrides(self, event):
@@ -270,6 +277,9 @@ class FabricNet:
             except Exception as e:  # the ledger sweep below still runs
                 self.log(f"warning: Mininet stop: {e}")
             self.net = None
+        if self.pauses is not None:
+            self.pauses.stop()
+            self.pauses = None
         if self.queues is not None:
             self.queues.close()
             self.queues = None

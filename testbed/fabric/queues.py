@@ -7,6 +7,13 @@ no profile). With it, every egress (host, ToR, aggregation, interconnect)
 gets the same classes, served in strict priority (first class first); a
 port kind may override a class's buffer and ECN.
 
+A class may be lossless (PFC-like): on a switch, when one of its queues
+reaches XOFF, the links that feed that queue stop sending the class until
+it falls to XON. XOFF defaults to the class's buffer; what arrives while a
+pause takes effect lands above it, in headroom reserved on top: sized per
+feeding link from the pause reaction this machine is held to
+(PAUSE_REACTION_BUDGET), plus two frames in flight.
+
 Amounts are written either as sizes in real bytes (divided by the scale,
 like every byte count of the fabric) or as times at the port's rate ('5ms':
 what the port sends in 5 ms of emulated time). Time dilation changes
@@ -27,6 +34,9 @@ _NODE_PORT_KIND = {HOST: HOST_PORTS, TOR: TOR_PORTS, AGG: AGG_PORTS, CORE: AGG_P
 ECN_STEP, ECN_RED = "step", "red"
 DEFAULT_BUFFER = "100ms"        # as the single FIFO of a port without classes
 DEFAULT_RED_PROBABILITY = 0.1
+# The p99 pause reaction the engine is held to (measured and reported by
+# every drill with a lossless class); headroom is sized from it.
+PAUSE_REACTION_BUDGET = 0.005
 
 
 def frame_bytes(mtu):
@@ -65,11 +75,18 @@ class Ecn:
 
 
 @dataclass(frozen=True)
+class Pfc:
+    xoff: Amount | None = None   # None: the buffer less the headroom
+    xon: Amount | None = None    # None: half of XOFF
+
+
+@dataclass(frozen=True)
 class QueueClass:
     name: str
     dscp: tuple = ()                           # DSCPs that select it
     buffer: Amount = Amount(seconds=parse_time(DEFAULT_BUFFER))
     ecn: Ecn | None = None
+    pfc: Pfc | None = None
 
 
 @dataclass(frozen=True)
@@ -77,11 +94,23 @@ class PortClass:
     """One class as realized on one port, in bytes on this machine."""
     index: int                  # 0 is served first
     name: str
-    limit: int                  # bytes it may hold before it drops
+    limit: int                  # bytes it may hold before it drops; 0: no limit (a host's lossless class)
     ecn_mode: str | None = None
     k_low: int = 0
     k_high: int = 0
     probability: float = 1.0
+    lossless: bool = False      # may be paused (every port of a lossless class)
+    xoff: int = 0               # switch ports: pause the feeding links here; 0 = never
+    xon: int = 0                # ... and release them at or below this
+    headroom: int = 0           # what the feeding links may send during a pause
+
+
+def headroom_bytes(feeding_rates_bps, mtu, scale):
+    """What the links feeding a queue (real rates) can deliver while a pause
+    takes effect: the reaction budget at each one's rate, plus two frames
+    each (the frame on the wire and the one the pause lets by)."""
+    return sum(int(PAUSE_REACTION_BUDGET * r / scale / 8) + 2 * frame_bytes(mtu)
+               for r in feeding_rates_bps)
 
 
 @dataclass(frozen=True)
@@ -101,19 +130,39 @@ class QueueProfile:
     def class_of_dscp(self, dscp):
         return self.classes[self.dscp_classes()[dscp]].name
 
-    def port_classes(self, port_kind, real_rate_bps, scale):
-        """[PortClass] of a port of this kind and real rate."""
+    def port_classes(self, port_kind, real_rate_bps, scale, headroom=None):
+        """[PortClass] of a port of this kind and real rate. `headroom`:
+        bytes the links feeding it deliver during a pause (headroom_bytes),
+        or None where nothing feeds it that could be paused (a host)."""
         out = []
         for i, c in enumerate(self.classes):
             over = self.overrides.get(port_kind, {}).get(c.name, {})
             buffer, ecn = over.get("buffer", c.buffer), over.get("ecn", c.ecn)
-            pc = PortClass(i, c.name, max(1, buffer.bytes_on(real_rate_bps, scale)))
+            limit = max(1, buffer.bytes_on(real_rate_bps, scale))
+            fields = {}
             if ecn is not None:
-                high = ecn.high.bytes_on(real_rate_bps, scale) if ecn.high else 0
-                pc = PortClass(i, c.name, pc.limit, ecn.mode, ecn.low.bytes_on(real_rate_bps, scale),
-                               high, ecn.probability)
-            out.append(pc)
+                fields.update(ecn_mode=ecn.mode, k_low=ecn.low.bytes_on(real_rate_bps, scale),
+                              k_high=ecn.high.bytes_on(real_rate_bps, scale) if ecn.high else 0,
+                              probability=ecn.probability)
+            if c.pfc is not None:
+                fields["lossless"] = True
+                if headroom is None:
+                    # a host: its sockets fill and block while the class is
+                    # paused, so its queue needs no limit of its own
+                    limit = 0
+                else:
+                    # the buffer is the shared part, where XOFF sits; the
+                    # headroom is reserved above it, as switches reserve it
+                    xoff = c.pfc.xoff.bytes_on(real_rate_bps, scale) if c.pfc.xoff else limit
+                    xon = c.pfc.xon.bytes_on(real_rate_bps, scale) if c.pfc.xon else xoff // 2
+                    fields.update(xoff=xoff, xon=xon, headroom=headroom)
+                    limit = xoff + headroom
+            out.append(PortClass(i, c.name, limit, **fields))
         return out
+
+    @property
+    def lossless(self):
+        return any(c.pfc is not None for c in self.classes)
 
     # --- fabric.json ---------------------------------------------------------
     def to_dict(self):
@@ -131,7 +180,12 @@ class QueueProfile:
                                               amount(e["high"]) if e["high"] else None,
                                               e["probability"])
 
-        classes = tuple(QueueClass(c["name"], tuple(c["dscp"]), amount(c["buffer"]), ecn(c["ecn"]))
+        def pfc(p):
+            return None if p is None else Pfc(*(amount(p[k]) if p[k] else None
+                                                for k in ("xoff", "xon")))
+
+        classes = tuple(QueueClass(c["name"], tuple(c["dscp"]), amount(c["buffer"]), ecn(c["ecn"]),
+                                   pfc(c.get("pfc")))
                         for c in d["classes"])
         overrides = {k: {n: {f: (amount(v) if f == "buffer" else ecn(v)) for f, v in o.items()}
                          for n, o in by.items()} for k, by in d.get("overrides", {}).items()}
@@ -145,9 +199,22 @@ def port_kind(fabric, link, end):
     return _NODE_PORT_KIND[fabric.nodes[end.node].kind]
 
 
+def feeding_links(fabric, link, end):
+    """The other links of the switch at `end`: what may feed its egress
+    toward `link`. None for a host port."""
+    if not fabric.nodes[end.node].is_switch:
+        return None
+    return [l for l in fabric.links if l is not link and end.node in (l.a.node, l.b.node)]
+
+
 def classes_at(fabric, link, end):
     """[PortClass] of the egress at `end` of `link` (fabric.queues set)."""
-    return fabric.queues.port_classes(port_kind(fabric, link, end), link.rate_bps, fabric.scale)
+    feeding = feeding_links(fabric, link, end)
+    headroom = None
+    if feeding is not None and fabric.queues.lossless:
+        headroom = headroom_bytes([l.rate_bps for l in feeding], fabric.mtu, fabric.scale)
+    return fabric.queues.port_classes(port_kind(fabric, link, end), link.rate_bps, fabric.scale,
+                                      headroom)
 
 
 # --- from a scenario's `queues` mapping (already schema-checked) ---------------
@@ -159,6 +226,12 @@ def _ecn_entry(raw):
         return Ecn(ECN_STEP, Amount.parse(raw["k"]))
     return Ecn(ECN_RED, Amount.parse(raw["min"]), Amount.parse(raw["max"]),
                float(raw.get("probability", DEFAULT_RED_PROBABILITY)))
+
+
+def _pfc_entry(raw):
+    if raw is None:
+        return None
+    return Pfc(*(Amount.parse(raw[k]) if k in raw else None for k in ("xoff", "xon")))
 
 
 def _class_fields(raw):
@@ -174,7 +247,8 @@ def profile_from(raw):
     """The QueueProfile of a `queues` mapping, or None for none."""
     if raw is None:
         return None
-    classes = tuple(QueueClass(c["name"], tuple(c.get("dscp", ())), **_class_fields(c))
+    classes = tuple(QueueClass(c["name"], tuple(c.get("dscp", ())), pfc=_pfc_entry(c.get("pfc")),
+                               **_class_fields(c))
                     for c in raw["classes"])
     overrides = {kind: {name: _class_fields(o) for name, o in by.items()}
                  for kind, by in (raw.get("ports") or {}).items()}

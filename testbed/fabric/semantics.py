@@ -3,6 +3,7 @@ exist, fault links exist and go down before they come up, timings fit in the
 run, jobs and expectations are consistent. They run only once the file's
 shape has passed the schema; each returns a list of Problems.
 """
+import dataclasses
 import re
 
 from . import queues
@@ -297,17 +298,25 @@ def _queue_size_problems(file, fabric, profile):
     for link in fabric.links:
         for end in (link.a, link.b):
             kind = queues.port_kind(fabric, link, end)
-            for pc in profile.port_classes(kind, link.rate_bps, fabric.scale):
+            for pc in queues.classes_at(dataclasses.replace(fabric, queues=profile), link, end):
                 sizes = f"buffer {pc.limit} bytes"
-                checks = [("buffer", pc.limit >= 2 * frame, f"at least 2 frames ({2 * frame} bytes)",
-                           sizes)]
+                checks = [("buffer", pc.limit >= 2 * frame or (pc.lossless and not pc.limit),
+                           f"at least 2 frames ({2 * frame} bytes)", sizes)]
                 if pc.ecn_mode == queues.ECN_STEP:
-                    checks.append(("ecn.k", pc.k_low < pc.limit, "below the class buffer",
+                    checks.append(("ecn.k", pc.k_low < pc.limit or not pc.limit, "below the class buffer",
                                    f"k {pc.k_low} bytes, {sizes}"))
                 elif pc.ecn_mode == queues.ECN_RED:
-                    checks.append(("ecn.max", pc.k_low < pc.k_high <= pc.limit,
+                    checks.append(("ecn.max", pc.k_low < pc.k_high <= (pc.limit or pc.k_high),
                                    "min < max <= the class buffer",
                                    f"min {pc.k_low}, max {pc.k_high} bytes, {sizes}"))
+                if pc.xoff or pc.headroom:
+                    checks += [("pfc.xoff", frame <= pc.xoff, "a frame or more",
+                                f"xoff {pc.xoff} bytes"),
+                               ("pfc.xon", 0 <= pc.xon < pc.xoff, "below xoff",
+                                f"xon {pc.xon}, xoff {pc.xoff} bytes")]
+                if pc.lossless and link.delay_s > 0:
+                    checks.append(("pfc", False, "links without delay (a paused class cannot "
+                                   "also be delayed here)", f"a delay of {link.delay_s * 1e3:g} ms"))
                 for what, ok, wanted, got in checks:
                     if not ok:
                         first.setdefault((pc.index, what), (wanted, f"{got} on {end.ifname} "

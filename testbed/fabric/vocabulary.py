@@ -13,4 +13,6 @@ JOB_METRICS = ("iteration_time_s", "iteration_time_p50_s", "iteration_time_p99_s
 # Measured per priority class (testbed/results/queues.py), summed over every
 # port: an expectation on one of these must name its class.
 CLASS_METRICS = ("class_drops", "class_marks", "class_max_backlog_bytes",
-                 "class_p99_backlog_bytes", "class_sent_bytes")
+                 "class_p99_backlog_bytes", "class_sent_bytes",
+                 # lossless classes only (testbed/results/pauses.py)
+                 "class_pauses", "class_paused_s")

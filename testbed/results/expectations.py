@@ -58,7 +58,10 @@ def lookup_class(metrics, metric, cls):
         return None, "the scenario has no queues, so no class was measured"
     if cls not in classes:
         return None, f"nothing was sent in class {cls!r}"
-    return classes[cls][metric[len("class_"):]], None
+    value = classes[cls].get(metric[len("class_"):])
+    if value is None:
+        return None, f"class {cls!r} is not lossless, so it is never paused"
+    return value, None
 
 
 def lookup(metrics, metric, host, job=None, cls=None):

@@ -49,26 +49,43 @@ ALL_PORTS = "all ports"    # results written before agents reported per port
 
 # --- measuring ---------------------------------------------------------------
 
-def _port_pacing(p):
+def paused_overlap(gaps, paused):
+    """Seconds of the late gaps [(start, length)] that fall in the port's
+    paused intervals [(start, end)]: the line was held by a pause then, not
+    left idle by a late agent."""
+    total = 0.0
+    for start, length in gaps or ():
+        for a, b in paused or ():
+            total += max(0.0, min(start + length, b) - max(start, a))
+    return total
+
+
+def _port_pacing(p, paused=None):
     tx, lost = p.get("tx_s") or 0.0, p.get("lost_s") or 0.0
-    return {"tx_s": round(tx, 4), "lost_s": round(lost, 4), "packets": p.get("packets"),
+    held = min(lost, paused_overlap(p.get("gaps"), paused)) if paused else 0.0
+    lost -= held
+    return {"tx_s": round(tx, 4), "lost_s": round(lost, 4), "paused_s": round(held, 4),
+            "packets": p.get("packets"),
             "on_time": tx / (tx + lost) if tx + lost > 0 else None,
             # A starved port sends little: what it had waiting, sent or not,
             # is how much there was to judge.
             "judged": tx + lost >= MIN_JUDGED_BACKLOG_S}
 
 
-def generator_metrics(agent_results):
+def generator_metrics(agent_results, paused=None):
     """How well each agent's NIC ports kept to their line-rate pacing while
     they had packets ready (tx_s / (tx_s + lost_s) per port), the worst
     judged port, and the totals. Agents that reported only totals (older
-    results) are judged on those."""
+    results) are judged on those. `paused`: {port: [(start, end)]} when a
+    lossless class held the port (same clock as the agents'); time a late
+    gap spent inside those is not counted as lost."""
     got = {h: r for h, r in agent_results.items() if r}
+    paused = paused or {}
     ports = {}
     for host, res in sorted(got.items()):
         pacing = res["pacing"]
         per_port = pacing.get("ports") or {ALL_PORTS: pacing}
-        ports[host] = {name: _port_pacing(p) for name, p in sorted(per_port.items())}
+        ports[host] = {name: _port_pacing(p, paused.get(name)) for name, p in sorted(per_port.items())}
     judged = [(p["on_time"], host, name) for host, pp in ports.items()
               for name, p in pp.items() if p["judged"]]
     worst = None
@@ -76,11 +93,12 @@ def generator_metrics(agent_results):
         on_time, host, name = min(judged)
         worst = {"host": host, "port": name, **ports[host][name], "on_time": on_time}
     tx = sum(res["pacing"]["tx_s"] for res in got.values())
-    lost = sum(res["pacing"]["lost_s"] for res in got.values())
+    lost = sum(p["lost_s"] for pp in ports.values() for p in pp.values())
     return {"packets_sent": sum(r["packets_sent"] for res in got.values() for r in res["jobs"]),
             "late_packets": sum(res["pacing"]["late_packets"] for res in got.values()),
             "max_lag_s": max((res["pacing"]["max_lag_s"] for res in got.values()), default=None),
             "lost_s": round(lost, 4),
+            "paused_s": round(sum(p["paused_s"] for pp in ports.values() for p in pp.values()), 4),
             "mean_on_time": tx / (tx + lost) if tx else None,
             "on_time": worst["on_time"] if worst else None,
             "worst": worst, "ports": ports,

@@ -150,7 +150,7 @@ def test_host_ports_use_the_programs_that_know_a_port_by_its_mac():
 
 def test_every_port_has_a_slot_and_its_far_end(tmp_path):
     f = load_scenario(_scenario(tmp_path)).fabric
-    slots, peer = engine.port_slots(f)
+    slots, peer, _devices = engine.port_slots(f)
     assert len(set(slots.values())) == len(slots) == 2 * len(f.links)
     link = f.links[0]
     assert peer[link.a.ifname] == link.b.ifname and peer[link.b.ifname] == link.a.ifname

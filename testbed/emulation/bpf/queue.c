@@ -13,6 +13,17 @@
  *   - ECN: mark CE on ECT packets by a step at K or a RED-like ramp.
  * Ingress (clsact ingress of the far end of the same wire):
  *   - count what left the queue, per class.
+ * Lossless classes (PFC-like, see pfc.py for the side that pauses):
+ *   - every egress notes, per flow, through which port the flow enters the
+ *     next device (hpnlab_flows), so that the next device's egress knows
+ *     which of its ingress links a packet came in by;
+ *   - a lossless queue at or above XOFF asserts a pause on the ingress link
+ *     of every packet enqueued while it stays there (one event per link and
+ *     episode); when what left brings it to XON or below, one event
+ *     releases them all. Events go to user space through a ring buffer;
+ *   - the ingress counts also note the last arrival per class, and the
+ *     first after a resume, so pause and resume reaction is measured on the
+ *     wire.
  *
  * Counters live in one mmap-able array that user space reads without a
  * system call per sample.
@@ -32,6 +43,9 @@
 #define HTB_MINOR_BASE 0x10
 
 enum { ECN_OFF = 0, ECN_STEP = 1, ECN_RED = 2 };
+enum { EV_ASSERT = 1, EV_RELEASE = 2 };
+#define ETH_P_KICK 0x88B5    /* local experimental: pfc.py's wake-up frame */
+#define KICK_MINOR 0x1f      /* HTB class that drops it (queues.py) */
 
 /* Interface indexes repeat across network namespaces (every Mininet host
  * has its own 2, 3, ...). Switch ports all live in one namespace and are
@@ -51,6 +65,44 @@ struct class_cfg {
 	__u64 kmax;          /* red: probability reaches pmax here, 1 above */
 	__u32 mode;
 	__u32 pmax;          /* red: probability at kmax, as a fraction of 2^32 - 1 */
+	__u64 xoff;          /* lossless: pause the ingress links at this backlog; 0 = never */
+	__u64 xon;           /* lossless: release them at or below this backlog */
+	__u64 lossless;      /* 1: this class may be paused here; note arrivals */
+};
+
+/* The devices at both ends of a port's wire (indexes given by queues.py). */
+struct port_dev {
+	__u32 here;
+	__u32 far;
+};
+
+struct flow_key {
+	__u32 saddr;
+	__u32 daddr;
+	__u32 ports;
+	__u32 proto_dev;     /* protocol << 24 | device the flow enters */
+};
+
+struct pfc_state {
+	__u64 episode;       /* odd while the queue is above XON after an XOFF */
+	__u64 last_ns;       /* last arrival of the class at the far end */
+	__u64 armed_ns;      /* a resume was sent: note the next arrival */
+	__u64 first_ns;      /* the first arrival after that resume */
+};
+
+struct assert_key {
+	__u32 queue;         /* slot * CLASSES + class of the queue above XOFF */
+	__u32 in_slot;       /* the ingress link's slot (its upstream egress) */
+};
+
+struct pfc_event {
+	__u64 ts_ns;
+	__u64 episode;
+	__u64 backlog;
+	__u32 kind;
+	__u32 queue;
+	__u32 in_slot;
+	__u32 pad;
 };
 
 struct class_stat {
@@ -96,6 +148,45 @@ struct {
 	__type(value, struct class_stat);
 	__uint(pinning, LIBBPF_PIN_BY_NAME);
 } hpnlab_qstat SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_SLOTS);
+	__type(key, __u32);
+	__type(value, struct port_dev);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} hpnlab_pdev SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct flow_key);
+	__type(value, __u32);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} hpnlab_flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, MAX_SLOTS * CLASSES);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct pfc_state);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} hpnlab_pfc SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct assert_key);
+	__type(value, __u64);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} hpnlab_asserts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 18);
+	__uint(pinning, LIBBPF_PIN_BY_NAME);
+} hpnlab_events SEC(".maps");
 
 /* Frames that Open vSwitch sends through its packet socket can hold no
  * more than the Ethernet header in the linear part: pull in the IPv4 header
@@ -161,6 +252,81 @@ static __always_inline __u64 mac_at(struct __sk_buff *skb, int offset)
 	       ((__u64)m[3] << 16) | ((__u64)m[4] << 8) | m[5];
 }
 
+/* The flow's key toward device `dev`; 0 when the frame is not IPv4. */
+static __always_inline int flow_of(struct __sk_buff *skb, __u32 dev, struct flow_key *k)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	struct iphdr *ip = data + sizeof(struct ethhdr);
+	if ((void *)(ip + 1) > end)
+		return 0;
+	k->saddr = ip->saddr;
+	k->daddr = ip->daddr;
+	k->ports = 0;
+	k->proto_dev = ((__u32)ip->protocol << 24) | (dev & 0xffffff);
+	__u32 *l4 = (void *)ip + (ip->ihl & 0xf) * 4;
+	if ((ip->protocol == IPPROTO_TCP || ip->protocol == IPPROTO_UDP) && (void *)(l4 + 1) <= end)
+		k->ports = *l4;
+	return 1;
+}
+
+static __always_inline void emit(__u32 kind, __u32 queue, __u32 in_slot, __u64 episode,
+				 __u64 backlog)
+{
+	struct pfc_event ev = { .ts_ns = bpf_ktime_get_ns(), .episode = episode,
+				.backlog = backlog, .kind = kind, .queue = queue,
+				.in_slot = in_slot };
+	bpf_ringbuf_output(&hpnlab_events, &ev, sizeof(ev), BPF_RB_FORCE_WAKEUP);
+}
+
+/* Above XOFF: assert a pause on the packet's ingress link, once per link
+ * and episode (the episode turns odd at the crossing). */
+static __always_inline void pfc_enqueue(struct __sk_buff *skb, __u32 slot, __u32 idx,
+					struct class_cfg *cfg, __u64 backlog)
+{
+	struct pfc_state *ps = bpf_map_lookup_elem(&hpnlab_pfc, &idx);
+	struct port_dev *pd = bpf_map_lookup_elem(&hpnlab_pdev, &slot);
+	struct flow_key fk;
+	if (!ps || !pd || backlog < cfg->xoff || !flow_of(skb, pd->here, &fk))
+		return;
+	__u64 ep = ps->episode;
+	if (!(ep & 1)) {
+		if (__sync_val_compare_and_swap(&ps->episode, ep, ep + 1) == ep)
+			ep = ep + 1;
+		else
+			ep = ps->episode;
+	}
+	__u32 *in = bpf_map_lookup_elem(&hpnlab_flows, &fk);
+	if (!in)
+		return;
+	struct assert_key ak = { .queue = idx, .in_slot = *in };
+	__u64 *seen = bpf_map_lookup_elem(&hpnlab_asserts, &ak);
+	if (seen && *seen == ep)
+		return;
+	bpf_map_update_elem(&hpnlab_asserts, &ak, &ep, BPF_ANY);
+	emit(EV_ASSERT, idx, *in, ep, backlog);
+}
+
+/* Note the port through which this flow enters the device at the far end. */
+static __always_inline void note_flow(struct __sk_buff *skb, __u32 slot)
+{
+	struct port_dev *pd = bpf_map_lookup_elem(&hpnlab_pdev, &slot);
+	struct flow_key fk;
+	if (!pd || !pd->far || !flow_of(skb, pd->far, &fk))
+		return;
+	__u32 *in = bpf_map_lookup_elem(&hpnlab_flows, &fk);
+	if (!in || *in != slot)
+		bpf_map_update_elem(&hpnlab_flows, &fk, &slot, BPF_ANY);
+}
+
+static __always_inline int is_kick(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data;
+	void *end = (void *)(long)skb->data_end;
+	struct ethhdr *eth = data;
+	return (void *)(eth + 1) <= end && eth->h_proto == bpf_htons(ETH_P_KICK);
+}
+
 static __always_inline int slot_of(struct __sk_buff *skb, __u32 dir, int host)
 {
 	__u64 dst = mac_at(skb, 0);
@@ -177,6 +343,12 @@ static __always_inline int egress(struct __sk_buff *skb, int host)
 {
 	__u8 tos;
 	pull_headers(skb);
+	if (is_kick(skb)) {
+		/* Into a class that drops it: enqueuing anything makes the
+		 * qdisc run, which is all a resume needs (pfc.py). */
+		skb->priority = (HTB_MAJOR << 16) | KICK_MINOR;
+		return TC_ACT_OK;
+	}
 	int cls = frame_class(skb, &tos);
 	/* Classified whatever happens next, so that a frame left out of the
 	 * accounting still waits in its class. */
@@ -217,6 +389,10 @@ static __always_inline int egress(struct __sk_buff *skb, int host)
 	}
 	__sync_fetch_and_add(&st->enq_bytes, len);
 	__sync_fetch_and_add(&st->enq_pkts, segs);
+	if (cfg->lossless)
+		note_flow(skb, (__u32)slot);
+	if (cfg->xoff)
+		pfc_enqueue(skb, (__u32)slot, idx, cfg, (__u64)backlog + len);
 	return TC_ACT_OK;
 }
 
@@ -229,9 +405,28 @@ static __always_inline int ingress(struct __sk_buff *skb, int host)
 		return TC_ACT_OK;
 	__u32 idx = (__u32)slot * CLASSES + (__u32)frame_class(skb, &tos);
 	struct class_stat *st = bpf_map_lookup_elem(&hpnlab_qstat, &idx);
-	if (st) {
-		__sync_fetch_and_add(&st->deq_bytes, skb->len);
-		__sync_fetch_and_add(&st->deq_pkts, 1);
+	struct class_cfg *cfg = bpf_map_lookup_elem(&hpnlab_qcfg, &idx);
+	if (!st || !cfg)
+		return TC_ACT_OK;
+	__sync_fetch_and_add(&st->deq_bytes, skb->len);
+	__sync_fetch_and_add(&st->deq_pkts, 1);
+	if (!cfg->lossless)
+		return TC_ACT_OK;
+	struct pfc_state *ps = bpf_map_lookup_elem(&hpnlab_pfc, &idx);
+	if (!ps)
+		return TC_ACT_OK;
+	__u64 now = bpf_ktime_get_ns();
+	ps->last_ns = now;
+	if (ps->armed_ns && now >= ps->armed_ns) {
+		ps->first_ns = now;
+		ps->armed_ns = 0;
+	}
+	__u64 ep = ps->episode;
+	if (cfg->xoff && (ep & 1)) {
+		__s64 backlog = (__s64)(st->enq_bytes - st->deq_bytes);
+		if (backlog <= (__s64)cfg->xon &&
+		    __sync_val_compare_and_swap(&ps->episode, ep, ep + 1) == ep)
+			emit(EV_RELEASE, idx, 0, ep, backlog < 0 ? 0 : backlog);
 	}
 	return TC_ACT_OK;
 }
