@@ -25,7 +25,7 @@ class QueueSampler:
         self.rows = [(ifname, c) for ifname in sorted(engine.slots, key=engine.slots.get)
                      for c in range(n)]
         self.index = np.array([engine.slots[i] * CLASSES + c for i, c in self.rows])
-        self.t, self.backlog_b, self.backlog_p = [], [], []
+        self.t, self.backlog_b, self.backlog_p, self.marks = [], [], [], []
         self.first = self.last = None
         self.cpu_s = 0.0
         self.error = None
@@ -52,6 +52,7 @@ class QueueSampler:
                 self.t.append(time.monotonic() - self.t0)
                 self.backlog_b.append(np.maximum(snap[:, ENQ_B] - snap[:, DEQ_B], 0))
                 self.backlog_p.append(np.maximum(snap[:, ENQ_P] - snap[:, DEQ_P], 0))
+                self.marks.append(snap[:, MARKS])
                 self.last = snap
                 due += self.interval
                 self._stop.wait(max(0.0, due - time.monotonic()))
@@ -76,7 +77,8 @@ class QueueSampler:
         wall = max(self.t[-1], 1e-9)
         b, p = np.array(self.backlog_b), np.array(self.backlog_p)
         total = self.last - self.first
-        ports, series = {}, {}
+        ports, series, marks = {}, {}, {}
+        cum = np.array(self.marks) - self.first[:, MARKS]
         for r, (ifname, c) in enumerate(self.rows):
             col = b[:, r]
             entry = {"sent_bytes": int(total[r, DEQ_B]), "sent_pkts": int(total[r, DEQ_P]),
@@ -89,8 +91,11 @@ class QueueSampler:
                 ports.setdefault(ifname, {})[self.names[c]] = entry
             if entry["max_backlog_bytes"] > 0:
                 series[f"{ifname}/{self.names[c]}"] = [int(x) for x in col]
+            if entry["marks"] > 0:   # cumulative CE marks since the start
+                marks[f"{ifname}/{self.names[c]}"] = [int(x) for x in cum[:, r]]
         return {"classes": self.names, "samples": len(self.t),
                 "sample_hz": round(len(self.t) / wall, 1),
                 "cpu_share": round(self.cpu_s / wall, 4), "ports": ports,
-                "series": {"t": [round(t, 4) for t in self.t], "backlog_bytes": series}}
+                "series": {"t": [round(t, 4) for t in self.t], "backlog_bytes": series,
+                           "marks": marks}}
 

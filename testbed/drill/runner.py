@@ -223,9 +223,11 @@ def _write(sc, run, results, out_dir):
     iterations = plots.plot_iterations(out_dir, results)
     if iterations:
         results["files"]["iterations"] = os.path.basename(iterations)
-    queue_plot = plots.plot_queues(out_dir, results)
-    if queue_plot:
-        results["files"]["queues"] = os.path.basename(queue_plot)
+    for key, plot_of in (("queues", plots.plot_queues), ("marks", plots.plot_marks),
+                         ("pauses", plots.plot_pauses)):
+        path = plot_of(out_dir, results)
+        if path:
+            results["files"][key] = os.path.basename(path)
     store.write_results(out_dir, results)
 
 

@@ -324,9 +324,42 @@ def _section_queues(results):
     tel = metrics.get("queue_telemetry") or {}
     parts.append(f"_Sampled from the queue engine's counters at {fmt(tel.get('sample_hz'))} Hz; "
                  f"the sampler used {fmt(100 * (tel.get('cpu_share') or 0))}% of one core._")
-    plot = (results.get("files") or {}).get("queues")
+    files = results.get("files") or {}
+    for key, alt in (("queues", "queue backlog"), ("marks", "ECN marks")):
+        if files.get(key):
+            parts.append(f"![{alt}]({files[key]})")
+    return "\n\n".join(parts)
+
+
+def _ms(stats):
+    if not stats:
+        return "not measured"
+    return (f"median {fmt(stats['median'])} ms, p99 {fmt(stats['p99'])} ms, max {fmt(stats['max'])} ms "
+            f"over {_count(stats['n'])}")
+
+
+def _section_pauses(results):
+    """How often and how long each link was paused, and how fast pauses
+    took hold and let go (testbed/results/pauses.py)."""
+    pfc = (results.get("metrics") or {}).get("pfc") or {}
+    rows = [[link, e["pauses"], e["paused_s"]] for link, e in
+            sorted((pfc.get("links") or {}).items(), key=lambda kv: -kv[1]["paused_s"])]
+    parts = [f"{_count(pfc.get('pauses'))} pauses, {fmt(pfc.get('paused_s'))} link-seconds paused "
+             "in all." + (f" Pause daemon errors: {'; '.join(pfc['errors'])}." if pfc.get("errors")
+                          else "")]
+    if rows:
+        parts.append(md_table(["paused upstream port / class", "pauses", "paused (s)"], rows[:12]))
+    parts.append(
+        f"- in force (XOFF crossing to the upstream's change acknowledged): {_ms(pfc.get('in_force_ms'))}\n"
+        f"- resume (XON crossing to the first frame from the upstream, on the wire): "
+        f"{_ms(pfc.get('resume_ms'))}\n"
+        f"- most bytes that reached the far end while a pause was in force: "
+        f"{_count(pfc.get('max_let_by_bytes'))} (a pause lets one frame's worth by)\n"
+        f"- the pause daemon ran with {pfc.get('scheduling') or 'unknown'} scheduling; reaction "
+        "is in this machine's time.")
+    plot = (results.get("files") or {}).get("pauses")
     if plot:
-        parts.append(f"![queue backlog]({plot})")
+        parts.append(f"![pauses]({plot})")
     return "\n\n".join(parts)
 
 
@@ -366,6 +399,8 @@ def render_summary(results):
         sections.append(("Training jobs", _section_jobs(results)))
     if metrics.get("classes") is not None:
         sections.append(("Queues", _section_queues(results)))
+    if metrics.get("pfc"):
+        sections.append(("Pauses (lossless classes)", _section_pauses(results)))
     sections += [("Per-host throughput", _section_hosts(metrics)),
                  ("Per-flow", _section_flows(metrics)),
                  ("Trust", _section_trust(results)),

@@ -177,3 +177,51 @@ def plot_queues(out_dir, results):
                     results.get("time_dilation"))
     return _finish_plot(fig, ax, out_dir, QUEUES_PNG, title, "time since traffic start (s)",
                         "backlog (KB)", duration)
+
+
+MARKS_PNG = "marks.png"
+PAUSES_PNG = "pauses.png"
+
+
+def plot_marks(out_dir, results):
+    """Write marks.png: CE marks per second of the busiest marking
+    port-classes over time. None when nothing was marked."""
+    q = results.get("queues") or {}
+    marks = (q.get("series") or {}).get("marks") or {}
+    t = (q.get("series") or {}).get("t") or []
+    if not marks or len(t) < 2:
+        return None
+    busiest = sorted(marks, key=lambda k: -marks[k][-1])[:QUEUE_LINES]
+    fig, ax = _new_axes()
+    for i, name in enumerate(busiest):
+        cum = marks[name]
+        rate = [(cum[j] - cum[j - 1]) / max(t[j] - t[j - 1], 1e-9) for j in range(1, len(cum))]
+        ax.plot(t[1:len(cum)], rate, linewidth=1.0, color=f"C{i % 10}", label=name)
+    duration = results.get("duration_s") or t[-1]
+    _draw_faults(ax, results.get("faults") or [], duration)
+    title = _titled(f"{results.get('scenario') or '(unnamed)'}: ECN marks per port and class",
+                    results.get("time_dilation"))
+    return _finish_plot(fig, ax, out_dir, MARKS_PNG, title, "time since traffic start (s)",
+                        "CE marks per second", duration)
+
+
+def plot_pauses(out_dir, results):
+    """Write pauses.png: every pause as a bar on its link's row (the
+    upstream port that was paused, and the class). None without pauses."""
+    recs = results.get("pauses") or []
+    if not recs:
+        return None
+    rows = sorted({f"{r['link']}/{r['class']}" for r in recs})
+    fig, ax = _new_axes()
+    for i, row in enumerate(rows):
+        bars = [(r["start_s"], max(r["duration_s"], 1e-4)) for r in recs
+                if f"{r['link']}/{r['class']}" == row]
+        ax.broken_barh(bars, (i + 0.65, 0.7), color=f"C{i % 10}")   # row i at height i + 1
+    ax.set_yticks(range(1, len(rows) + 1))
+    ax.set_yticklabels(rows, fontsize=8)
+    duration = results.get("duration_s") or max(r["start_s"] + r["duration_s"] for r in recs)
+    _draw_faults(ax, results.get("faults") or [], duration)
+    title = _titled(f"{results.get('scenario') or '(unnamed)'}: pauses per link and class",
+                    results.get("time_dilation"))
+    return _finish_plot(fig, ax, out_dir, PAUSES_PNG, title, "time since traffic start (s)",
+                        "paused upstream port / class", duration)
