@@ -262,12 +262,22 @@ class PauseDaemon:
             at = (link[0] * CLASSES + link[1]) * PFC_STRIDE
             rec["first_ns"] = self._u64(self.pfc, at + FIRST_NS)
 
+    def sweep(self):
+        """Release the links held by queues whose episode ended without a
+        release event (a link went down and its queue was flushed:
+        QueueEngine.reset makes the episode even)."""
+        for queue in list(self.holds.by_queue):
+            episode = self._u64(self.pfc, queue * PFC_STRIDE)
+            if not episode & 1:
+                self.handle(EV_RELEASE, queue, 0, episode, time.monotonic_ns())
+
     def run(self):
         poller = select.epoll()
         poller.register(self.ring.fd, select.EPOLLIN)
         try:
             while True:
-                poller.poll(0.5)
+                if not poller.poll(0.5):
+                    self.sweep()
                 for raw in self.ring.records():
                     ts, episode, _backlog, kind, queue, in_slot, _pad = EVENT.unpack(raw)
                     self.events += 1

@@ -261,6 +261,12 @@ class QueueEngine:
                 st = list(struct.unpack("=8Q", self.maps["hpnlab_qstat"].lookup(key)))
                 st[0], st[1] = st[2], st[3]
                 self.maps["hpnlab_qstat"].update(key, struct.pack("=8Q", *st))
+                # an episode above XOFF ends with the queue: the pause
+                # daemon sees it even and releases what it held
+                ps = list(struct.unpack("=4Q", self.maps["hpnlab_pfc"].lookup(key)))
+                if ps[0] & 1:
+                    ps[0] += 1
+                    self.maps["hpnlab_pfc"].update(key, struct.pack("=4Q", *ps))
 
     def counters(self):
         """The counters array (memory of the map: read, do not keep)."""

@@ -354,7 +354,7 @@ def _section_pauses(results):
         f"- resume (XON crossing to the first frame from the upstream, on the wire): "
         f"{_ms(pfc.get('resume_ms'))}\n"
         f"- most bytes that reached the far end while a pause was in force: "
-        f"{_count(pfc.get('max_let_by_bytes'))} (a pause lets one frame's worth by)\n"
+        f"{_count(pfc.get('max_let_by_bytes'))} (up to two frames: one on its way, one the change lets by)\n"
         f"- the pause daemon ran with {pfc.get('scheduling') or 'unknown'} scheduling; reaction "
         "is in this machine's time.")
     plot = (results.get("files") or {}).get("pauses")

@@ -5,9 +5,9 @@ measured (testbed/emulation/pfc.py).
 
 Reaction, per pause:
 - in force: from the XOFF crossing in the queue (the engine's clock) to the
-  kernel's acknowledgement of the upstream's change; after it the upstream
-  sends at most one frame's worth of bytes, which the change lets by
-  (`let_by_bytes`, counted on the wire);
+  kernel's acknowledgement of the upstream's change; after it up to two
+  frames' worth still arrive, the one on its way and the burst the change
+  lets by (`let_by_bytes`, counted on the wire);
 - resume: from the XON crossing to the first frame of the class arriving
   from the upstream, for pauses that ended with frames waiting upstream
   (others have nothing to show).

@@ -101,3 +101,32 @@ def test_ecn_holds_the_queue_that_fills_without_it(tmp_path, leak_check):
     assert on_q["marks"] > 0 and on_q["drops"] == 0 and off_q["marks"] == 0
     assert on_q["p99_backlog_bytes"] * 3 < off_q["p99_backlog_bytes"]
     assert all(j["cnps"] > 0 for j in on["metrics"]["jobs"].values())
+
+
+def test_incast_on_a_lossless_class_pauses_instead_of_dropping(tmp_path, leak_check):
+    r, on = _run("scenarios/incast-pfc.yaml", tmp_path / "on")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r, off = _run("scenarios/incast-pfc-off.yaml", tmp_path / "off")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert on["metrics"]["classes"]["roce"]["drops"] == 0
+    assert off["metrics"]["classes"]["roce"]["drops"] > 0
+    pfc = on["metrics"]["pfc"]
+    assert pfc["pauses"] >= 50 and not pfc["errors"]
+    # the ToR paused the seven senders' ports, never the receiver's
+    assert {r["link"] for r in on["pauses"]} == {f"s0h{i}-n0p0" for i in range(7)}
+    for stats in (pfc["in_force_ms"], pfc["resume_ms"]):
+        assert stats["median"] <= 1.0 and stats["p99"] <= 5.0, stats
+    assert pfc["max_let_by_bytes"] <= 2 * 9014      # the frame on its way and one burst
+    assert (tmp_path / "on" / "pauses.png").exists()
+
+
+def test_a_flow_sharing_only_upstream_links_with_an_incast_is_held_by_its_pauses(tmp_path, leak_check):
+    r, on = _run("scenarios/pfc-victim.yaml", tmp_path / "on")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r, off = _run("scenarios/pfc-victim-off.yaml", tmp_path / "off")
+    assert r.returncode == 0, r.stdout + r.stderr
+    slow_on = on["metrics"]["jobs"]["victim"]["iteration_time_vs_analytical"]
+    slow_off = off["metrics"]["jobs"]["victim"]["iteration_time_vs_analytical"]
+    assert slow_on > 1.2 * slow_off
+    # the link from the aggregation switch into s1h0's ToR carries the victim too
+    assert on["metrics"]["pfc"]["links"]["a0n0-e2/roce"]["pauses"] > 0
