@@ -228,7 +228,6 @@ class PauseDaemon:
 
     def _pause(self, link, queue, ts):
         slot, cls = link
-        at = (slot * CLASSES + cls) * PFC_STRIDE
         self._finish_previous(link)
         backlog = self.backlog(slot, cls)
         self.ports[slot].set_paused(cls, True)
@@ -236,7 +235,7 @@ class PauseDaemon:
         self.open[link] = {"slot": slot, "ifname": self.ports[slot].ifname, "class": cls,
                            "queue": queue, "assert_ns": ts, "applied_ns": applied,
                            "departed_at_pause": self.departed(slot, cls),
-                           "backlog_at_pause": backlog, "last_before_ns": self._u64(self.pfc, at + LAST_NS)}
+                           "backlog_at_pause": backlog}
 
     def _resume(self, link, ts):
         slot, cls = link

@@ -91,6 +91,12 @@ def open_rate_bps(rate_mbit):
     return int(min(MAX_TBF_RATE_BPS, rate_mbit * 1e6 / 8 * 100))
 
 
+def fifo_bytes(pc, frame):
+    """The FIFO under a class: two frames above the limit the engine
+    enforces, so it never drops first; large for a class without a limit."""
+    return pc.limit + 2 * frame if pc.limit else UNLIMITED_FIFO
+
+
 def class_lines(ifname, rate_mbit, mtu, classes, delay_s=0.0):
     """`tc -batch` lines: HTB root at the port's rate and one strict-priority
     leaf per class, each over a FIFO (netem on a delayed link) two frames
@@ -112,7 +118,7 @@ def class_lines(ifname, rate_mbit, mtu, classes, delay_s=0.0):
         lines.append(f"class replace dev {ifname} parent 1:1 classid 1:{minor:x} htb rate "
                      f"{floor:.6g}mbit ceil {rate_mbit:.6g}mbit prio {pc.index} burst {burst} "
                      f"cburst {burst} quantum {frame}")
-        fifo = pc.limit + 2 * frame if pc.limit else UNLIMITED_FIFO
+        fifo = fifo_bytes(pc, frame)
         if pc.lossless:
             lines.append(f"qdisc replace dev {ifname} parent 1:{minor:x} handle {minor:x}: tbf "
                          f"rate {open_rate_bps(rate_mbit) * 8}bit burst {frame} limit {fifo}")
@@ -286,7 +292,7 @@ class QueueEngine:
                 classes = {pc.index: {"handle": HTB_MINOR_BASE + pc.index,
                                       "open_rate": open_rate_bps(self.fabric.scaled_mbit(link)),
                                       "paused_rate": PAUSED_RATE_BPS, "burst": frame,
-                                      "limit": pc.limit + 2 * frame if pc.limit else UNLIMITED_FIFO}
+                                      "limit": fifo_bytes(pc, frame)}
                            for pc in self.ports[end.ifname] if pc.lossless}
                 if classes:
                     out[self.slots[end.ifname]] = {"ifname": end.ifname, "ifindex": ifindex[end.ifname],

@@ -284,10 +284,12 @@ static __always_inline void emit(__u32 kind, __u32 queue, __u32 in_slot, __u64 e
 static __always_inline void pfc_enqueue(struct __sk_buff *skb, __u32 slot, __u32 idx,
 					struct class_cfg *cfg, __u64 backlog)
 {
+	if (backlog < cfg->xoff)     /* the common case: no map lookup at all */
+		return;
 	struct pfc_state *ps = bpf_map_lookup_elem(&hpnlab_pfc, &idx);
 	struct port_dev *pd = bpf_map_lookup_elem(&hpnlab_pdev, &slot);
 	struct flow_key fk;
-	if (!ps || !pd || backlog < cfg->xoff || !flow_of(skb, pd->here, &fk))
+	if (!ps || !pd || !flow_of(skb, pd->here, &fk))
 		return;
 	__u64 ep = ps->episode;
 	if (!(ep & 1)) {
