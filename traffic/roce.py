@@ -8,8 +8,9 @@ builds the complete frame once,
           / BTH / [AETH] / payload / ICRC
 
 and per packet only rewrites the BTH opcode, the ackreq bit + PSN word and
-(for ACK frames) the AETH word, then recomputes the ICRC with a single
-incremental `zlib.crc32` call over the BTH tail.
+(for ACK frames) the AETH word, then recomputes the ICRC: from tables of
+what each PSN byte changes, for a frame length that keeps coming, else
+with one incremental `zlib.crc32` call over the BTH tail.
 
 ICRC (IBA Annex A17, RoCEv2 over IPv4): a CRC-32 over
 
@@ -73,7 +74,38 @@ PSN_MASK = 0xFFFFFF
 
 _BTH = struct.Struct("!BBHII")
 _U32 = struct.Struct("!I")
+_U32LE = struct.Struct("<I")
 _LRH_STANDIN = b"\xff" * 8
+
+# The ICRC is a CRC, so linear: between two frames that differ only in the
+# PSN word, the ICRCs differ by a function of the changed bytes and of how
+# many bytes follow them, whatever came before. With one 256-entry table
+# per byte of the word, a data frame's ICRC is the PSN-0 ICRC XOR four
+# table entries, instead of a CRC over its whole payload. A table costs
+# about 1,000 CRCs of the frame, so it is built only for a length that
+# keeps coming (TABLE_AFTER_FRAMES frames hashed the long way).
+TABLE_AFTER_FRAMES = 64
+_psn_tables = {}       # bytes after the PSN word -> 4 tables
+_psn_slow_frames = {}  # bytes after the PSN word -> frames hashed the long way
+
+
+def psn_tables(after):
+    """Per byte of the PSN word (first byte first), the ICRC change each of
+    its 256 values makes, with `after` bytes following the word."""
+    tables = _psn_tables.get(after)
+    if tables is None:
+        buf = bytearray(4 + after)
+        base = zlib.crc32(buf)
+        tables = []
+        for i in range(4):
+            row = []
+            for v in range(256):
+                buf[i] = v
+                row.append(zlib.crc32(buf) ^ base)
+            buf[i] = 0
+            tables.append(row)
+        _psn_tables[after] = tables
+    return tables
 
 
 def is_nak(syndrome):
@@ -136,6 +168,7 @@ class FrameTemplate:
         self._prefix_crc = zlib.crc32(_LRH_STANDIN + head)
         self._bth_rest = bytes(self.buf[BTH_OFF + 1:BTH_OFF + 4]) + b"\xff"
         self._crc_by_opcode = {}
+        self._psn0_icrc = {}       # opcode -> ICRC with a zero PSN word (table path)
         self._tail = memoryview(self.buf)[BTH_OFF + 5:-ICRC_LEN]
         self._siblings = {payload_len: self}
         self.frame(0)
@@ -159,8 +192,16 @@ class FrameTemplate:
         buf = self.buf
         op = self.opcode if opcode is None else opcode
         buf[BTH_OFF] = op
-        buf[BTH_OFF + 8:BTH_OFF + 12] = (
-            (psn & PSN_MASK) | (0x80000000 if ackreq else 0)).to_bytes(4, "big")
+        word = (psn & PSN_MASK) | (0x80000000 if ackreq else 0)
+        _U32.pack_into(buf, BTH_OFF + 8, word)
+        if self.aeth_off is None:
+            fast = self._psn0_icrc.get(op)
+            if fast is not None:
+                t0, t1, t2, t3 = self._tables
+                _U32LE.pack_into(buf, len(buf) - ICRC_LEN, fast ^ t0[word >> 24] ^ t1[word >> 16 & 255]
+                                 ^ t2[word >> 8 & 255] ^ t3[word & 255])
+                return buf
+            self._count_slow(op)
         if self.aeth_off is not None:
             s = self.syndrome if syndrome is None else syndrome
             m = self.msn if msn is None else msn
@@ -170,8 +211,24 @@ class FrameTemplate:
         crc = self._crc_by_opcode.get(op)
         if crc is None:
             crc = self._head_crc(op)
-        buf[-ICRC_LEN:] = zlib.crc32(self._tail, crc).to_bytes(4, "little")
+        _U32LE.pack_into(buf, len(buf) - ICRC_LEN, zlib.crc32(self._tail, crc))
         return buf
+
+    def _count_slow(self, op):
+        """Note one frame hashed the long way; once its length has come
+        often enough, switch this opcode to the table (see psn_tables)."""
+        after = len(self.buf) - ICRC_LEN - (BTH_OFF + 12)
+        n = _psn_slow_frames[after] = _psn_slow_frames.get(after, 0) + 1
+        if n >= TABLE_AFTER_FRAMES or after in _psn_tables:
+            self._tables = psn_tables(after)
+            buf = self.buf
+            saved = buf[BTH_OFF + 8:BTH_OFF + 12]
+            buf[BTH_OFF + 8:BTH_OFF + 12] = bytes(4)
+            crc = self._crc_by_opcode.get(op)
+            if crc is None:
+                crc = self._head_crc(op)
+            self._psn0_icrc[op] = zlib.crc32(self._tail, crc)
+            buf[BTH_OFF + 8:BTH_OFF + 12] = saved
 
     def for_length(self, payload_len):
         """A template identical but for its payload length (cached), e.g.
@@ -205,6 +262,7 @@ class FrameTemplate:
         head[IP_LEN + 6:IP_LEN + 8] = b"\xff\xff"
         tpl._prefix_crc = zlib.crc32(_LRH_STANDIN + head)
         tpl._crc_by_opcode = {}
+        tpl._psn0_icrc = {}
         tpl._tail = memoryview(buf)[BTH_OFF + 5:-ICRC_LEN]
         tpl._siblings = {tpl.payload_len: tpl}
         tpl.frame(0)

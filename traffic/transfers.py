@@ -94,6 +94,7 @@ class Job:
         self.trace = []
         self.done = False
         self.status = {}
+        self.pending = []
         self.counters = {"bytes_sent": 0, "bytes_received": 0, "packets_sent": 0,
                          "retransmitted": 0, "timeouts": 0, "naks_received": 0,
                          "cnps_received": 0, "cnps_sent": 0, "ce_marks": 0,
@@ -106,6 +107,7 @@ class Job:
         self.comm_start = now + (1.0 - self.overlap) * self.compute_s
         self.compute_end = now + self.compute_s
         self.status = {s.index: "wait" for s in self.steps}
+        self.pending = list(self.steps)   # steps not done yet, in schedule order
         self.iter_bytes = {"sent": 0, "received": 0}
         self.first_comm = None
 

@@ -83,6 +83,22 @@ def test_random_patches_match_scapy_byte_for_byte(payload_len):
         assert bytes(buf) == reference(payload_len, psn, opcode, ackreq)
 
 
+@pytest.mark.parametrize("payload_len", [4096, 1021])
+def test_table_icrc_matches_scapy_once_a_length_keeps_coming(payload_len):
+    """After TABLE_AFTER_FRAMES frames of a length, the ICRC comes from the
+    PSN tables; every frame must still be the one scapy builds."""
+    rng = random.Random(7 + payload_len)
+    t = template(payload_len)
+    for i in range(roce.TABLE_AFTER_FRAMES + 200):
+        psn = rng.randrange(1 << 24) if i % 3 else i
+        opcode = rng.choice(sorted(roce.DATA_OPCODES))
+        ackreq = rng.random() < 0.5
+        buf = t.frame(psn, opcode=opcode, ackreq=ackreq)
+        assert bytes(buf) == reference(payload_len, psn, opcode, ackreq)
+        assert roce.verify_icrc(buf)
+    assert set(t._psn0_icrc) == roce.DATA_OPCODES   # the table path was taken for each
+
+
 def test_opcode_none_means_template_opcode_not_previous_call():
     t = template(64, opcode=roce.SEND_MIDDLE)
     t.frame(5, opcode=roce.SEND_LAST, ackreq=True)
