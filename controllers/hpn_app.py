@@ -5,9 +5,14 @@ Loads under os-ken (started by `controllers.run`) or classic `ryu-manager`.
 The fabric model comes from the JSON file named by $HPNLAB_FABRIC. Progress
 is reported as JSON lines on stdout, which `testbed` reads:
   {"event": "switch", "name": ...}          a switch connected
-  {"event": "routes", "version": n, "host_overrides": {...}}
+  {"event": "adopted", "switch": ..., "routes": n, "groups": n, "removed": n}
+                                             what it already held was read
+                                             (a restarted controller keeps it)
+  {"event": "routes", "version": n, "changes": n, "host_overrides": {...}}
                                              every switch acknowledged (barrier)
-                                             the routes of version n
+                                             the routes of version n, reached with
+                                             `changes` flow and group changes since
+                                             the last such event
   {"event": "port", "switch": ..., "port": n, "up": bool}
 """
 import json
@@ -39,8 +44,10 @@ class HpnController(BaseApp):
         self.datapaths = {}          # switch name -> datapath
         self.ports_known = set()     # switches whose port states we have read
         self.down = set()            # (switch, port) that are down
-        self.programs = {}           # switch name -> routing.SwitchProgram
+        self.programs = {}           # switch name -> routing.SwitchProgram (once read)
+        self.reading = {}            # switch name -> replies gathered while reading its state
         self.version = 0
+        self.changes = 0             # flow and group changes sent since routes were last acknowledged
         self.pending = {}            # switch name -> barrier xid for self.version
         self.routes = None
         self.lock = threading.Lock()
@@ -55,11 +62,47 @@ class HpnController(BaseApp):
             return
         with self.lock:
             self.datapaths[name] = dp
-            self.programs[name] = routing.SwitchProgram()
-        for msg in openflow.base_flows(dp):
+            self.programs.pop(name, None)
+            self.reading[name] = {"flows": [], "groups": [], "waiting": {"flows", "groups"}}
+        for msg in openflow.state_requests(dp):
             dp.send_msg(msg)
         dp.send_msg(dp.ofproto_parser.OFPPortDescStatsRequest(dp, 0))
         emit(event="switch", name=name)
+
+    @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
+    def on_flow_stats(self, ev):
+        self._gather(ev.msg, "flows")
+
+    @set_ev_cls(ofp_event.EventOFPGroupDescStatsReply, MAIN_DISPATCHER)
+    def on_group_desc(self, ev):
+        self._gather(ev.msg, "groups")
+
+    def _gather(self, msg, part):
+        """Collect a multipart reply; once flows and groups are both in,
+        adopt what the switch holds as its program."""
+        dp = msg.datapath
+        name = self.by_dpid.get(dp.id)
+        with self.lock:
+            state = self.reading.get(name)
+            if state is None:
+                return
+            state[part].extend(msg.body)
+            if msg.flags & dp.ofproto.OFPMPF_REPLY_MORE:
+                return
+            state["waiting"].discard(part)
+            if state["waiting"]:
+                return
+            del self.reading[name]
+            has_arp, routes, groups, strays = openflow.read_state(dp, state["flows"], state["groups"])
+            fixes = openflow.remove_flows(dp, strays)
+            if not has_arp:
+                fixes.append(openflow.arp_flow(dp))
+            for m in fixes:
+                dp.send_msg(m)
+            self.programs[name] = routing.SwitchProgram(groups=groups, flows=routes)
+            emit(event="adopted", switch=name, routes=len(routes), groups=len(groups),
+                 removed=len(strays))
+            self._reprogram()
 
     @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, MAIN_DISPATCHER)
     def on_port_desc(self, ev):
@@ -106,14 +149,16 @@ class HpnController(BaseApp):
     def _reprogram(self):
         """Recompute every route from the model and the port states, push the
         difference to each connected switch, and fence it with a barrier."""
-        if self.ports_known != set(self.by_dpid.values()):
-            return  # wait until every switch told us its ports
+        everyone = set(self.by_dpid.values())
+        if self.ports_known != everyone or set(self.programs) != everyone:
+            return  # wait until every switch told us its ports and its tables
         self.routes = compute_routes(self.fabric, frozenset(self.down))
         self.version += 1
         self.pending = {}
         for name, dp in self.datapaths.items():
             ops, self.programs[name] = routing.diff_switch(self.programs[name],
                                                            self.routes.tables[name])
+            self.changes += len(ops)
             for msg in openflow.messages_for(dp, ops):
                 dp.send_msg(msg)
             barrier = dp.ofproto_parser.OFPBarrierRequest(dp)
@@ -130,7 +175,9 @@ class HpnController(BaseApp):
             del self.pending[name]
             if not self.pending:
                 emit(event="routes", version=self.version, down=sorted(self.down),
+                     changes=self.changes,
                      host_overrides=self.routes.host_overrides)
+                self.changes = 0
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, MAIN_DISPATCHER)
     def on_error(self, ev):

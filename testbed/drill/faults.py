@@ -6,15 +6,23 @@ import time
 
 
 def run_timeline(fnet, flows, pairs, sc, t0, log):
-    """Start clients and apply faults at their scheduled times."""
+    """Start clients, apply faults and stop or start the controller at their
+    scheduled times. Returns (faults as applied, controller actions as applied)."""
     events = [(p.start, "client", p) for p in pairs]
     events += [(f["at"], "fault", f) for f in sc.faults]
+    events += [(e["at"], "controller", e) for e in sc.controller_timeline]
     events.sort(key=lambda e: (e[0], e[1] != "client"))
-    applied = []
+    applied, controller = [], []
     for at, kind, item in events:
         sleep_until(t0 + at)
         if kind == "client":
             flows.start_client(item, t0)
+            continue
+        if kind == "controller":
+            (fnet.stop_controller if item["action"] == "stop" else fnet.start_controller)()
+            t = time.monotonic() - t0
+            log(f"[{t:6.2f}s] controller {item['action']}")
+            controller.append({"at": at, "applied_at": round(t, 4), "action": item["action"]})
             continue
         a, b = item["link"]
         link = fnet.fabric.links_between(a, b)[item.get("index", 0)]
@@ -23,7 +31,7 @@ def run_timeline(fnet, flows, pairs, sc, t0, log):
         log(f"[{t:6.2f}s] {item['action']} {a} <-> {b}")
         applied.append({"at": at, "applied_at": round(t, 4), "action": item["action"],
                         "link": [a, b], "index": item.get("index", 0), "link_name": link.name})
-    return applied
+    return applied, controller
 
 
 def convergence_s(events, t0, fault):

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 from testbed.emulation.capture import Capture
 from testbed.emulation.realize import FabricNet, unreachable
-from testbed.results import (analytical, counters, dilation, expectations, pauses, plots, queues,
-                             store, trust)
+from testbed.results import (analytical, controller, counters, dilation, expectations, pauses, plots,
+                             queues, store, trust)
 from testbed.results.flows import SETTLE_S, compute_metrics
 from testbed.results.jobs import job_metrics
 from traffic.iperf import INTERVAL_S, plan_pairs
@@ -46,6 +46,7 @@ class _Run:
     emulator: dict = field(default_factory=dict)   # Open vSwitch CPU and packet-hops over the traffic
     queues: dict | None = None   # the queue engine's counters (drill/queue_sampler.py)
     pauses: dict | None = None   # the pause daemon's record (emulation/pfc.py)
+    controller_actions: list = field(default_factory=list)   # the timeline's stops and starts
 
 
 def run_scenario(sc, out_dir, log=print, dilation_choice=None):
@@ -94,7 +95,7 @@ def _run(sc, out_dir, log):
             if qsamp:
                 qsamp.start(t0)
             cost.start()
-            faults = run_timeline(fnet, flows, pairs, sc, t0, log)
+            faults, controller_actions = run_timeline(fnet, flows, pairs, sc, t0, log)
             if sc.jobs_only:
                 # Every fault applied: the drill ends when the last agent
                 # does (each stops at the deadline too).
@@ -133,7 +134,8 @@ def _run(sc, out_dir, log):
                     agent_results=agents.results() if agents else None,
                     capture_files=capture_files, datapath=fnet.datapath,
                     bringup_s=fnet.timings.get("routes"), emulator=emulator,
-                    queues=qsamp.result() if qsamp else None, pauses=pause_record)
+                    queues=qsamp.result() if qsamp else None, pauses=pause_record,
+                    controller_actions=controller_actions)
 
 
 def _results(sc, run, started, dilation_choice=None):
@@ -188,6 +190,8 @@ def _results(sc, run, started, dilation_choice=None):
             if c.pfc is not None:
                 m.setdefault("classes", {}).setdefault(c.name, {}).update(
                     totals.get(c.name, {"pauses": 0, "paused_s": 0.0}))
+    m["controller"] = controller.record(run.events, run.t0, run.controller_actions, run.ran_s, n)
+    run.problems += controller.problems(m["controller"])
     judged = trust.assess(m, faults)
     trustworthy = judged["trustworthy"]
     exp = expectations.evaluate(sc.expect, m, trustworthy)

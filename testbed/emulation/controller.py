@@ -22,7 +22,7 @@ def free_port():
 
 
 class ControllerProcess:
-    def __init__(self, fabric_json, log_path, on_routes=None):
+    def __init__(self, fabric_json, log_path, on_routes=None, on_exit=None):
         self.port = free_port()
         self.log_path = log_path
         self.argv = [sys.executable, "-m", "controllers.run", "--fabric", fabric_json,
@@ -30,18 +30,31 @@ class ControllerProcess:
         self.events = []
         self.cond = threading.Condition()
         self.on_routes = on_routes
+        self.on_exit = on_exit      # called from the reader thread with the exit event
         self.proc = None
+        self.starts = 0
+        self.asked_to_stop = set()  # PIDs stopped by stop(): their exit is no surprise
 
     def start(self):
-        self._log = open(self.log_path, "w")
+        """Start the controller (again, after stop(): same port, so the
+        switches find it on their next reconnection attempt; the log goes on)."""
+        self._log = open(self.log_path, "a" if self.starts else "w")
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=self._log,
                                      text=True, env=env, start_new_session=True)
-        threading.Thread(target=self._read, daemon=True).start()
+        self.starts += 1
+        with self.cond:
+            self.events.append({"event": "start", "pid": self.proc.pid, "t": time.monotonic()})
+        self._reader = threading.Thread(target=self._read, args=(self.proc,), daemon=True)
+        self._reader.start()
         return self.proc.pid
 
-    def _read(self):
-        for line in self.proc.stdout:
+    @property
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def _read(self, proc):
+        for line in proc.stdout:
             try:
                 event = json.loads(line)
             except json.JSONDecodeError:
@@ -55,16 +68,21 @@ class ControllerProcess:
             with self.cond:
                 self.events.append(event)
                 self.cond.notify_all()
+        code = proc.wait()
+        exit_event = {"event": "exit", "pid": proc.pid, "code": code, "t": time.monotonic(),
+                      "asked": proc.pid in self.asked_to_stop}
         with self.cond:
-            self.events.append({"event": "exit", "t": time.monotonic()})
+            self.events.append(exit_event)
             self.cond.notify_all()
+        if self.on_exit:
+            self.on_exit(exit_event)
 
-    def wait_for(self, predicate, timeout, what):
-        """Block until an event satisfies `predicate`; raise with `what` on
-        timeout or when the controller exits."""
+    def wait_for(self, predicate, timeout, what, since=0):
+        """Block until an event (from index `since` on) satisfies `predicate`;
+        raise with `what` on timeout or when the controller exits."""
         deadline = time.monotonic() + timeout
         with self.cond:
-            seen = 0
+            seen = since
             while True:
                 for ev in self.events[seen:]:
                     if predicate(ev):
@@ -81,5 +99,8 @@ class ControllerProcess:
 
     def stop(self):
         if self.proc:
+            self.asked_to_stop.add(self.proc.pid)
             end(self.proc)
+            self._reader.join(5)   # its exit event is recorded before anything that follows
             self._log.close()
+            self.proc = None

@@ -33,6 +33,9 @@ def unreachable(reach):
     return [f"{h} {pair}" for h, d in reach.items() for pair, rtt in d.items() if rtt is None]
 
 
+RECONNECT_MAX_MS = 1000     # a switch retries its lost controller at least every second
+
+
 class FabricNet:
     def __init__(self, fabric, run_dir, log=print, feats=None, route_timeout=30.0):
         self.fabric = fabric
@@ -96,7 +99,8 @@ class FabricNet:
         with open(fabric_json, "w") as fh:
             json.dump(f.to_dict(), fh, indent=1)
         self.controller = ControllerProcess(fabric_json, os.path.join(self.run_dir, "controller.log"),
-                                            on_routes=self._apply_overrides)
+                                            on_routes=self._apply_overrides,
+                                            on_exit=self._controller_exited)
         self.ledger.add_process(self.controller.start(), self.controller.argv)
 
         from mininet.link import Link
@@ -124,6 +128,7 @@ class FabricNet:
         net.start()
         self.timings["mininet_start"] = time.monotonic() - t0
         self._configure_switch_ports()
+        self._configure_reconnection()
         self._configure_hosts()
         if self.queues is not None:
             self._attach_queue_engine()
@@ -245,6 +250,39 @@ class FabricNet:
         proc = subprocess.Popen(self.ns_argv(host, argv), **kw)
         self.ledger.add_process(proc.pid, argv)   # nsenter execs argv: that is what runs
         return proc
+
+    # --- the controller going away and coming back ---------------------------
+    def _configure_reconnection(self):
+        """Switches retry a lost controller connection with a backoff that
+        grows to 8 s by default; cap it at 1 s so that a restarted
+        controller is found within a second. While none is connected they
+        keep their flows (fail-mode secure), so traffic goes on."""
+        found = subprocess.run(["ovs-vsctl", "--bare", "--columns=_uuid", "find", "controller",
+                                f"target=\"tcp:127.0.0.1:{self.controller.port}\""],
+                               check=True, capture_output=True, text=True).stdout.split()
+        if found:
+            argv = ["ovs-vsctl"]
+            for uuid in found:
+                argv += ["--", "set", "controller", uuid, f"max_backoff={RECONNECT_MAX_MS}"]
+            subprocess.run(argv, check=True, capture_output=True)
+
+    def _controller_exited(self, event):
+        """Said at once, from the reader thread: after this, nothing reroutes."""
+        if not event["asked"]:
+            self.log(f"the controller exited (status {event['code']}); the switches keep "
+                     f"their routes, but nothing reroutes until it is back "
+                     f"(log: {self.controller.log_path})")
+
+    def stop_controller(self):
+        """Stop the controller (its PID, as recorded) and wait until it is gone."""
+        self.controller.stop()
+
+    def start_controller(self):
+        """Start the controller again on the same port; returns the index of
+        its first event, to wait on what it does from then on."""
+        since = len(self.controller.events)
+        self.ledger.add_process(self.controller.start(), self.controller.argv)
+        return since
 
     def set_link(self, link, up):
         """Pull or replug a cable: set one switch-side end of the link down or

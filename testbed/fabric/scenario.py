@@ -96,6 +96,7 @@ class Scenario:
     # N >= 1, or "auto" until the capacity plan resolves it; a Scenario that
     # dilation.dilate() returned holds the N it applied (see there)
     time_dilation: float | str = 1.0
+    controller_timeline: list = dataclasses.field(default_factory=list)   # dicts sorted by at: at (s), action
 
     @property
     def jobs_only(self):
@@ -127,6 +128,8 @@ def _scenario_from_doc(path, doc):
     duration = parse_time(doc["duration"])
     traffic = [_traffic_entry(t) for t in doc.get("traffic", [])]
     faults = [_fault_entry(f) for f in doc.get("faults", [])]
+    controller_timeline = [{"at": parse_time(e["at"]), "action": e["action"]}
+                           for e in doc.get("controller_timeline", [])]
     expect = [_expect_entry(e) for e in doc.get("expect", [])]
 
     fabric = None
@@ -144,6 +147,7 @@ def _scenario_from_doc(path, doc):
         jobs = [_job_entry(j, fabric) for j in doc.get("jobs", [])]
         problems += semantics.job_problems(file, doc.get("jobs", []), jobs, duration, fabric)
     problems += semantics.fault_problems(file, faults, duration, fabric)
+    problems += semantics.controller_timeline_problems(file, controller_timeline, duration)
     classes = [c["name"] for c in (doc.get("queues") or {}).get("classes", [])] or None
     problems += semantics.expect_problems(file, expect, fabric, {j["name"] for j in jobs}, classes)
     problems += semantics.transport_problems(file, doc.get("transport"))
@@ -163,7 +167,8 @@ def _scenario_from_doc(path, doc):
         faults=sorted(faults, key=lambda f: f["at"]),
         expect=expect, topology_path=None if topo_path is None else str(topo_path),
         jobs=tuple(jobs), capture=capture, transport=_transport_entry(doc.get("transport")),
-        time_dilation=_dilation_entry(doc.get("time_dilation", 1)))
+        time_dilation=_dilation_entry(doc.get("time_dilation", 1)),
+        controller_timeline=sorted(controller_timeline, key=lambda e: e["at"]))
 
 
 def _dilation_entry(raw):

@@ -106,6 +106,26 @@ def fault_problems(file, faults, duration, fabric):
     return sorted(problems + _sequence_problems(file, valid), key=lambda p: _fault_number(p.field))
 
 
+def controller_timeline_problems(file, timeline, duration):
+    """Each entry inside the run; the controller stops only while running
+    and starts only while stopped (it runs when the drill begins)."""
+    problems = []
+    running = True
+    for i, e in sorted(enumerate(timeline), key=lambda item: item[1]["at"]):
+        here = f"controller_timeline[{i}]"
+        if e["at"] >= duration:
+            problems.append(Problem(file, f"{here}.at", f"expected a time before the end of the run "
+                                                        f"({seconds(duration)}), got {seconds(e['at'])}"))
+        if (e["action"] == "stop") != running:
+            state = "running" if running else "stopped"
+            problems.append(Problem(file, f"{here}.action",
+                                    f"the controller is already {state} at {seconds(e['at'])}; "
+                                    f"expected {'stop' if running else 'start'}"))
+        else:
+            running = not running
+    return problems
+
+
 def _link_problems(file, here, fault, fabric):
     a, b = fault["link"]
     missing = [Problem(file, f"{here}.link[{j}]", f"node {name!r} is not in the topology")

@@ -16,3 +16,9 @@ CLASS_METRICS = ("class_drops", "class_marks", "class_max_backlog_bytes",
                  "class_p99_backlog_bytes", "class_sent_bytes",
                  # lossless classes only (testbed/results/pauses.py)
                  "class_pauses", "class_paused_s")
+
+# Measured from the controller's own events when the scenario's
+# controller_timeline restarts it (testbed/results/controller.py): the flow
+# and group changes the restarted controller made (0: it adopted what the
+# switches held), and how long after its start the routes stood again.
+CONTROLLER_METRICS = ("controller_restart_changes", "controller_restart_s")

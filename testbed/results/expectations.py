@@ -9,7 +9,7 @@ every expectation is then reported as "untrustworthy" and none passes, even
 if the numbers look fine.
 """
 
-from testbed.fabric.vocabulary import CLASS_METRICS, JOB_METRICS
+from testbed.fabric.vocabulary import CLASS_METRICS, CONTROLLER_METRICS, JOB_METRICS
 
 PASSED, FAILED, UNTRUSTWORTHY = "passed", "failed", "untrustworthy"
 
@@ -21,7 +21,7 @@ METRIC_KEYS = {
     "mean_throughput_mbit": "mean_mbit",
 }
 FIDELITY = "fidelity"
-METRICS = tuple(METRIC_KEYS) + (FIDELITY,) + CLASS_METRICS
+METRICS = tuple(METRIC_KEYS) + (FIDELITY,) + CLASS_METRICS + CONTROLLER_METRICS
 
 
 def format_number(x):
@@ -68,6 +68,14 @@ def lookup(metrics, metric, host, job=None, cls=None):
     """(measured value or None, reason when None)."""
     if metric in CLASS_METRICS:
         return lookup_class(metrics, metric, cls)
+    if metric in CONTROLLER_METRICS:
+        restarts = (metrics.get("controller") or {}).get("restarts") or []
+        if not restarts:
+            return None, "the controller was not restarted (see controller_timeline)"
+        values = [r.get(metric[len("controller_restart_"):]) for r in restarts]
+        if None in values:
+            return None, "a restarted controller never had its routes acknowledged"
+        return max(values), None      # the worst restart
     if metric in JOB_METRICS:
         if job is None:
             return None, f"{metric} is measured per job: name the job"

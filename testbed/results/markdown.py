@@ -338,6 +338,25 @@ def _ms(stats):
             f"over {_count(stats['n'])}")
 
 
+def _section_controller(ctl):
+    """When the controller went away and what each restart did."""
+    rows = [[fmt(e["at"]), "exited" + ("" if e["asked"] else " (not asked: a crash)"),
+             f"status {e['code']}"] for e in ctl.get("exits", [])]
+    for r in ctl.get("restarts", []):
+        if r["s"] is None:
+            what = "routes never acknowledged"
+        else:
+            what = (f"adopted {r['adopted_routes']} routes from the switches, removed "
+                    f"{r['removed']}; routes stood again after {fmt(r['s'])} s with "
+                    f"{r['changes']} flow/group changes")
+        rows.append([fmt(r["at"]), "started", what])
+    rows.sort(key=lambda row: float(row[0]))
+    return (md_table(["at (s)", "controller", "what it did"], rows)
+            + f"\n\n_Without a controller for {fmt(ctl.get('without_s'))} s: the switches kept "
+              f"their flows (fail-mode secure) and forwarded on them; nothing rerouted "
+              f"around a fault in that time._")
+
+
 def _section_pauses(results):
     """How often and how long each link was paused, and how fast pauses
     took hold and let go (testbed/results/pauses.py)."""
@@ -401,6 +420,9 @@ def render_summary(results):
         sections.append(("Queues", _section_queues(results)))
     if metrics.get("pfc"):
         sections.append(("Pauses (lossless classes)", _section_pauses(results)))
+    ctl = metrics.get("controller") or {}
+    if ctl.get("exits") or ctl.get("restarts"):
+        sections.append(("Controller", _section_controller(ctl)))
     sections += [("Per-host throughput", _section_hosts(metrics)),
                  ("Per-flow", _section_flows(metrics)),
                  ("Trust", _section_trust(results)),

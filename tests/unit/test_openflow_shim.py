@@ -16,8 +16,12 @@ PARSER = ofproto_v1_3_parser
 
 
 class FakeDatapath:
-    """Records what the controller sends; encodes every message the way a
-    real datapath would before writing it to the socket."""
+    """A switch's tables, driven by what the controller sends: every message
+    is encoded as a real datapath would before writing it to the socket,
+    then flow and group modifications are executed on the tables (OpenFlow
+    1.3 semantics: ADD replaces a flow of the same priority and match and
+    restarts its age, DELETE_STRICT removes one, DELETE removes all that
+    match). Each installed flow remembers when it was added (`born`)."""
     ofproto = ofproto_v1_3
     ofproto_parser = ofproto_v1_3_parser
 
@@ -25,6 +29,9 @@ class FakeDatapath:
         self.id = dpid
         self.sent = []
         self.xid = 0
+        self.flows = {}     # (priority, match items) -> (match, instructions, cookie, born)
+        self.groups = {}    # group id -> (type, buckets)
+        self.clock = 0
 
     def set_xid(self, msg):
         self.xid += 1
@@ -36,6 +43,48 @@ class FakeDatapath:
             self.set_xid(msg)
         msg.serialize()
         self.sent.append(msg)
+        self.clock += 1
+        if isinstance(msg, PARSER.OFPFlowMod):
+            self._flow_mod(msg)
+        elif isinstance(msg, PARSER.OFPGroupMod):
+            self._group_mod(msg)
+
+    def _flow_mod(self, m):
+        key = (m.priority, tuple(sorted(m.match.items())))
+        if m.command == OFP.OFPFC_ADD:
+            for inst in m.instructions:
+                for a in inst.actions:
+                    if a.type == OFP.OFPAT_GROUP:
+                        assert a.group_id in self.groups, "flow sent before its group"
+            self.flows[key] = (m.match, m.instructions, m.cookie, self.clock)
+        elif m.command == OFP.OFPFC_DELETE_STRICT:
+            self.flows.pop(key, None)
+        elif m.command == OFP.OFPFC_DELETE:
+            self.flows.clear()
+        else:
+            raise AssertionError(f"unexpected flow command {m.command}")
+
+    def _group_mod(self, m):
+        if m.command == OFP.OFPGC_ADD:
+            assert m.group_id not in self.groups, "group added twice"
+            self.groups[m.group_id] = (m.type, m.buckets)
+        elif m.command == OFP.OFPGC_DELETE:
+            self.groups.clear() if m.group_id == OFP.OFPG_ALL else self.groups.pop(m.group_id, None)
+        else:
+            raise AssertionError(f"unexpected group command {m.command}")
+
+    def flow_stats(self):
+        return [SimpleNamespace(priority=prio, match=match, instructions=inst, cookie=cookie)
+                for (prio, _), (match, inst, cookie, _born) in sorted(self.flows.items())
+                if cookie == openflow.COOKIE]
+
+    def group_desc(self):
+        return [SimpleNamespace(group_id=gid, type=t, buckets=b)
+                for gid, (t, b) in sorted(self.groups.items())]
+
+    def ages(self):
+        """When each flow was added: a flow deleted and added again is younger."""
+        return {key: born for key, (_m, _i, _c, born) in self.flows.items()}
 
 
 def reparse(dp, msg):
@@ -50,12 +99,9 @@ def actions_of(flow_mod):
 
 
 # --- openflow.py ------------------------------------------------------------------
-def test_base_flows_send_arp_to_the_controller():
+def test_arp_flow_sends_arp_to_the_controller():
     dp = FakeDatapath(1)
-    wipe_flows, wipe_groups, fm = openflow.base_flows(dp)
-    # A (re)connecting switch is emptied first, so the program record is true.
-    assert wipe_flows.command == OFP.OFPFC_DELETE and wipe_flows.table_id == OFP.OFPTT_ALL
-    assert wipe_groups.command == OFP.OFPGC_DELETE and wipe_groups.group_id == OFP.OFPG_ALL
+    fm = openflow.arp_flow(dp)
     assert isinstance(fm, PARSER.OFPFlowMod)
     assert fm.command == OFP.OFPFC_ADD
     assert fm.priority == openflow.PRIO_ARP
@@ -68,6 +114,16 @@ def test_base_flows_send_arp_to_the_controller():
     dp.send_msg(fm)
     back = reparse(dp, fm)
     assert back.match["eth_type"] == 0x0806 and back.priority == openflow.PRIO_ARP
+
+
+def test_state_requests_ask_for_our_flows_and_all_groups():
+    dp = FakeDatapath(1)
+    flows, groups = openflow.state_requests(dp)
+    assert isinstance(flows, PARSER.OFPFlowStatsRequest) and flows.table_id == OFP.OFPTT_ALL
+    assert (flows.cookie, flows.cookie_mask) == (openflow.COOKIE, 0xFFFFFFFFFFFFFFFF)
+    assert isinstance(groups, PARSER.OFPGroupDescStatsRequest)
+    for m in (flows, groups):
+        dp.send_msg(m)
 
 
 def test_messages_for_each_operation():
@@ -119,32 +175,20 @@ def test_messages_for_rejects_an_unknown_operation():
 
 # --- the event shim -------------------------------------------------------------------
 def installed_routes(dp):
-    """The route table a switch would hold after the messages it received:
-    {ip: sorted tuple of output ports}."""
-    groups, flows = {}, {}
-    for m in dp.sent:
-        if isinstance(m, PARSER.OFPGroupMod) and m.command == OFP.OFPGC_DELETE:
-            assert m.group_id == OFP.OFPG_ALL
-            groups.clear()
-        elif isinstance(m, PARSER.OFPFlowMod) and m.command == OFP.OFPFC_DELETE:
-            assert m.table_id == OFP.OFPTT_ALL
-            flows.clear()
-        elif isinstance(m, PARSER.OFPGroupMod):
-            assert m.command == OFP.OFPGC_ADD and m.type == OFP.OFPGT_SELECT
-            assert m.group_id not in groups
-            groups[m.group_id] = tuple(sorted(b.actions[0].port for b in m.buckets))
-            assert all(b.watch_port == b.actions[0].port for b in m.buckets)
-        elif isinstance(m, PARSER.OFPFlowMod) and m.priority == openflow.PRIO_ROUTE:
-            ip = m.match["ipv4_dst"]
-            if m.command == OFP.OFPFC_DELETE_STRICT:
-                del flows[ip]
-                continue
-            (act,) = actions_of(m)
-            if isinstance(act, PARSER.OFPActionGroup):
-                assert act.group_id in groups, "flow sent before its group"
-                flows[ip] = groups[act.group_id]
-            else:
-                flows[ip] = (act.port,)
+    """The route table the fake switch holds: {ip: sorted tuple of output ports}."""
+    flows = {}
+    for (prio, items), (match, inst, _cookie, _born) in dp.flows.items():
+        if prio != openflow.PRIO_ROUTE:
+            continue
+        ((_, ip),) = [kv for kv in items if kv[0] == "ipv4_dst"]
+        (act,) = inst[0].actions
+        if act.type == OFP.OFPAT_GROUP:
+            gtype, buckets = dp.groups[act.group_id]
+            assert gtype == OFP.OFPGT_SELECT
+            assert all(b.watch_port == b.actions[0].port for b in buckets)
+            flows[ip] = tuple(sorted(b.actions[0].port for b in buckets))
+        else:
+            flows[ip] = (act.port,)
     return flows
 
 
@@ -167,8 +211,16 @@ class Harness:
         self.dps = {s.name: FakeDatapath(s.dpid) for s in fabric.switches()}
         self.marks = {name: 0 for name in self.dps}
 
-    def features(self, name):
+    def features(self, name, answer=True):
+        """The switch connects; `answer`: it replies to the state requests."""
         self.app.on_features(event(datapath=self.dps[name]))
+        if answer:
+            self.answer_state(name)
+
+    def answer_state(self, name):
+        dp = self.dps[name]
+        self.app.on_flow_stats(event(datapath=dp, body=dp.flow_stats(), flags=0))
+        self.app.on_group_desc(event(datapath=dp, body=dp.group_desc(), flags=0))
 
     def port_desc(self, name):
         ports = sorted({l.end(name).port for l in self.fabric.links_of(name)})
@@ -225,11 +277,14 @@ def test_bring_up_programs_every_switch_and_reports_routes(hpn, capsys):
     for name in names:
         hpn.features(name)
         sent = hpn.dps[name].sent
-        assert len(sent) == 4
-        assert sent[0].command == OFP.OFPFC_DELETE and sent[1].command == OFP.OFPGC_DELETE
-        assert sent[2].priority == openflow.PRIO_ARP
-        assert isinstance(sent[3], PARSER.OFPPortDescStatsRequest)
-    assert events(capsys) == [{"event": "switch", "name": n} for n in names]
+        # the switch is asked what it holds; nothing is wiped; it held
+        # nothing, so the ARP flow is added
+        assert [type(m) for m in sent] == [PARSER.OFPFlowStatsRequest, PARSER.OFPGroupDescStatsRequest,
+                                           PARSER.OFPPortDescStatsRequest, PARSER.OFPFlowMod]
+        assert sent[3].priority == openflow.PRIO_ARP and sent[3].command == OFP.OFPFC_ADD
+    assert events(capsys) == [e for n in names for e in (
+        {"event": "switch", "name": n},
+        {"event": "adopted", "switch": n, "routes": 0, "groups": 0, "removed": 0})]
 
     # nothing is programmed until every switch has told us its ports
     for name in names[:-1]:
@@ -243,9 +298,13 @@ def test_bring_up_programs_every_switch_and_reports_routes(hpn, capsys):
         assert installed_routes(dp) == expected[name]
         assert len(installed_routes(dp)) == len(hpn.fabric.nics)
     tor = hpn.dps["t0r0k0"].sent
-    # after the two wipes: one ECMP group, the ARP flow and 8 host routes
-    assert sum(isinstance(m, PARSER.OFPGroupMod) for m in tor[2:]) == 1
-    assert sum(isinstance(m, PARSER.OFPFlowMod) for m in tor[2:]) == 1 + 8
+    # one ECMP group, the ARP flow and 8 host routes
+    assert sum(isinstance(m, PARSER.OFPGroupMod) for m in tor) == 1
+    assert sum(isinstance(m, PARSER.OFPFlowMod) for m in tor) == 1 + 8
+    changes = sum(isinstance(m, (PARSER.OFPGroupMod, PARSER.OFPFlowMod))
+                  and m.priority != openflow.PRIO_ARP if isinstance(m, PARSER.OFPFlowMod)
+                  else isinstance(m, PARSER.OFPGroupMod)
+                  for dp in hpn.dps.values() for m in dp.sent)
     assert events(capsys) == []
 
     # barriers: a wrong xid and a partial set report nothing
@@ -254,62 +313,72 @@ def test_bring_up_programs_every_switch_and_reports_routes(hpn, capsys):
         hpn.barrier(name, hpn.last_barrier_xid(name))
     assert events(capsys) == []
     hpn.barrier(names[-1], hpn.last_barrier_xid(names[-1]))
-    assert events(capsys) == [{"event": "routes", "version": 1, "down": [], "host_overrides": {}}]
+    assert events(capsys) == [{"event": "routes", "version": 1, "down": [], "changes": changes,
+                               "host_overrides": {}}]
     # a repeated reply reports nothing more
     hpn.barrier(names[-1], hpn.last_barrier_xid(names[-1]))
     assert events(capsys) == []
 
 
-def test_host_link_down_and_up_on_a_dual_plane_tor(hpn, capsys):
+def test_a_restarted_controller_adopts_the_tables_and_changes_nothing(tmp_path, monkeypatch, capsys):
+    """Switches keep their tables while no controller runs; a new controller
+    reads them back and finds nothing to change: no flow is deleted and
+    added again (each flow's age survives), no group is added."""
+    from controllers.hpn_app import HpnController
+    first = make_app(tmp_path, monkeypatch, {"kind": "hpn"})
+    first.connect()
+    before = {n: (dp.ages(), dict(dp.groups)) for n, dp in first.dps.items()}
+    routes = {n: installed_routes(dp) for n, dp in first.dps.items()}
+    events(capsys)
+
+    again = Harness(first.fabric, HpnController())
+    again.dps = first.dps              # the same switches, tables intact
+    again.mark()
+    again.connect()
+    evs = events(capsys)
+    adopted = {e["switch"]: e for e in evs if e["event"] == "adopted"}
+    assert {n: e["routes"] for n, e in adopted.items()} == {n: len(r) for n, r in routes.items()}
+    assert all(e["removed"] == 0 for e in adopted.values())
+    assert evs[-1]["event"] == "routes" and evs[-1]["changes"] == 0
+    for name, dp in again.dps.items():
+        assert [type(m) for m in again.new(name)] == [
+            PARSER.OFPFlowStatsRequest, PARSER.OFPGroupDescStatsRequest,
+            PARSER.OFPPortDescStatsRequest, PARSER.OFPBarrierRequest]
+        assert (dp.ages(), dp.groups) == before[name]
+        assert installed_routes(dp) == routes[name]
+
+
+def test_adoption_removes_strays_and_repairs_what_is_missing(hpn, capsys):
+    """A switch holding a flow of ours that fits no program, a route to an
+    address the fabric does not have, and missing another route and its
+    ARP flow: the stray and the unknown route go, the rest is put back, and
+    the routes that were right keep their age."""
     hpn.connect()
-    old_xids = {n: hpn.last_barrier_xid(n) for n in hpn.dps}
-    events(capsys)
-    hpn.mark()
-    fabric = hpn.fabric
-    target = fabric.nic_by_ip("10.0.1.1")
-    assert target.host == "s1h0"
-
-    hpn.port_status("t1r0k0", 1, up=False)
-    assert events(capsys) == [{"event": "port", "switch": "t1r0k0", "port": 1, "up": False}]
-    for name in hpn.dps:
-        if fabric.nodes[name].plane == 0:
-            (delete, barrier) = hpn.new(name)
-            assert delete.command == OFP.OFPFC_DELETE_STRICT
-            assert delete.match["ipv4_dst"] == target.ip
-        else:
-            (barrier,) = hpn.new(name)
-        assert isinstance(barrier, PARSER.OFPBarrierRequest)
-
-    # replies to the previous version's barriers do not count
-    for name, xid in old_xids.items():
-        hpn.barrier(name, xid)
-    assert events(capsys) == []
-    hpn.ack_all()
-    (ev,) = events(capsys)
-    overrides = {n.host: {target.ip: [n.ports[1]]} for n in fabric.nics if n.host != "s1h0"}
-    assert ev == {"event": "routes", "version": 2, "down": [["t1r0k0", 1]],
-                  "host_overrides": overrides}
-
-    # the same state again changes nothing
-    hpn.mark()
-    hpn.port_status("t1r0k0", 1, up=False)
-    assert all(hpn.new(name) == [] for name in hpn.dps)
+    dp = hpn.dps["t0r0k0"]
+    arp_key = next(k for k in dp.flows if k[0] == openflow.PRIO_ARP)
+    del dp.flows[arp_key]
+    gone = next(k for k in dp.flows if ("ipv4_dst", "10.0.0.1") in k[1])
+    del dp.flows[gone]
+    dp.send_msg(openflow.messages_for(dp, [("flow_set", "10.9.9.9", ("output", 1))])[0])
+    stray = openflow.messages_for(dp, [("flow_set", "10.8.8.8", ("output", 2))])[0]
+    stray.priority = openflow.PRIO_ROUTE - 1
+    dp.send_msg(stray)
+    kept = {k: v for k, v in dp.ages().items()
+            if not {("ipv4_dst", "10.9.9.9"), ("ipv4_dst", "10.8.8.8")} & set(k[1])}
     events(capsys)
 
-    # link back: plane 0 gets its route to s1h0 again, overrides vanish
-    hpn.port_status("t1r0k0", 1, up=True)
-    expected = compute_routes(fabric, set()).tables
-    for name, dp in hpn.dps.items():
-        (*changes, barrier) = hpn.new(name)
-        assert isinstance(barrier, PARSER.OFPBarrierRequest)
-        if fabric.nodes[name].plane == 0:
-            (flow,) = changes
-            assert flow.command == OFP.OFPFC_ADD and flow.match["ipv4_dst"] == target.ip
-        else:
-            assert changes == []
-        assert installed_routes(dp) == expected[name]
+    hpn.features("t0r0k0")
+    (adopted,) = [e for e in events(capsys) if e["event"] == "adopted"]
+    assert adopted["removed"] == 1                              # the odd-priority flow
+    assert adopted["routes"] == len(hpn.fabric.nics)            # 7 right ones and 10.9.9.9
+    hpn.port_desc("t0r0k0")
     hpn.ack_all()
-    assert events(capsys)[-1] == {"event": "routes", "version": 3, "down": [], "host_overrides": {}}
+    assert events(capsys)[-1]["changes"] == 2     # 10.0.0.1 back, 10.9.9.9 gone; nothing else
+    assert installed_routes(dp) == compute_routes(hpn.fabric, set()).tables["t0r0k0"]
+    assert any(k[0] == openflow.PRIO_ARP for k in dp.flows)
+    assert not any(k[0] == openflow.PRIO_ROUTE - 1 for k in dp.flows)
+    ages = dp.ages()
+    assert all(ages[k] == born for k, born in kept.items())
 
 
 @pytest.mark.parametrize("how", ["admin-down", "deleted"])
@@ -434,5 +503,6 @@ def test_single_plane_dual_tor_failure_needs_no_overrides(tmp_path, monkeypatch,
     for agg in ("a0n0", "a0n1"):
         assert installed_routes(h.dps[agg]) == expected[agg]
     h.ack_all()
-    assert events(capsys)[-1] == {"event": "routes", "version": 2, "down": [["t1r0k0", 1]],
-                                  "host_overrides": {}}
+    last = events(capsys)[-1]
+    assert last.pop("changes") > 0
+    assert last == {"event": "routes", "version": 2, "down": [["t1r0k0", 1]], "host_overrides": {}}
