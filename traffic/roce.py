@@ -108,6 +108,12 @@ def psn_tables(after):
     return tables
 
 
+def psn_change(tables, word):
+    """How much a PSN word changes the ICRC, relative to a zero word."""
+    t0, t1, t2, t3 = tables
+    return t0[word >> 24] ^ t1[word >> 16 & 255] ^ t2[word >> 8 & 255] ^ t3[word & 255]
+
+
 def is_nak(syndrome):
     """True for any NAK syndrome (bits 6-5 == 11)."""
     return syndrome & 0x60 == 0x60
@@ -194,14 +200,11 @@ class FrameTemplate:
         buf[BTH_OFF] = op
         word = (psn & PSN_MASK) | (0x80000000 if ackreq else 0)
         _U32.pack_into(buf, BTH_OFF + 8, word)
-        if self.aeth_off is None:
+        if self.aeth_off is None and syndrome is None and msn is None:
             fast = self._psn0_icrc.get(op)
             if fast is not None:
-                t0, t1, t2, t3 = self._tables
-                _U32LE.pack_into(buf, len(buf) - ICRC_LEN, fast ^ t0[word >> 24] ^ t1[word >> 16 & 255]
-                                 ^ t2[word >> 8 & 255] ^ t3[word & 255])
+                _U32LE.pack_into(buf, len(buf) - ICRC_LEN, fast ^ psn_change(self._tables, word))
                 return buf
-            self._count_slow(op)
         if self.aeth_off is not None:
             s = self.syndrome if syndrome is None else syndrome
             m = self.msn if msn is None else msn
@@ -211,24 +214,21 @@ class FrameTemplate:
         crc = self._crc_by_opcode.get(op)
         if crc is None:
             crc = self._head_crc(op)
-        _U32LE.pack_into(buf, len(buf) - ICRC_LEN, zlib.crc32(self._tail, crc))
+        icrc = zlib.crc32(self._tail, crc)
+        _U32LE.pack_into(buf, len(buf) - ICRC_LEN, icrc)
+        if self.aeth_off is None:
+            self._note_slow(op, word, icrc)
         return buf
 
-    def _count_slow(self, op):
+    def _note_slow(self, op, word, icrc):
         """Note one frame hashed the long way; once its length has come
-        often enough, switch this opcode to the table (see psn_tables)."""
+        often enough, switch this opcode to the tables (see psn_tables):
+        the ICRC of a zero PSN word is this one minus this word's change."""
         after = len(self.buf) - ICRC_LEN - (BTH_OFF + 12)
         n = _psn_slow_frames[after] = _psn_slow_frames.get(after, 0) + 1
         if n >= TABLE_AFTER_FRAMES or after in _psn_tables:
             self._tables = psn_tables(after)
-            buf = self.buf
-            saved = buf[BTH_OFF + 8:BTH_OFF + 12]
-            buf[BTH_OFF + 8:BTH_OFF + 12] = bytes(4)
-            crc = self._crc_by_opcode.get(op)
-            if crc is None:
-                crc = self._head_crc(op)
-            self._psn0_icrc[op] = zlib.crc32(self._tail, crc)
-            buf[BTH_OFF + 8:BTH_OFF + 12] = saved
+            self._psn0_icrc[op] = icrc ^ psn_change(self._tables, word)
 
     def for_length(self, payload_len):
         """A template identical but for its payload length (cached), e.g.

@@ -49,10 +49,6 @@ class ControllerProcess:
         self._reader.start()
         return self.proc.pid
 
-    @property
-    def running(self):
-        return self.proc is not None and self.proc.poll() is None
-
     def _read(self, proc):
         for line in proc.stdout:
             try:
