@@ -26,21 +26,43 @@ def run_timeline(fnet, flows, pairs, sc, t0, log):
             continue
         a, b = item["link"]
         link = fnet.fabric.links_between(a, b)[item.get("index", 0)]
+        # The switches may see the port change (and the controller answer it)
+        # before set_link returns: convergence counts from the moment it was issued.
+        issued = time.monotonic() - t0
         fnet.set_link(link, up=item["action"] == "link-up")
         t = time.monotonic() - t0
         log(f"[{t:6.2f}s] {item['action']} {a} <-> {b}")
-        applied.append({"at": at, "applied_at": round(t, 4), "action": item["action"],
-                        "link": [a, b], "index": item.get("index", 0), "link_name": link.name})
+        applied.append({"at": at, "issued_at": round(issued, 4), "applied_at": round(t, 4),
+                        "action": item["action"], "link": [a, b], "index": item.get("index", 0),
+                        "link_name": link.name})
     return applied, controller
 
 
-def convergence_s(events, t0, fault):
-    """Seconds from a fault to the controller's next routes being acknowledged
-    by every switch and installed in every host that needed a change."""
+def convergence_s(events, t0, fault, switch_ports):
+    """Seconds from a fault being issued to the first routes version that
+    includes it being acknowledged by every switch and installed in every
+    host that needed a change; None if no such version came.
+
+    `switch_ports`: the (switch, port) ends of the fault's link. A version
+    includes a link-down when one of them is among its down ports, a link-up
+    when none is: a version computed before the switch reported the change
+    does not count, however soon after the fault it came."""
+    since = fault.get("issued_at", fault["applied_at"])
+    ends = {tuple(p) for p in switch_ports}
     for ev in events:
-        if ev["event"] == "routes" and ev["t"] - t0 > fault["applied_at"]:
-            return round(ev.get("applied_t", ev["t"]) - t0 - fault["applied_at"], 4)
+        if ev["event"] != "routes" or ev["t"] - t0 < since:
+            continue
+        down = {tuple(p) for p in ev.get("down", ())}
+        if bool(ends & down) == (fault["action"] == "link-down"):
+            return round(ev.get("applied_t", ev["t"]) - t0 - since, 4)
     return None
+
+
+def link_switch_ports(fabric, fault):
+    """The (switch, port) ends of the link a fault pulls or replugs."""
+    a, b = fault["link"]
+    link = fabric.links_between(a, b)[fault.get("index", 0)]
+    return [(e.node, e.port) for e in (link.a, link.b) if fabric.nodes[e.node].is_switch]
 
 
 def sleep_until(deadline):

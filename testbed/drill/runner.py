@@ -19,7 +19,7 @@ from . import sampler
 from .queue_sampler import QueueSampler
 from .cost import CostMeter
 from .agents import JobAgents
-from .faults import convergence_s, run_timeline, sleep_until
+from .faults import convergence_s, link_switch_ports, run_timeline, sleep_until
 from .iperf import IperfFlows
 from .jobs import agent_configs
 
@@ -143,7 +143,8 @@ def _results(sc, run, started, dilation_choice=None):
     whether it can be trusted, and judge the expectations: the results dict."""
     fabric, faults = sc.fabric, run.faults
     for fault in faults:
-        fault["converged_s"] = convergence_s(run.events, run.t0, fault)
+        fault["converged_s"] = convergence_s(run.events, run.t0, fault,
+                                             link_switch_ports(fabric, fault))
     per_flow, info = run.flows.series()
     series = _grid(per_flow, info, run.ran_s)
     rates, names = counters.egress_rates(fabric)

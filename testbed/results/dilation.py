@@ -15,7 +15,7 @@ already follow:
     machine, such as bringing the fabric up);
   * a key ending in `_mbit` holds Mbit/s;
   * the points in time with short names: `t` (gap events), `at` and
-    `applied_at` (faults), `start` and `end` (outage windows);
+    `issued_at` and `applied_at` (faults), `start` and `end` (outage windows);
   * the throughput series, handled here by its shape.
 A new metric that follows the rule is converted without a change here.
 The names the data itself uses as keys (hosts, jobs, flows, links) never
@@ -24,7 +24,7 @@ end so: none of them holds an underscore.
 import copy
 
 TIME_SUFFIX, RATE_SUFFIX = "_s", "_mbit"
-TIME_KEYS = frozenset({"t", "at", "applied_at", "start", "end"})
+TIME_KEYS = frozenset({"t", "at", "issued_at", "applied_at", "start", "end"})
 MACHINE_TIME_KEYS = frozenset({"bringup_s"})
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from testbed.drill import runner
+from testbed.drill.faults import link_switch_ports
 from testbed.drill.jobs import agent_configs
 from testbed.emulation import plans
 from testbed.fabric.dilation import MAX_DILATION, dilate, parse_setting
@@ -303,8 +304,9 @@ def test_the_runner_judges_a_dilated_run_in_emulated_time(tmp_path):
               {"at": 36.0, "applied_at": 36.02, "action": "link-up", "link": ["s0h0", "t0r0k0"],
                "index": 0, "link_name": "x"}]
     # the controller's new routes acknowledged 20 ms (machine time) after each fault
-    events = [{"event": "routes", "t": 20.02, "applied_t": 20.03},
-              {"event": "routes", "t": 36.03, "applied_t": 36.04}]
+    events = [{"event": "routes", "t": 20.02, "applied_t": 20.03,
+               "down": link_switch_ports(sc.fabric, faults[0])},
+              {"event": "routes", "t": 36.03, "applied_t": 36.04, "down": []}]
     run = runner._Run(t0=0.0, ran_s=40.0, faults=faults, problems=[], events=events,
                       flows=_Flows(n), samples=samples, cpu=[], agent_results=None,
                       capture_files=[], datapath="netdev", bringup_s=1.0)

@@ -6,6 +6,7 @@ judging half on synthetic recordings of the shipped scenarios."""
 import pytest
 
 from testbed.drill import runner
+from testbed.drill.faults import link_switch_ports
 from testbed.fabric.scenario import load_scenario
 from testbed.results import analytical, counters, trust
 from testbed.results.expectations import evaluate
@@ -378,7 +379,8 @@ def dual_tor_run(sc, lags=(0.005, 0.005), converge=(0.02, 0.02)):
     applied = [{"at": f["at"], "applied_at": f["at"] + lag, "action": f["action"],
                 "link": list(f["link"]), "index": 0, "link_name": "x"}
                for f, lag in zip(sc.faults, lags)]
-    events = [{"event": "routes", "t": t0 + f["applied_at"] + c, "version": i + 2}
+    events = [{"event": "routes", "t": t0 + f["applied_at"] + c, "version": i + 2,
+               "down": link_switch_ports(sc.fabric, f) if f["action"] == "link-down" else []}
               for i, (f, c) in enumerate(zip(applied, converge))]
     # s0h0's ports had 100 kB waiting at every sample and sent 480 kB a
     # tenth of a second (40 Mbit/s less framing); port 0 idle while down.
