@@ -8,6 +8,8 @@ is reported as JSON lines on stdout, which `testbed` reads:
   {"event": "adopted", "switch": ..., "routes": n, "groups": n, "removed": n}
                                              what it already held was read
                                              (a restarted controller keeps it)
+  {"event": "overrides", "version": n, "host_overrides": {...}}
+                                             version n computed, being sent
   {"event": "routes", "version": n, "changes": n, "host_overrides": {...}}
                                              every switch acknowledged (barrier)
                                              the routes of version n, reached with
@@ -155,9 +157,12 @@ class HpnController(BaseApp):
         self.routes = compute_routes(self.fabric, frozenset(self.down))
         self.version += 1
         self.pending = {}
+        # Hosts may stop using a port that no longer reaches before the
+        # switches confirm: say it now (the testbed takes only that part).
+        emit(event="overrides", version=self.version, host_overrides=self.routes.host_overrides)
         for name, dp in self.datapaths.items():
-            ops, self.programs[name] = routing.diff_switch(self.programs[name],
-                                                           self.routes.tables[name])
+            ops, self.programs[name] = routing.diff_switch(
+                self.programs[name], routing.wanted_table(self.routes, name))
             self.changes += len(ops)
             for msg in openflow.messages_for(dp, ops):
                 dp.send_msg(msg)

@@ -6,6 +6,7 @@ datapath that only records what would be sent.
 COOKIE = 0x4850_4E00          # "HPN" + 0: marks the flows hpnlab installs
 PRIO_ARP = 1000
 PRIO_ROUTE = 100
+PRIO_DETOUR = 110              # a route for what came in by one port (see routing.py)
 ETH_IPV4 = 0x0800
 ETH_ARP = 0x0806
 
@@ -33,15 +34,18 @@ def state_requests(dp):
 
 def read_state(dp, flow_stats, group_descs):
     """What a switch holds, from its flow-stats and group-desc replies:
-    (has the ARP flow, {ip: ("output", port) | ("group", gid)},
-    {ports: gid} of select groups, [flows to remove: (priority, match)])."""
+    (has the ARP flow, {(in_port | None, ip): ("output", port) | ("group", gid)},
+    {(kind, ports): gid} of select and fast-failover groups,
+    [flows to remove: (priority, match)])."""
     ofp = dp.ofproto
+    kinds = {ofp.OFPGT_SELECT: "select", ofp.OFPGT_FF: "ff"}
     groups = {}
     for g in sorted(group_descs, key=lambda g: g.group_id):
-        ports = tuple(sorted(a.port for b in g.buckets for a in b.actions
-                             if a.type == ofp.OFPAT_OUTPUT))
-        if g.type == ofp.OFPGT_SELECT and ports:
-            groups.setdefault(ports, g.group_id)
+        ports = [a.port for b in g.buckets for a in b.actions if a.type == ofp.OFPAT_OUTPUT]
+        if g.type in kinds and ports:
+            # a select group's buckets are a set; a failover group's, an order
+            key = (kinds[g.type], tuple(sorted(ports)) if g.type == ofp.OFPGT_SELECT else tuple(ports))
+            groups.setdefault(key, g.group_id)
     known_gids = set(groups.values())
     has_arp, routes, strays = False, {}, []
     for f in flow_stats:
@@ -52,10 +56,11 @@ def read_state(dp, flow_stats, group_descs):
             continue
         action = _route_action(ofp, actions)
         ip = fields.get("ipv4_dst")
-        if (f.priority == PRIO_ROUTE and set(fields) == {"eth_type", "ipv4_dst"}
-                and isinstance(ip, str) and action is not None
+        shape = {PRIO_ROUTE: {"eth_type", "ipv4_dst"},
+                 PRIO_DETOUR: {"in_port", "eth_type", "ipv4_dst"}}.get(f.priority)
+        if (set(fields) == shape and isinstance(ip, str) and action is not None
                 and (action[0] == "output" or action[1] in known_gids)):
-            routes[ip] = action
+            routes[(fields.get("in_port"), ip)] = action
         else:
             strays.append((f.priority, f.match))
     return has_arp, routes, groups, strays
@@ -86,27 +91,38 @@ def messages_for(dp, ops):
     msgs = []
     for op in ops:
         if op[0] == "group_add":
-            _, gid, ports = op
+            _, gid, (kind, ports) = op
             # watch_port lets the switch skip a bucket whose port is down at
-            # once, before the controller has even recomputed.
-            buckets = [parser.OFPBucket(weight=1, watch_port=p, watch_group=ofp.OFPG_ANY,
+            # once, before the controller has even recomputed: a select group
+            # spreads over the live ones, a fast-failover group takes the
+            # first live one (weights mean nothing there and must be 0).
+            gtype, weight = {"select": (ofp.OFPGT_SELECT, 1), "ff": (ofp.OFPGT_FF, 0)}[kind]
+            buckets = [parser.OFPBucket(weight=weight, watch_port=p, watch_group=ofp.OFPG_ANY,
                                         actions=[parser.OFPActionOutput(p)]) for p in ports]
-            msgs.append(parser.OFPGroupMod(dp, ofp.OFPGC_ADD, ofp.OFPGT_SELECT, gid, buckets))
+            msgs.append(parser.OFPGroupMod(dp, ofp.OFPGC_ADD, gtype, gid, buckets))
         elif op[0] == "flow_set":
-            _, ip, (kind, arg) = op
+            _, key, (kind, arg) = op
             action = parser.OFPActionOutput(arg) if kind == "output" else parser.OFPActionGroup(arg)
-            msgs.append(_flow_mod(dp, PRIO_ROUTE, _ip_match(parser, ip), [action]))
+            msgs.append(_flow_mod(dp, _priority(key), _route_match(parser, key), [action]))
         elif op[0] == "flow_del":
             msgs.append(parser.OFPFlowMod(dp, cookie=COOKIE, command=ofp.OFPFC_DELETE_STRICT,
-                                          priority=PRIO_ROUTE, out_port=ofp.OFPP_ANY,
-                                          out_group=ofp.OFPG_ANY, match=_ip_match(parser, op[1])))
+                                          priority=_priority(op[1]), out_port=ofp.OFPP_ANY,
+                                          out_group=ofp.OFPG_ANY,
+                                          match=_route_match(parser, op[1])))
         else:
             raise ValueError(f"unknown operation {op[0]!r}")
     return msgs
 
 
-def _ip_match(parser, ip):
-    return parser.OFPMatch(eth_type=ETH_IPV4, ipv4_dst=ip)
+def _priority(key):
+    return PRIO_ROUTE if key[0] is None else PRIO_DETOUR
+
+
+def _route_match(parser, key):
+    in_port, ip = key
+    if in_port is None:
+        return parser.OFPMatch(eth_type=ETH_IPV4, ipv4_dst=ip)
+    return parser.OFPMatch(in_port=in_port, eth_type=ETH_IPV4, ipv4_dst=ip)
 
 
 def _flow_mod(dp, priority, match, actions):

@@ -4,39 +4,73 @@ what a switch has installed into the routes it should have, and proxy ARP.
 Pure: no OpenFlow, no sockets. The routes themselves come from the fabric
 model (testbed.fabric.paths); the shim (hpn_app.py) turns these operations
 into flow and group modifications.
+
+A switch's wanted table maps a match to next hops:
+  (None, ip)     -> ("ecmp", ports)       every packet to ip: one port is a plain
+                                          output, several a select group
+  (None, ip)     -> ("failover", ports)   a fast-failover group: the first live port
+                                          (the route's single next hop, then backups)
+  (in_port, ip)  -> ("ecmp", ports)       a detour: what came in by in_port, only
 """
 from dataclasses import dataclass, field
+
+ECMP, FAILOVER = "ecmp", "failover"
+GROUP_KIND = {ECMP: "select", FAILOVER: "ff"}
 
 
 @dataclass
 class SwitchProgram:
     """The flow/group state of one switch as the controller last installed it."""
-    groups: dict = field(default_factory=dict)   # ports tuple -> group id
-    flows: dict = field(default_factory=dict)    # ip -> ("output", port) | ("group", gid)
+    # (kind "select" | "ff", ports tuple) -> group id
+    groups: dict = field(default_factory=dict)
+    # (in_port or None, ip) -> ("output", port) | ("group", gid)
+    flows: dict = field(default_factory=dict)
+
+
+def wanted_table(routes, switch):
+    """The table `switch` should hold for Routes `routes` (format above)."""
+    backups = routes.backups.get(switch, {})
+    table = {}
+    for ip, ports in routes.tables[switch].items():
+        if ip in backups:
+            table[(None, ip)] = (FAILOVER, tuple(ports) + tuple(backups[ip]))
+        else:
+            table[(None, ip)] = (ECMP, tuple(ports))
+    for (in_port, ip), ports in routes.detours.get(switch, {}).items():
+        table[(in_port, ip)] = (ECMP, tuple(ports))
+    return table
+
+
+def match_order(key):
+    """Sort matches: plain routes first, then detours by port (None sorts with ints)."""
+    in_port, ip = key
+    return (in_port is not None, in_port or 0, ip)
 
 
 def diff_switch(installed, wanted):
     """Operations that turn `installed` (SwitchProgram) into the table
-    `wanted` ({ip: ports}). Returns (ops, new SwitchProgram). Ops are tuples:
-    ("group_add", gid, ports), ("flow_set", ip, action), ("flow_del", ip).
-    Groups are kept once made (few per switch) so a flow never points at a
-    group that a concurrent change removed."""
+    `wanted` (format above). Returns (ops, new SwitchProgram). Ops are tuples:
+    ("group_add", gid, (kind, ports)), ("flow_set", match, action),
+    ("flow_del", match). Groups are kept once made (few per switch) so a flow
+    never points at a group that a concurrent change removed."""
     ops = []
     groups = dict(installed.groups)
     flows = {}
-    for ip, ports in sorted(wanted.items()):
-        if len(ports) == 1:
+    for key in sorted(wanted, key=match_order):
+        kind, ports = wanted[key]
+        if kind == ECMP and len(ports) == 1:
             action = ("output", ports[0])
         else:
-            if ports not in groups:
-                groups[ports] = max(groups.values(), default=0) + 1
-                ops.append(("group_add", groups[ports], ports))
-            action = ("group", groups[ports])
-        flows[ip] = action
-        if installed.flows.get(ip) != action:
-            ops.append(("flow_set", ip, action))
-    for ip in sorted(set(installed.flows) - set(flows)):
-        ops.append(("flow_del", ip))
+            group = (GROUP_KIND[kind], tuple(ports))
+            if group not in groups:
+                groups[group] = max(groups.values(), default=0) + 1
+                ops.append(("group_add", groups[group], group))
+            action = ("group", groups[group])
+        flows[key] = action
+        if installed.flows.get(key) != action:
+            ops.append(("flow_set", key, action))
+    for key in sorted(set(installed.flows) - set(flows), key=match_order):
+        ops.append(("flow_del", key))
     return ops, SwitchProgram(groups, flows)
 
 

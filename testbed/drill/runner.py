@@ -129,6 +129,9 @@ def _run(sc, out_dir, log):
         problems += [f"pause daemon: {e}" for e in (pause_record or {}).get("errors", [])]
         problems += [f"controller routes version {ev.get('version')}: {ev['apply_error']}"
                      for ev in events if ev.get("apply_error")]
+        problems += [f"switch {ev.get('switch')} rejected an OpenFlow message from the controller "
+                     f"(error type {ev.get('type')}, code {ev.get('code')})"
+                     for ev in events if ev["event"] == "error"]
         return _Run(t0=t0, ran_s=ran_s, faults=faults, problems=problems, events=events,
                     flows=flows, samples=samp.samples, cpu=samp.cpu,
                     agent_results=agents.results() if agents else None,

@@ -23,6 +23,8 @@ def free_port():
 
 class ControllerProcess:
     def __init__(self, fabric_json, log_path, on_routes=None, on_exit=None):
+        # on_routes: called from the reader thread with each "overrides" and
+        # "routes" event, before the event is recorded
         self.port = free_port()
         self.log_path = log_path
         self.argv = [sys.executable, "-m", "controllers.run", "--fabric", fabric_json,
@@ -56,7 +58,7 @@ class ControllerProcess:
             except json.JSONDecodeError:
                 continue
             event["t"] = time.monotonic()
-            if event.get("event") == "routes" and self.on_routes:
+            if event.get("event") in ("overrides", "routes") and self.on_routes:
                 try:
                     self.on_routes(event)
                 except Exception as e:  # keep following events; the runner reports it

@@ -110,6 +110,18 @@ def _batch(tool, lines):
     return f"{tool} -batch - <<'HPNLAB_EOF'\n{body}\nHPNLAB_EOF"
 
 
+def narrowed_overrides(old, new):
+    """Of `new`, only what narrows `old` (a destination gets an override, or
+    loses ports from one), the rest as in `old`: what a host can take before
+    the switches confirm the routes, since it only stops using ports."""
+    out = dict(old)
+    for ip, ports in new.items():
+        ports = tuple(ports)
+        if ip not in old or set(ports) < set(old[ip]):
+            out[ip] = ports
+    return out
+
+
 def override_lines(old, new):
     """`ip -batch` lines turning one host's /32 overrides `old` into `new`
     ({dst ip: (ifname, ...)}): the analogue of the host learning that a

@@ -187,12 +187,21 @@ class FabricNet:
     # --- host-side route updates (called from the controller reader) -------
     def _apply_overrides(self, event):
         """Install the controller's host-route overrides in every host that
-        needs a change, all hosts at once; stamp when they are in place."""
+        needs a change, all hosts at once; stamp when they are in place.
+        An `overrides` event comes as soon as the controller has computed a
+        version, before the switches have it: only what narrows a host's
+        choice is taken then (it only stops using ports that no longer
+        reach); the `routes` event, once every switch confirmed, brings the
+        rest (a port in use again)."""
         wanted = event.get("host_overrides", {})
+        early = event.get("event") == "overrides"
         procs = {}
         for host in sorted(set(wanted) | set(self.overrides)):
+            old = self.overrides.get(host, {})
             new = {ip: tuple(p) for ip, p in wanted.get(host, {}).items()}
-            lines = plans.override_lines(self.overrides.get(host, {}), new)
+            if early:
+                new = plans.narrowed_overrides(old, new)
+            lines = plans.override_lines(old, new)
             if lines:
                 proc = subprocess.Popen(self.ns_argv(host, ["ip", "-batch", "-"]),
                                         stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,

@@ -7,6 +7,13 @@ the ToRs of HPN turning ARP into /32 routes and withdrawing them when the
 host link fails), spreading over all equal-cost next hops; hosts are never
 transit. The controller installs these routes; drills trace them to know
 the path a flow takes on a healthy fabric.
+
+Where a switch has a single next hop toward a NIC, it also gets backups for
+local repair (fast-failover groups): ports to neighbours that reach the NIC
+without coming back through it, even over a longer path, plus the detour
+rule each such neighbour needs so that it does not hand the packet straight
+back. Multi-port next hops need none: the switch skips a dead port of an
+ECMP group by itself.
 """
 from collections import deque
 from dataclasses import dataclass, field
@@ -20,6 +27,12 @@ class Routes:
     # only where some live port of the source cannot reach the destination
     # (dual-plane: the destination lost its port in that plane).
     host_overrides: dict = field(default_factory=dict)
+    # switch -> {nic ip -> backup ports, in order of preference}: only where
+    # the table has a single port for that ip (see the module docstring)
+    backups: dict = field(default_factory=dict)
+    # switch -> {(in_port, nic ip) -> ports}: what a neighbour does with a
+    # packet a backup hands it (its next hops with the handing switch gone)
+    detours: dict = field(default_factory=dict)
 
 
 def live_links(fabric, down_ports):
@@ -50,11 +63,13 @@ def compute_routes(fabric, down_ports=frozenset()):
             attach[b.ifname] = (a.node, a.port)
 
     routes = Routes(tables={s: {} for s in adj})
+    roots_of = {}
     for nic in fabric.nics:
-        roots = [attach[p] for p in nic.ports if p in attach]
-        for sw, ports in _next_hops(adj, roots).items():
+        roots_of[nic.ip] = [attach[p] for p in nic.ports if p in attach]
+        for sw, ports in _next_hops(adj, roots_of[nic.ip]).items():
             routes.tables[sw][nic.ip] = ports
     routes.host_overrides = _host_overrides(fabric, routes.tables, attach)
+    routes.backups, routes.detours = _local_repairs(adj, roots_of, routes.tables)
     return routes
 
 
@@ -77,6 +92,55 @@ def _next_hops(adj, roots):
             continue
         hops[sw] = {port for nb, port in adj[sw] if dist.get(nb) == d - 1}
     return {sw: tuple(sorted(p)) for sw, p in hops.items()}
+
+
+def _local_repairs(adj, roots_of, tables):
+    """Backups and detours (see Routes) for every single-port next hop."""
+    backups = {s: {} for s in adj}
+    detours = {s: {} for s in adj}
+    peer = {(s, port): nb for s in adj for nb, port in adj[s]}
+    for ip, roots in sorted(roots_of.items()):
+        for sw in sorted(adj):
+            ports = tables[sw].get(ip)
+            if ports is None or len(ports) != 1:
+                continue
+            without = {n: [(nb, p) for nb, p in links if nb != sw]
+                       for n, links in adj.items() if n != sw}
+            hops = _next_hops(without, [r for r in roots if r[0] != sw])
+            chosen = []
+            for nb, port in sorted(adj[sw], key=lambda x: x[1]):
+                if port == ports[0] or nb not in hops or port in chosen:
+                    continue
+                if not _delivers_without(tables, peer, nb, hops[nb], ip, sw):
+                    continue
+                chosen.append(port)
+                for back_nb, in_port in adj[nb]:
+                    if back_nb == sw:
+                        detours[nb][(in_port, ip)] = hops[nb]
+            if chosen:
+                backups[sw][ip] = tuple(chosen)
+    return backups, detours
+
+
+def _delivers_without(tables, peer, start, ports, ip, avoid, max_hops=16):
+    """True when a packet leaving `start` by any of `ports` reaches `ip` over
+    the tables (every equal-cost branch) without touching `avoid`."""
+    frontier = [(peer.get((start, p)), 1) for p in ports]
+    seen = set()
+    while frontier:
+        node, hops = frontier.pop()
+        if node is None:
+            continue            # out of a host port: delivered
+        if node == avoid or hops > max_hops:
+            return False
+        if node in seen:
+            continue
+        seen.add(node)
+        nxt = tables[node].get(ip)
+        if not nxt:
+            return False        # a dead end
+        frontier += [(peer.get((node, p)), hops + 1) for p in nxt]
+    return True
 
 
 def _host_overrides(fabric, tables, attach):

@@ -7,7 +7,7 @@ import pytest
 from os_ken.lib.packet import arp, ether_types, ethernet, ipv4, packet
 from os_ken.ofproto import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
 
-from controllers import openflow
+from controllers import openflow, routing
 from testbed.fabric.build import build_fabric
 from testbed.fabric.paths import compute_routes
 
@@ -73,6 +73,29 @@ class FakeDatapath:
         else:
             raise AssertionError(f"unexpected group command {m.command}")
 
+    def forward(self, in_port, ip, dead):
+        """Execute the tables on an IPv4 packet: the ports it may leave by
+        (the highest-priority flow that matches; a select group: any live
+        bucket; a fast-failover group: the first live one). `dead`: ports
+        whose link is down."""
+        best = None
+        for (prio, items), (_m, inst, _c, _b) in self.flows.items():
+            fields = dict(items)
+            if fields.get("eth_type") != 0x0800 or fields.get("ipv4_dst") != ip:
+                continue
+            if fields.get("in_port", in_port) != in_port:
+                continue
+            if best is None or prio > best[0]:
+                best = (prio, inst)
+        if best is None:
+            return []
+        (act,) = best[1][0].actions
+        if act.type == OFP.OFPAT_OUTPUT:
+            return [] if act.port in dead else [act.port]
+        gtype, buckets = self.groups[act.group_id]
+        live = [b.actions[0].port for b in buckets if b.watch_port not in dead]
+        return live[:1] if gtype == OFP.OFPGT_FF else live
+
     def flow_stats(self):
         return [SimpleNamespace(priority=prio, match=match, instructions=inst, cookie=cookie)
                 for (prio, _), (match, inst, cookie, _born) in sorted(self.flows.items())
@@ -128,10 +151,10 @@ def test_state_requests_ask_for_our_flows_and_all_groups():
 
 def test_messages_for_each_operation():
     dp = FakeDatapath(1)
-    ops = [("group_add", 3, (5, 6)),
-           ("flow_set", "10.0.1.1", ("group", 3)),
-           ("flow_set", "10.0.0.1", ("output", 2)),
-           ("flow_del", "10.0.0.9")]
+    ops = [("group_add", 3, ("select", (5, 6))),
+           ("flow_set", (None, "10.0.1.1"), ("group", 3)),
+           ("flow_set", (None, "10.0.0.1"), ("output", 2)),
+           ("flow_del", (None, "10.0.0.9"))]
     gm, via_group, via_port, delete = openflow.messages_for(dp, ops)
 
     assert isinstance(gm, PARSER.OFPGroupMod)
@@ -167,6 +190,32 @@ def test_messages_for_each_operation():
     assert reparse(dp, delete).command == OFP.OFPFC_DELETE_STRICT
 
 
+def test_failover_groups_and_detours():
+    dp = FakeDatapath(1)
+    ops = [("group_add", 4, ("ff", (3, 1, 2))),
+           ("flow_set", (None, "10.0.0.1"), ("group", 4)),
+           ("flow_set", (5, "10.0.0.1"), ("output", 6)),
+           ("flow_del", (5, "10.0.0.2"))]
+    gm, route, detour, delete = openflow.messages_for(dp, ops)
+    assert (gm.type, gm.group_id) == (OFP.OFPGT_FF, 4)
+    # the order is the preference: the primary first
+    assert [(b.watch_port, b.weight, b.actions[0].port) for b in gm.buckets] == [
+        (3, 0, 3), (1, 0, 1), (2, 0, 2)]
+    assert route.priority == openflow.PRIO_ROUTE
+    assert detour.priority == openflow.PRIO_DETOUR > openflow.PRIO_ROUTE
+    assert dict(detour.match.items()) == {"in_port": 5, "eth_type": 0x0800, "ipv4_dst": "10.0.0.1"}
+    assert (delete.command, delete.priority) == (OFP.OFPFC_DELETE_STRICT, openflow.PRIO_DETOUR)
+    assert dict(delete.match.items()) == {"in_port": 5, "eth_type": 0x0800, "ipv4_dst": "10.0.0.2"}
+    for m in (gm, route, detour, delete):
+        dp.send_msg(m)
+    assert reparse(dp, detour).match["in_port"] == 5
+    # and read back as the same program
+    has_arp, routes, groups, strays = openflow.read_state(dp, dp.flow_stats(), dp.group_desc())
+    assert (has_arp, strays) == (False, [])
+    assert groups == {("ff", (3, 1, 2)): 4}
+    assert routes == {(None, "10.0.0.1"): ("group", 4), (5, "10.0.0.1"): ("output", 6)}
+
+
 def test_messages_for_rejects_an_unknown_operation():
     with pytest.raises(ValueError, match="group_mod"):
         openflow.messages_for(FakeDatapath(1), [("group_mod", 1, (1, 2))])
@@ -174,22 +223,37 @@ def test_messages_for_rejects_an_unknown_operation():
 
 
 # --- the event shim -------------------------------------------------------------------
-def installed_routes(dp):
-    """The route table the fake switch holds: {ip: sorted tuple of output ports}."""
-    flows = {}
+def installed_table(dp):
+    """What the fake switch holds, in routing.wanted_table's terms:
+    {(in_port | None, ip): ("ecmp" | "failover", ports)}."""
+    table = {}
     for (prio, items), (match, inst, _cookie, _born) in dp.flows.items():
-        if prio != openflow.PRIO_ROUTE:
+        if prio not in (openflow.PRIO_ROUTE, openflow.PRIO_DETOUR):
             continue
-        ((_, ip),) = [kv for kv in items if kv[0] == "ipv4_dst"]
+        fields = dict(items)
+        assert ("in_port" in fields) == (prio == openflow.PRIO_DETOUR)
         (act,) = inst[0].actions
         if act.type == OFP.OFPAT_GROUP:
             gtype, buckets = dp.groups[act.group_id]
-            assert gtype == OFP.OFPGT_SELECT
             assert all(b.watch_port == b.actions[0].port for b in buckets)
-            flows[ip] = tuple(sorted(b.actions[0].port for b in buckets))
+            ports = tuple(b.actions[0].port for b in buckets)
+            kind = {OFP.OFPGT_SELECT: routing.ECMP, OFP.OFPGT_FF: routing.FAILOVER}[gtype]
+            table[(fields.get("in_port"), fields["ipv4_dst"])] = (kind, ports)
         else:
-            flows[ip] = (act.port,)
-    return flows
+            table[(fields.get("in_port"), fields["ipv4_dst"])] = (routing.ECMP, (act.port,))
+    return table
+
+
+def installed_routes(dp):
+    """The plain routes the fake switch holds: {ip: next hops}, the primary
+    only where a fast-failover group holds backups."""
+    return {ip: ports[:1] if kind == routing.FAILOVER else ports
+            for (in_port, ip), (kind, ports) in installed_table(dp).items() if in_port is None}
+
+
+def expected_tables(fabric, down=frozenset()):
+    routes = compute_routes(fabric, set(down))
+    return {s.name: routing.wanted_table(routes, s.name) for s in fabric.switches()}
 
 
 def port(no, up=True, admin_down=False):
@@ -292,20 +356,27 @@ def test_bring_up_programs_every_switch_and_reports_routes(hpn, capsys):
     assert all(len(dp.sent) == 4 for dp in hpn.dps.values())
     hpn.port_desc(names[-1])
 
-    expected = compute_routes(hpn.fabric, set()).tables
+    expected = expected_tables(hpn.fabric)
+    plain = compute_routes(hpn.fabric, set()).tables
     for name, dp in hpn.dps.items():
         assert isinstance(dp.sent[-1], PARSER.OFPBarrierRequest)
-        assert installed_routes(dp) == expected[name]
+        assert installed_table(dp) == expected[name]
+        assert installed_routes(dp) == plain[name]
         assert len(installed_routes(dp)) == len(hpn.fabric.nics)
     tor = hpn.dps["t0r0k0"].sent
-    # one ECMP group, the ARP flow and 8 host routes
+    # one ECMP group, the ARP flow, 8 host routes and 8 detours (the 4
+    # remote hosts, for what either aggregation switch hands back up)
     assert sum(isinstance(m, PARSER.OFPGroupMod) for m in tor) == 1
-    assert sum(isinstance(m, PARSER.OFPFlowMod) for m in tor) == 1 + 8
+    assert sum(isinstance(m, PARSER.OFPFlowMod) for m in tor) == 1 + 8 + 8
+    # an aggregation switch: one fast-failover group per ToR below it
+    agg = hpn.dps["a0n0"]
+    assert sorted(t for t, _ in agg.groups.values()) == [OFP.OFPGT_FF] * 2
     changes = sum(isinstance(m, (PARSER.OFPGroupMod, PARSER.OFPFlowMod))
                   and m.priority != openflow.PRIO_ARP if isinstance(m, PARSER.OFPFlowMod)
                   else isinstance(m, PARSER.OFPGroupMod)
                   for dp in hpn.dps.values() for m in dp.sent)
-    assert events(capsys) == []
+    # the version is announced as computed, before any switch confirmed it
+    assert events(capsys) == [{"event": "overrides", "version": 1, "host_overrides": {}}]
 
     # barriers: a wrong xid and a partial set report nothing
     hpn.barrier(names[0], hpn.last_barrier_xid(names[0]) + 100)
@@ -328,7 +399,7 @@ def test_a_restarted_controller_adopts_the_tables_and_changes_nothing(tmp_path, 
     first = make_app(tmp_path, monkeypatch, {"kind": "hpn"})
     first.connect()
     before = {n: (dp.ages(), dict(dp.groups)) for n, dp in first.dps.items()}
-    routes = {n: installed_routes(dp) for n, dp in first.dps.items()}
+    routes = {n: installed_table(dp) for n, dp in first.dps.items()}
     events(capsys)
 
     again = Harness(first.fabric, HpnController())
@@ -345,7 +416,7 @@ def test_a_restarted_controller_adopts_the_tables_and_changes_nothing(tmp_path, 
             PARSER.OFPFlowStatsRequest, PARSER.OFPGroupDescStatsRequest,
             PARSER.OFPPortDescStatsRequest, PARSER.OFPBarrierRequest]
         assert (dp.ages(), dp.groups) == before[name]
-        assert installed_routes(dp) == routes[name]
+        assert installed_table(dp) == routes[name]
 
 
 def test_adoption_removes_strays_and_repairs_what_is_missing(hpn, capsys):
@@ -357,10 +428,11 @@ def test_adoption_removes_strays_and_repairs_what_is_missing(hpn, capsys):
     dp = hpn.dps["t0r0k0"]
     arp_key = next(k for k in dp.flows if k[0] == openflow.PRIO_ARP)
     del dp.flows[arp_key]
-    gone = next(k for k in dp.flows if ("ipv4_dst", "10.0.0.1") in k[1])
+    gone = next(k for k in dp.flows if ("ipv4_dst", "10.0.0.1") in k[1]
+                and k[0] == openflow.PRIO_ROUTE)
     del dp.flows[gone]
-    dp.send_msg(openflow.messages_for(dp, [("flow_set", "10.9.9.9", ("output", 1))])[0])
-    stray = openflow.messages_for(dp, [("flow_set", "10.8.8.8", ("output", 2))])[0]
+    dp.send_msg(openflow.messages_for(dp, [("flow_set", (None, "10.9.9.9"), ("output", 1))])[0])
+    stray = openflow.messages_for(dp, [("flow_set", (None, "10.8.8.8"), ("output", 2))])[0]
     stray.priority = openflow.PRIO_ROUTE - 1
     dp.send_msg(stray)
     kept = {k: v for k, v in dp.ages().items()
@@ -370,11 +442,12 @@ def test_adoption_removes_strays_and_repairs_what_is_missing(hpn, capsys):
     hpn.features("t0r0k0")
     (adopted,) = [e for e in events(capsys) if e["event"] == "adopted"]
     assert adopted["removed"] == 1                              # the odd-priority flow
-    assert adopted["routes"] == len(hpn.fabric.nics)            # 7 right ones and 10.9.9.9
+    # 7 right routes, 10.9.9.9 and the 8 detours
+    assert adopted["routes"] == len(hpn.fabric.nics) + 8
     hpn.port_desc("t0r0k0")
     hpn.ack_all()
     assert events(capsys)[-1]["changes"] == 2     # 10.0.0.1 back, 10.9.9.9 gone; nothing else
-    assert installed_routes(dp) == compute_routes(hpn.fabric, set()).tables["t0r0k0"]
+    assert installed_table(dp) == expected_tables(hpn.fabric)["t0r0k0"]
     assert any(k[0] == openflow.PRIO_ARP for k in dp.flows)
     assert not any(k[0] == openflow.PRIO_ROUTE - 1 for k in dp.flows)
     ages = dp.ages()
@@ -389,12 +462,15 @@ def test_port_config_down_and_port_deletion_count_as_down(hpn, capsys, how):
         hpn.port_status("t0r0k1", 2, up=True, admin_down=True)
     else:
         hpn.port_status("t0r0k1", 2, up=True, reason=OFP.OFPPR_DELETE)
-    assert events(capsys) == [{"event": "port", "switch": "t0r0k1", "port": 2, "up": False}]
+    port_ev, early = events(capsys)
+    assert port_ev == {"event": "port", "switch": "t0r0k1", "port": 2, "up": False}
     hpn.ack_all()
     (ev,) = events(capsys)
     assert ev["down"] == [["t0r0k1", 2]]
     s0h1 = hpn.fabric.nic_by_ip("10.0.0.2")
     assert ev["host_overrides"]["s0h0"] == {s0h1.ip: ["s0h0-n0p0"]}
+    assert early == {"event": "overrides", "version": ev["version"],
+                     "host_overrides": ev["host_overrides"]}
 
 
 def test_reserved_ports_are_ignored(hpn, capsys):
@@ -494,15 +570,54 @@ def test_single_plane_dual_tor_failure_needs_no_overrides(tmp_path, monkeypatch,
     h.port_status("t1r0k0", 1, up=False)
     expected = compute_routes(h.fabric, {("t1r0k0", 1)}).tables
     # the ToR that lost s1h0 now forwards it up to both aggs, through the
-    # group it already has for remote destinations
-    (flow, barrier) = h.new("t1r0k0")
+    # group it already has for remote destinations (no longer its
+    # fast-failover group toward s1h0)
+    new = h.new("t1r0k0")
+    assert isinstance(new[-1], PARSER.OFPBarrierRequest)
+    (flow,) = [m for m in new if isinstance(m, PARSER.OFPFlowMod) and m.priority == openflow.PRIO_ROUTE]
     assert flow.match["ipv4_dst"] == "10.0.1.1"
-    assert isinstance(actions_of(flow)[0], PARSER.OFPActionGroup)
+    (group,) = actions_of(flow)
+    assert h.dps["t1r0k0"].groups[group.group_id][0] == OFP.OFPGT_SELECT
     assert installed_routes(h.dps["t1r0k0"]) == expected["t1r0k0"]
     assert len(expected["t1r0k0"]["10.0.1.1"]) == 2
-    for agg in ("a0n0", "a0n1"):
-        assert installed_routes(h.dps[agg]) == expected[agg]
+    tables = expected_tables(h.fabric, {("t1r0k0", 1)})
+    for name, dp in h.dps.items():
+        assert installed_table(dp) == tables[name]
     h.ack_all()
     last = events(capsys)[-1]
     assert last.pop("changes") > 0
     assert last == {"event": "routes", "version": 2, "down": [["t1r0k0", 1]], "host_overrides": {}}
+
+
+def test_the_switches_repair_an_agg_tor_link_before_the_controller_hears_of_it(hpn, capsys):
+    """Executing what the controller installed: with the link a0n0-t0r0k0
+    down and no port status sent, every packet from segment 1 to s0h0 in
+    plane 0 still arrives (a0n0's fast-failover group hands it to t1r0k0,
+    whose detour takes it up a0n1), and none loops."""
+    hpn.connect()
+    fabric = hpn.fabric
+    (link,) = fabric.links_between("a0n0", "t0r0k0")
+    dead = {(link.a.node, link.a.port), (link.b.node, link.b.port)}
+    far = {}
+    for l in fabric.links:
+        far[(l.a.node, l.a.port)] = l.b
+        far[(l.b.node, l.b.port)] = l.a
+    target = fabric.nic_by_ip("10.0.0.1")
+    arrived, hops_seen = 0, set()
+    for src in ("s1h0", "s1h1", "s1h2", "s1h3"):
+        (access,) = [l for l in fabric.links_of(src) if l.end(src).port == 0]
+        frontier = [(access.other(src), 0)]
+        while frontier:
+            end, hops = frontier.pop()
+            assert hops < 8, "a loop"
+            if end.node == target.host:
+                arrived += 1
+                continue
+            assert fabric.nodes[end.node].is_switch, end.node
+            outs = hpn.dps[end.node].forward(end.port, target.ip,
+                                               {p for n, p in dead if n == end.node})
+            assert outs, f"dropped at {end.node}"
+            hops_seen.add(hops)
+            frontier += [(far[(end.node, p)], hops + 1) for p in outs]
+    # 4 sources x 2 uplinks each; the branch through a0n0 takes 2 more hops
+    assert arrived == 8 and max(hops_seen) == 4

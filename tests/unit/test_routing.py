@@ -2,7 +2,7 @@
 the controller's switch programs and proxy ARP (controllers.routing)."""
 import pytest
 
-from controllers.routing import SwitchProgram, arp_reply_for, diff_switch
+from controllers.routing import ECMP, FAILOVER, SwitchProgram, arp_reply_for, diff_switch, wanted_table
 from testbed.fabric.paths import compute_routes, trace
 from testbed.fabric.build import build_fabric
 from testbed.fabric.model import AGG, TOR
@@ -344,14 +344,14 @@ def apply_ops(switch, ops):
     missing group, deletion of a flow it does not have."""
     for op in ops:
         if op[0] == "group_add":
-            _, gid, ports = op
+            _, gid, group = op
             assert gid not in switch["groups"], f"group {gid} exists"
-            switch["groups"][gid] = tuple(ports)
+            switch["groups"][gid] = group
         elif op[0] == "flow_set":
-            _, ip, (kind, arg) = op
+            _, key, (kind, arg) = op
             if kind == "group":
-                assert arg in switch["groups"], f"flow {ip} to missing group {arg}"
-            switch["flows"][ip] = (kind, arg)
+                assert arg in switch["groups"], f"flow {key} to missing group {arg}"
+            switch["flows"][key] = (kind, arg)
         elif op[0] == "flow_del":
             assert op[1] in switch["flows"]
             del switch["flows"][op[1]]
@@ -360,68 +360,94 @@ def apply_ops(switch, ops):
 
 
 def forwarding(switch):
+    """{match: (kind, ports)} as the model switch holds it, in wanted_table's terms."""
     out = {}
-    for ip, (kind, arg) in switch["flows"].items():
-        out[ip] = (arg,) if kind == "output" else switch["groups"][arg]
+    for key, (kind, arg) in switch["flows"].items():
+        if kind == "output":
+            out[key] = (ECMP, (arg,))
+        else:
+            gkind, ports = switch["groups"][arg]
+            out[key] = (ECMP if gkind == "select" else FAILOVER, ports)
     return out
 
 
+def plain(table):
+    """{ip: ports} wanted for every packet, as the tests write them."""
+    return {(None, ip): (ECMP, ports) for ip, ports in table.items()}
+
+
 def test_diff_from_empty_adds_groups_before_the_flows_that_use_them():
-    wanted = {"10.0.1.1": (5, 6), "10.0.0.1": (1,), "10.0.1.2": (5, 6)}
+    wanted = plain({"10.0.1.1": (5, 6), "10.0.0.1": (1,), "10.0.1.2": (5, 6)})
+    wanted[(None, "10.0.0.2")] = (FAILOVER, (2, 5))
+    wanted[(6, "10.0.1.3")] = (ECMP, (5,))
     ops, prog = diff_switch(SwitchProgram(), wanted)
-    assert ops == [("flow_set", "10.0.0.1", ("output", 1)),
-                   ("group_add", 1, (5, 6)),
-                   ("flow_set", "10.0.1.1", ("group", 1)),
-                   ("flow_set", "10.0.1.2", ("group", 1))]
-    assert prog.groups == {(5, 6): 1}
-    assert prog.flows == {"10.0.0.1": ("output", 1), "10.0.1.1": ("group", 1),
-                          "10.0.1.2": ("group", 1)}
+    assert ops == [("flow_set", (None, "10.0.0.1"), ("output", 1)),
+                   ("group_add", 1, ("ff", (2, 5))),
+                   ("flow_set", (None, "10.0.0.2"), ("group", 1)),
+                   ("group_add", 2, ("select", (5, 6))),
+                   ("flow_set", (None, "10.0.1.1"), ("group", 2)),
+                   ("flow_set", (None, "10.0.1.2"), ("group", 2)),
+                   ("flow_set", (6, "10.0.1.3"), ("output", 5))]
+    assert prog.groups == {("ff", (2, 5)): 1, ("select", (5, 6)): 2}
     again, prog2 = diff_switch(prog, wanted)
     assert again == []
     assert prog2 == prog
 
 
 def test_diff_removal_and_group_reuse():
-    ops, prog = diff_switch(SwitchProgram(), {"10.0.1.1": (5, 6), "10.0.0.1": (1,)})
-    ops, prog = diff_switch(prog, {"10.0.1.1": (5, 6)})
-    assert ops == [("flow_del", "10.0.0.1")]
+    ops, prog = diff_switch(SwitchProgram(), plain({"10.0.1.1": (5, 6), "10.0.0.1": (1,)}))
+    ops, prog = diff_switch(prog, plain({"10.0.1.1": (5, 6)}))
+    assert ops == [("flow_del", (None, "10.0.0.1"))]
     # shrink to one port: a plain output, the group is kept
-    ops, prog = diff_switch(prog, {"10.0.1.1": (6,)})
-    assert ops == [("flow_set", "10.0.1.1", ("output", 6))]
-    assert prog.groups == {(5, 6): 1}
+    ops, prog = diff_switch(prog, plain({"10.0.1.1": (6,)}))
+    assert ops == [("flow_set", (None, "10.0.1.1"), ("output", 6))]
+    assert prog.groups == {("select", (5, 6)): 1}
     # back to the known set: the old group is reused, nothing is added
-    ops, prog = diff_switch(prog, {"10.0.1.1": (5, 6)})
-    assert ops == [("flow_set", "10.0.1.1", ("group", 1))]
-    # a new set gets a new id
-    ops, prog = diff_switch(prog, {"10.0.1.1": (5, 7)})
-    assert ops == [("group_add", 2, (5, 7)), ("flow_set", "10.0.1.1", ("group", 2))]
-    assert prog.groups == {(5, 6): 1, (5, 7): 2}
+    ops, prog = diff_switch(prog, plain({"10.0.1.1": (5, 6)}))
+    assert ops == [("flow_set", (None, "10.0.1.1"), ("group", 1))]
+    # a new set gets a new id; the same ports in failover order are another group
+    ops, prog = diff_switch(prog, plain({"10.0.1.1": (5, 7)}))
+    assert ops == [("group_add", 2, ("select", (5, 7))), ("flow_set", (None, "10.0.1.1"), ("group", 2))]
+    ops, prog = diff_switch(prog, {(None, "10.0.1.1"): (FAILOVER, (7, 5))})
+    assert ops == [("group_add", 3, ("ff", (7, 5))), ("flow_set", (None, "10.0.1.1"), ("group", 3))]
+    assert prog.groups == {("select", (5, 6)): 1, ("select", (5, 7)): 2, ("ff", (7, 5)): 3}
 
 
-def test_diff_sequence_over_failures_keeps_a_switch_consistent():
-    fabric = build_fabric({"kind": "hpn", "aggs_per_plane": 3})
+@pytest.mark.parametrize("params", [{"kind": "hpn", "aggs_per_plane": 3},
+                                    {"kind": "hpn", "planes": 1, "dual_tor": False}])
+def test_diff_sequence_over_failures_keeps_a_switch_consistent(params):
+    fabric = build_fabric(params)
     t0 = "t0r0k0"
+    a0, a1 = "a0n0", "a0n1"
     scenarios = [set(),
-                 {("a0n0", port_towards(fabric, "a0n0", t0))},
-                 {("a0n1", p) for p in switch_ports(fabric, "a0n1")},
+                 {(a0, port_towards(fabric, a0, t0))},
+                 {(a1, p) for p in switch_ports(fabric, a1)},
                  {access_end(fabric, nic(fabric, "s0h1").ports[0])},
-                 {(t0, port_towards(fabric, t0, "a0n2"))},
+                 {(t0, port_towards(fabric, t0, a1))},
                  set()]
     switches = {s.name: {"groups": {}, "flows": {}} for s in fabric.switches()}
     programs = {s.name: SwitchProgram() for s in fabric.switches()}
-    seen_sets = {name: set() for name in switches}
     for down in scenarios:
         routes = compute_routes(fabric, down)
         for name in switches:
-            ops, programs[name] = diff_switch(programs[name], routes.tables[name])
+            ops, programs[name] = diff_switch(programs[name], wanted_table(routes, name))
             apply_ops(switches[name], ops)
-            assert forwarding(switches[name]) == routes.tables[name], (name, down)
+            assert forwarding(switches[name]) == wanted_table(routes, name), (name, down)
             gids = list(programs[name].groups.values())
             assert len(gids) == len(set(gids))
-            seen_sets[name] |= {p for p in routes.tables[name].values() if len(p) > 1}
-            assert set(programs[name].groups) == seen_sets[name]
-    # the tor saw {a0n0,a0n1,a0n2}, {a0n1,a0n2}, {a0n0,a0n2}, {a0n0,a0n1}
-    assert len(programs[t0].groups) == 4
+
+
+def test_wanted_table_puts_backups_behind_the_single_next_hop():
+    fabric = build_fabric({"kind": "hpn"})
+    routes = compute_routes(fabric)
+    table = wanted_table(routes, "a0n0")
+    s0h0 = nic(fabric, "s0h0").ip
+    down = port_towards(fabric, "a0n0", "t0r0k0")
+    assert table[(None, s0h0)] == (FAILOVER, (down, port_towards(fabric, "a0n0", "t1r0k0")))
+    detour = wanted_table(routes, "t1r0k0")[(port_towards(fabric, "t1r0k0", "a0n0"), s0h0)]
+    assert detour == (ECMP, (port_towards(fabric, "t1r0k0", "a0n1"),))
+    # a ToR's uplinks are already a group of equal-cost ports: no backup
+    assert wanted_table(routes, "t1r0k0")[(None, s0h0)][0] == ECMP
 
 
 # --- proxy ARP ------------------------------------------------------------------
@@ -432,3 +458,132 @@ def test_arp_reply_for_fabric_and_outside_addresses():
     assert arp_reply_for(fabric, "10.0.1.1") == nic(fabric, "s1h0").mac
     assert arp_reply_for(fabric, "10.0.9.9") is None
     assert arp_reply_for(fabric, "192.168.0.1") is None
+
+
+# --- local repair: the data plane before the controller reacts -----------------
+def walk(fabric, routes, src_ifname, dst_ip, dead, max_hops=16):
+    """Every outcome of a packet from a NIC port to `dst_ip` over the
+    installed routes while the links in `dead` are down and the controller
+    has not reacted: switches skip dead ports of a group (select: any live
+    one; fast-failover: the first live one) and apply detours by in_port.
+    Returns a set of "delivered", "dropped", "loop"."""
+    far = {}
+    for link in fabric.links:
+        far[(link.a.node, link.a.port)] = (link.b, link)
+        far[(link.b.node, link.b.port)] = (link.a, link)
+    host = fabric.nic_of_ifname(src_ifname).host
+    (start,) = [l for l in fabric.links_of(host) if l.end(host).ifname == src_ifname]
+    if start in dead:
+        return {"dropped"}
+    outcomes = set()
+    frontier = [(start.other(host), 0)]
+    while frontier:
+        end, hops = frontier.pop()
+        node = fabric.nodes[end.node]
+        if not node.is_switch:
+            ok = any(n.ip == dst_ip for n in fabric.nics_of(node.name))
+            outcomes.add("delivered" if ok else "dropped")
+            continue
+        if hops > max_hops:
+            outcomes.add("loop")
+            continue
+        ports, first_only = choices(routes, node.name, end.port, dst_ip)
+        live = [p for p in ports if far[(node.name, p)][1] not in dead]
+        if first_only:
+            live = live[:1]
+        if not live:
+            outcomes.add("dropped")
+        frontier += [(far[(node.name, p)][0], hops + 1) for p in live]
+    return outcomes
+
+
+def choices(routes, switch, in_port, ip):
+    """(ports, whether only the first live one is taken) at `switch`."""
+    detour = routes.detours[switch].get((in_port, ip))
+    if detour is not None:
+        return detour, False
+    ports = routes.tables[switch].get(ip, ())
+    if ip in routes.backups[switch]:
+        return ports + routes.backups[switch][ip], True
+    return ports, False
+
+
+def outcomes_after(fabric, dead_links):
+    """{(src port, dst ip): outcomes} for every pair of the same rail, over
+    the routes of the healthy fabric (nothing recomputed)."""
+    routes = compute_routes(fabric)
+    out = {}
+    for src in fabric.nics:
+        for dst in fabric.nics:
+            if dst.host != src.host and dst.rail == src.rail:
+                for port in src.ports:
+                    out[(port, dst.ip)] = walk(fabric, routes, port, dst.ip, dead_links)
+    return out
+
+
+def fabric_links(fabric, kind=None):
+    return [l for l in fabric.links if kind is None or l.kind == kind]
+
+
+@pytest.mark.parametrize("params", TOPOLOGIES.values(), ids=TOPOLOGIES.keys())
+def test_local_repair_never_loops_whatever_link_fails(params):
+    fabric = build_fabric(params)
+    for link in fabric.links:
+        for key, outcomes in outcomes_after(fabric, {link}).items():
+            assert "loop" not in outcomes, (link.name, key)
+
+
+@pytest.mark.parametrize("params", [TOPOLOGIES["hpn-default"], TOPOLOGIES["hpn-1plane-dualtor"],
+                                    TOPOLOGIES["hpn-1plane-singletor"], TOPOLOGIES["clos"]],
+                         ids=["hpn", "hpn-1plane-dualtor", "hpn-1plane-singletor", "clos"])
+def test_a_tor_agg_link_or_an_agg_failing_is_repaired_in_the_data_plane(params):
+    """Every pair still delivers on every branch, before any recomputation:
+    a ToR skips the dead uplink of its group, an aggregation switch that
+    lost its only way down hands the packet to another ToR, which takes it
+    up another aggregation switch (a non-equal-cost backup)."""
+    fabric = build_fabric(params)
+    aggs = [n.name for n in fabric.switches() if n.kind == AGG]
+    failures = [{l} for l in fabric_links(fabric, "fabric")]
+    failures += [set(fabric.links_of(a)) for a in aggs]
+    for dead in failures:
+        for key, outcomes in outcomes_after(fabric, dead).items():
+            assert outcomes == {"delivered"}, ([l.name for l in dead], key, outcomes)
+
+
+def test_without_backups_an_agg_losing_its_way_down_drops():
+    """The same walk with the backups and detours taken away: the test above
+    can fail."""
+    fabric = build_fabric({"kind": "hpn"})
+    routes = compute_routes(fabric)
+    routes.backups = {s: {} for s in routes.backups}
+    routes.detours = {s: {} for s in routes.detours}
+    (link,) = fabric.links_between("a0n0", "t0r0k0")
+    outcomes = set()
+    for src in ("s1h0", "s1h1"):
+        outcomes |= walk(fabric, routes, nic(fabric, src).ports[0], nic(fabric, "s0h0").ip, {link})
+    assert outcomes == {"delivered", "dropped"}
+
+
+def test_host_link_failure_repair_depends_on_a_second_tor_in_the_plane():
+    """Dual-ToR in one plane: the ToR that lost the host hands its packets
+    up, and the aggregation switches take them down to the other ToR. Dual
+    plane: no switch of that plane reaches the host any more; senders in
+    it need the controller (host overrides)."""
+    for params, expected in (({"kind": "hpn", "planes": 1, "dual_tor": True}, {"delivered"}),
+                             ({"kind": "hpn"}, {"dropped"})):
+        fabric = build_fabric(params)
+        target = nic(fabric, "s0h0")
+        (link,) = [l for l in fabric.links_of("s0h0") if l.end("s0h0").ifname == target.ports[0]]
+        tor = link.other("s0h0").node
+        results = outcomes_after(fabric, {link})
+        routes = compute_routes(fabric)
+        checked = 0
+        for src in fabric.nics:
+            if src.host == "s0h0":
+                continue
+            for port in src.ports:
+                # packets that reach the ToR that lost the host
+                if tor in trace(fabric, routes, port, target.ip):
+                    assert results[(port, target.ip)] == expected, (params, port)
+                    checked += 1
+        assert checked >= 3
