@@ -34,7 +34,7 @@ def run_timeline(fnet, flows, pairs, sc, t0, log):
         log(f"[{t:6.2f}s] {item['action']} {a} <-> {b}")
         applied.append({"at": at, "issued_at": round(issued, 4), "applied_at": round(t, 4),
                         "action": item["action"], "link": [a, b], "index": item.get("index", 0),
-                        "link_name": link.name})
+                        "link_name": link.name, **({"name": item["name"]} if item.get("name") else {})})
     return applied, controller
 
 

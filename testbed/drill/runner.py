@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from testbed.emulation.capture import Capture
 from testbed.emulation.realize import FabricNet, unreachable
 from testbed.results import (analytical, controller, counters, dilation, expectations, pauses, plots,
-                             queues, store, trust)
+                             probe, queues, store, trust)
 from testbed.results.flows import SETTLE_S, compute_metrics
 from testbed.results.jobs import job_metrics
 from traffic.iperf import INTERVAL_S, plan_pairs
@@ -21,6 +21,7 @@ from .cost import CostMeter
 from .agents import JobAgents
 from .faults import convergence_s, link_switch_ports, run_timeline, sleep_until
 from .iperf import IperfFlows
+from .probes import Probes
 from .jobs import agent_configs
 
 
@@ -47,6 +48,7 @@ class _Run:
     queues: dict | None = None   # the queue engine's counters (drill/queue_sampler.py)
     pauses: dict | None = None   # the pause daemon's record (emulation/pfc.py)
     controller_actions: list = field(default_factory=list)   # the timeline's stops and starts
+    probes: list | None = None   # what each probe sent and received (drill/probes.py)
 
 
 def run_scenario(sc, out_dir, log=print, dilation_choice=None):
@@ -79,6 +81,7 @@ def _run(sc, out_dir, log):
         samp = sampler.LinkSampler(fnet, senders,
                                    on_sample=_progress(fabric, senders, agents, sc.jobs, log))
         qsamp = QueueSampler(fnet.queues) if fnet.queues is not None else None
+        probes = Probes(fnet, sc.probes, run_dir) if sc.probes else None
         try:
             for host in (sc.capture or {}).get("hosts", []):
                 cap = Capture(fnet, host, out_dir, sc.capture["packets"])
@@ -88,7 +91,11 @@ def _run(sc, out_dir, log):
                 agents.start()
                 agents.wait_ready()
             flows.start_servers()
+            if probes:
+                probes.start_receivers()
             t0 = time.monotonic() + 0.1
+            if probes:
+                probes.start_senders(t0, t0 + sc.duration_s)
             if agents:
                 agents.go(time.time() + (t0 - time.monotonic()))
             samp.start(t0)
@@ -105,6 +112,8 @@ def _run(sc, out_dir, log):
             else:
                 sleep_until(t0 + sc.duration_s)
                 problems = flows.wait(timeout=15)
+                if probes:
+                    problems += probes.wait(timeout=15)
                 if agents:
                     problems += agents.wait(timeout=15)
                 ran_s = sc.duration_s
@@ -117,6 +126,8 @@ def _run(sc, out_dir, log):
             capture_files = [c.stop() for c in captures]
             if agents:
                 agents.stop()
+            if probes:
+                probes.stop()
         pause_record = fnet.pauses.stop() if fnet.pauses is not None else None
         events = list(fnet.controller.events)
         problems += fnet.route_errors
@@ -138,7 +149,14 @@ def _run(sc, out_dir, log):
                     capture_files=capture_files, datapath=fnet.datapath,
                     bringup_s=fnet.timings.get("routes"), emulator=emulator,
                     queues=qsamp.result() if qsamp else None, pauses=pause_record,
-                    controller_actions=controller_actions)
+                    controller_actions=controller_actions,
+                    probes=probes.records() if probes else None)
+
+
+def _switch_devs(fabric, fault):
+    """The switch-side interfaces of a fault's link."""
+    link = fabric.links_between(*fault["link"])[fault.get("index", 0)]
+    return [e.ifname for e in (link.a, link.b) if fabric.nodes[e.node].is_switch]
 
 
 def _results(sc, run, started, dilation_choice=None):
@@ -175,6 +193,10 @@ def _results(sc, run, started, dilation_choice=None):
             m["fidelity"]["unexplained_loss"] = lost
         m["dci_bytes"] = counters.dci_bytes(fabric, run.samples)
         m["cpu_per_packet"] = counters.cpu_per_packet(run.agent_results, run.emulator)
+    if run.probes is not None:
+        m["probe"] = probe.probe_results(run.probes, faults, run.t0, run.ran_s, run.samples,
+                                         lambda f: _switch_devs(fabric, f))
+        m.update(probe.gap_metrics(m["probe"]))
     m["host_cpu"] = counters.cpu_summary(run.cpu)
     # Measured so far: this machine's time. Judged and reported from here
     # on: emulated time, which is what the scenario's bounds are written in.

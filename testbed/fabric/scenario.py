@@ -97,6 +97,7 @@ class Scenario:
     # dilation.dilate() returned holds the N it applied (see there)
     time_dilation: float | str = 1.0
     controller_timeline: list = dataclasses.field(default_factory=list)   # dicts sorted by at: at (s), action
+    probes: tuple = ()        # dicts: src, dst, rate (packets/s), flows (source ports)
 
     @property
     def jobs_only(self):
@@ -131,6 +132,8 @@ def _scenario_from_doc(path, doc):
     controller_timeline = [{"at": parse_time(e["at"]), "action": e["action"]}
                            for e in doc.get("controller_timeline", [])]
     expect = [_expect_entry(e) for e in doc.get("expect", [])]
+    probes = [{"src": p["src"], "dst": p["dst"], "rate": p.get("rate", 1000),
+               "flows": p.get("flows", 8)} for p in doc.get("probes", [])]
 
     fabric = None
     try:
@@ -148,8 +151,10 @@ def _scenario_from_doc(path, doc):
         problems += semantics.job_problems(file, doc.get("jobs", []), jobs, duration, fabric)
     problems += semantics.fault_problems(file, faults, duration, fabric)
     problems += semantics.controller_timeline_problems(file, controller_timeline, duration)
+    problems += semantics.probe_problems(file, probes, fabric)
     classes = [c["name"] for c in (doc.get("queues") or {}).get("classes", [])] or None
-    problems += semantics.expect_problems(file, expect, fabric, {j["name"] for j in jobs}, classes)
+    problems += semantics.expect_problems(file, expect, fabric, {j["name"] for j in jobs}, classes,
+                                          {f["name"] for f in faults if f.get("name")}, bool(probes))
     problems += semantics.transport_problems(file, doc.get("transport"))
     problems += semantics.queue_problems(file, doc.get("queues"), fabric)
     capture = doc.get("capture")
@@ -168,7 +173,7 @@ def _scenario_from_doc(path, doc):
         expect=expect, topology_path=None if topo_path is None else str(topo_path),
         jobs=tuple(jobs), capture=capture, transport=_transport_entry(doc.get("transport")),
         time_dilation=_dilation_entry(doc.get("time_dilation", 1)),
-        controller_timeline=sorted(controller_timeline, key=lambda e: e["at"]))
+        controller_timeline=sorted(controller_timeline, key=lambda e: e["at"]), probes=tuple(probes))
 
 
 def _dilation_entry(raw):
@@ -192,14 +197,17 @@ def _traffic_entry(raw):
 
 
 def _fault_entry(raw):
-    return {"at": parse_time(raw["at"]), "action": raw["action"],
-            "link": tuple(raw["link"]), "index": raw.get("index", 0)}
+    entry = {"at": parse_time(raw["at"]), "action": raw["action"],
+             "link": tuple(raw["link"]), "index": raw.get("index", 0)}
+    if raw.get("name"):
+        entry["name"] = raw["name"]
+    return entry
 
 
 def _expect_entry(raw):
     entry = {"name": raw.get("name"), "metric": raw["metric"], "host": raw.get("host"),
              "job": raw.get("job"), "relative_to": raw.get("relative_to"), "class": raw.get("class"),
-             "min": raw.get("min"), "max": raw.get("max")}
+             "fault": raw.get("fault"), "min": raw.get("min"), "max": raw.get("max")}
     if not entry["name"]:
         entry["name"] = _expect_name(entry)
     return entry
@@ -207,7 +215,7 @@ def _expect_entry(raw):
 
 def _expect_name(entry):
     """A readable default name: 'fault_throughput_ratio of s0h0 >= 0.45'."""
-    who = entry["host"] or entry.get("job") or entry.get("class")
+    who = entry["host"] or entry.get("job") or entry.get("class") or entry.get("fault")
     text = entry["metric"] + (f" of {who}" if who else "")
     if entry.get("relative_to"):
         text += f" / that of {entry['relative_to']}"

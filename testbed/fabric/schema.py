@@ -123,7 +123,8 @@ def _explain_alternatives(error, path):
         # oneOf/anyOf over `required` lists: "exactly one of rate, oversubscription".
         present = [k for k in keys if k in error.instance]
         want = "exactly one of" if error.validator == "oneOf" else "at least one of"
-        got = "neither" if not present else "both" if len(present) == 2 else ", ".join(present)
+        none = "neither" if len(keys) == 2 else "none of them"
+        got = none if not present else "both" if len(present) == len(keys) == 2 else ", ".join(present)
         return [(path, f"expected {want} {_names(keys)}, got {got}")]
     if error.context:
         return _explain(best_match(error.context))

@@ -16,6 +16,7 @@ from .vocabulary import CLASS_METRICS, JOB_METRICS
 MAX_DURATION_S = 3600         # a drill, a compute phase
 MAX_FLOWS = 1024              # iperf3 TCP streams in all (parallel x destinations)
 MAX_JOB_BYTES = 1_000_000_000  # one job's bytes per iteration after scaling
+MAX_PROBE_PPS = 10_000        # probe packets per second, all probes together
 
 
 def _class_expect_problems(file, i, e, cls, class_names):
@@ -103,7 +104,8 @@ def fault_problems(file, faults, duration, fabric):
         if not link_problems:
             valid.append((i, f))
     # Stable sort: each fault's problems together, in the order of the file.
-    return sorted(problems + _sequence_problems(file, valid), key=lambda p: _fault_number(p.field))
+    return sorted(problems + _sequence_problems(file, valid) + _fault_name_problems(file, faults),
+                  key=lambda p: _fault_number(p.field))
 
 
 def controller_timeline_problems(file, timeline, duration):
@@ -174,12 +176,75 @@ def _fault_number(field):
     return int(re.search(r"\[(\d+)\]", field).group(1))
 
 
-def expect_problems(file, expect, fabric, job_names=frozenset(), class_names=None):
-    """`class_names`: the scenario's queue classes (None: it has no queues)."""
+def probe_problems(file, probes, fabric):
+    problems = []
+    for i, p in enumerate(probes):
+        here = f"probes[{i}]"
+        if fabric is not None:
+            for side in ("src", "dst"):
+                why = _host_problem(fabric, p[side])
+                if why:
+                    problems.append(Problem(file, f"{here}.{side}", why))
+        if p["src"] == p["dst"]:
+            problems.append(Problem(file, f"{here}.dst", f"expected a host other than the source, "
+                                    f"got {p['dst']!r} twice"))
+        if p["flows"] > p["rate"]:
+            problems.append(Problem(file, f"{here}.flows", f"expected at most rate ({p['rate']}) "
+                                    f"flows, so each sends at least once a second, got {p['flows']}"))
+    total = sum(p["rate"] for p in probes)
+    if total > MAX_PROBE_PPS:
+        problems.append(Problem(file, "probes", f"expected at most {MAX_PROBE_PPS} packets/s in all, "
+                                f"got {total}"))
+    return problems
+
+
+def _fault_name_problems(file, faults):
+    """Faults that share a name happen together (a switch failing takes all
+    its links): the same time and the same action."""
+    first = {}
+    problems = []
+    for i, f in enumerate(faults):
+        name = f.get("name")
+        if not name:
+            continue
+        if name not in first:
+            first[name] = (i, f)
+            continue
+        j, g = first[name]
+        if (f["at"], f["action"]) != (g["at"], g["action"]):
+            problems.append(Problem(file, f"faults[{i}].name", f"name {name!r} is taken by faults[{j}] "
+                                    f"({g['action']} at {seconds(g['at'])}); faults that share a name "
+                                    "must share at and action"))
+    return problems
+
+
+def _gap_expect_problems(file, i, e, fault_names, has_probes):
+    here = f"expect[{i}]"
+    if e["metric"] != "gap_ms":
+        return [Problem(file, f"{here}.fault", f"metric {e['metric']} is not measured per fault: "
+                        "drop fault")]
+    if not has_probes:
+        return [Problem(file, f"{here}.metric", "gap_ms is measured by probes: add probes")]
+    if e.get("fault") is None:
+        return [Problem(file, f"{here}.fault", "gap_ms is measured per named fault: name the fault")]
+    if e["fault"] not in fault_names:
+        return [Problem(file, f"{here}.fault", f"no fault is named {e['fault']!r} (named faults: "
+                        f"{', '.join(sorted(fault_names)) or 'none'})")]
+    if e["job"] is not None or e["host"] is not None or e.get("class") is not None:
+        return [Problem(file, f"{here}.fault", "a gap covers every probe: drop host, job and class")]
+    return []
+
+
+def expect_problems(file, expect, fabric, job_names=frozenset(), class_names=None,
+                    fault_names=frozenset(), has_probes=False):
+    """`class_names`: the scenario's queue classes (None: it has no queues);
+    `fault_names`: the names the faults carry."""
     problems = []
     for i, e in enumerate(expect):
         cls = e.get("class")
-        if e["metric"] in CLASS_METRICS or cls is not None:
+        if e["metric"] == "gap_ms" or e.get("fault") is not None:
+            problems += _gap_expect_problems(file, i, e, fault_names, has_probes)
+        elif e["metric"] in CLASS_METRICS or cls is not None:
             problems += _class_expect_problems(file, i, e, cls, class_names)
         elif e["job"] is not None and e["host"] is not None:
             problems.append(Problem(file, f"expect[{i}].job", "expected either host or job, got both"))

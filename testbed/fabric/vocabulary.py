@@ -22,3 +22,5 @@ CLASS_METRICS = ("class_drops", "class_marks", "class_max_backlog_bytes",
 # and group changes the restarted controller made (0: it adopted what the
 # switches held), and how long after its start the routes stood again.
 CONTROLLER_METRICS = ("controller_restart_changes", "controller_restart_s")
+# Measured by probes, per named fault: the longest gap in delivery (ms).
+PROBE_METRICS = ("gap_ms",)

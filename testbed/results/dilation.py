@@ -10,7 +10,7 @@ slowdowns), counts and bytes do not change.
 
 Which number is what is read from its key, the naming rule the metrics
 already follow:
-  * a key ending in `_s` holds seconds, a number or a list of numbers
+  * a key ending in `_s` holds seconds, in `_ms` milliseconds, a number or a list of numbers
     (except those in MACHINE_TIME_KEYS: how long something took on this
     machine, such as bringing the fabric up);
   * a key ending in `_mbit` holds Mbit/s;
@@ -23,7 +23,7 @@ end so: none of them holds an underscore.
 """
 import copy
 
-TIME_SUFFIX, RATE_SUFFIX = "_s", "_mbit"
+TIME_SUFFIX, MS_SUFFIX, RATE_SUFFIX = "_s", "_ms", "_mbit"
 TIME_KEYS = frozenset({"t", "at", "issued_at", "applied_at", "start", "end"})
 MACHINE_TIME_KEYS = frozenset({"bringup_s"})
 
@@ -53,7 +53,7 @@ def _convert(obj, n, key=None):
         return [_convert(v, n, key) for v in obj]
     if not _is_number(obj) or not isinstance(key, str) or key in MACHINE_TIME_KEYS:
         return obj
-    if key.endswith(TIME_SUFFIX) or key in TIME_KEYS:
+    if key.endswith((TIME_SUFFIX, MS_SUFFIX)) or key in TIME_KEYS:
         return _tidy(obj / n)
     if key.endswith(RATE_SUFFIX):
         return _tidy(obj * n)

@@ -9,7 +9,7 @@ every expectation is then reported as "untrustworthy" and none passes, even
 if the numbers look fine.
 """
 
-from testbed.fabric.vocabulary import CLASS_METRICS, CONTROLLER_METRICS, JOB_METRICS
+from testbed.fabric.vocabulary import CLASS_METRICS, CONTROLLER_METRICS, JOB_METRICS, PROBE_METRICS
 
 PASSED, FAILED, UNTRUSTWORTHY = "passed", "failed", "untrustworthy"
 
@@ -21,7 +21,7 @@ METRIC_KEYS = {
     "mean_throughput_mbit": "mean_mbit",
 }
 FIDELITY = "fidelity"
-METRICS = tuple(METRIC_KEYS) + (FIDELITY,) + CLASS_METRICS + CONTROLLER_METRICS
+METRICS = tuple(METRIC_KEYS) + (FIDELITY,) + CLASS_METRICS + CONTROLLER_METRICS + PROBE_METRICS
 
 
 def format_number(x):
@@ -64,8 +64,20 @@ def lookup_class(metrics, metric, cls):
     return value, None
 
 
-def lookup(metrics, metric, host, job=None, cls=None):
+def lookup_gap(metrics, fault):
+    """The longest delivery gap the probes saw around a named fault."""
+    entry = ((metrics.get("probe") or {}).get("faults") or {}).get(fault)
+    if entry is None:
+        return None, f"no probe measured fault {fault!r}"
+    if entry.get("gap_ms") is None:
+        return None, entry.get("why_none") or f"no gap measured for fault {fault!r}"
+    return entry["gap_ms"], None
+
+
+def lookup(metrics, metric, host, job=None, cls=None, fault=None):
     """(measured value or None, reason when None)."""
+    if metric in PROBE_METRICS:
+        return lookup_gap(metrics, fault)
     if metric in CLASS_METRICS:
         return lookup_class(metrics, metric, cls)
     if metric in CONTROLLER_METRICS:
@@ -116,7 +128,8 @@ def evaluate_one(item, metrics, trustworthy):
     """The result dict of one expectation."""
     metric, host = item.get("metric"), item.get("host")
     lo, hi = _bound(item.get("min")), _bound(item.get("max"))
-    measured, reason = lookup(metrics, metric, host, item.get("job"), item.get("class"))
+    measured, reason = lookup(metrics, metric, host, item.get("job"), item.get("class"),
+                              item.get("fault"))
     base = item.get("relative_to")
     if base is not None and measured is not None:
         # e.g. hierarchical's iteration time over flat ring's, same metric
@@ -141,6 +154,7 @@ def evaluate_one(item, metrics, trustworthy):
         "job": item.get("job"),
         "relative_to": item.get("relative_to"),
         "class": item.get("class"),
+        "fault": item.get("fault"),
         "expected": expected_text(lo, hi),
         "min": lo,
         "max": hi,

@@ -41,6 +41,8 @@ def _scope(e):
     """What an expectation measured: a host, a job, a job relative to another."""
     if e.get("class"):
         return f"class {e['class']}"
+    if e.get("fault"):
+        return f"fault {e['fault']}"
     if e.get("job"):
         text = f"job {e['job']}"
         return text + (f" / job {e['relative_to']}" if e.get("relative_to") else "")
@@ -71,12 +73,15 @@ def _section_faults(results):
         at, applied = f.get("at"), f.get("applied_at")
         lag = None if at is None or applied is None else (applied - at) * 1000
         conv = f.get("converged_s")
-        rows.append([f.get("action") or "-", _link_text(f.get("link")), at, applied, lag,
+        link = _link_text(f.get("link")) + (f" ({f['name']})" if f.get("name") else "")
+        rows.append([f.get("action") or "-", link, at, applied, lag,
                      None if conv is None else conv * 1000])
     text = md_table(["action", "link", "scheduled (s)", "applied (s)", "lag (ms)",
                      "routes converged (ms)"], rows)
-    text += ("\n\n*routes converged*: time from the fault until the controller's recomputed "
-             "routes were acknowledged by every switch and installed in the hosts that needed them.")
+    text += ("\n\n*routes converged*: time from the fault until the first routes version that "
+             "includes it was acknowledged by every switch and installed in the hosts that "
+             "needed it. The switches repair some faults on their own before that (fast-failover "
+             "groups); probes show what traffic saw.")
     outages = (results.get("metrics") or {}).get("outages") or []
     if outages:
         text += "\n\nOutage windows: " + "; ".join(
@@ -357,6 +362,24 @@ def _section_controller(ctl):
               f"around a fault in that time._")
 
 
+def _section_probes(probe):
+    """The longest delivery gap around each named fault, and what it rests on."""
+    rows = []
+    for name, f in probe.get("faults", {}).items():
+        gap = fmt(f["gap_ms"]) if f.get("gap_ms") is not None else f"- ({f.get('why_none', 'none')})"
+        rows.append([name, f"{f['action']} x{f['faults']}", fmt(f["at"]), gap,
+                     fmt(f.get("send_gap_ms")), str(f["lost"]), str(f["flows_hit"]),
+                     fmt(f.get("crossing_pps"))])
+    table = md_table(["fault", "action", "at (s)", "longest gap (ms)", "sender's longest pause (ms)",
+                      "lost", "flows hit", "probe pkt/s on the link before"], rows)
+    return (table + f"\n\n_{_count(probe.get('flows'))} probe flows sent "
+            f"{probe.get('sent')} packets and {probe.get('received')} arrived. The gap is the longest "
+            f"time any flow went without a delivery between the fault and the next one; before the "
+            f"first fault it was at most {fmt(probe.get('base_gap_ms'))} ms (the sending interval "
+            f"and this machine's jitter). A fault whose links carried no probe before it gets no "
+            f"gap: its links were not on the probes' paths._")
+
+
 def _section_pauses(results):
     """How often and how long each link was paused, and how fast pauses
     took hold and let go (testbed/results/pauses.py)."""
@@ -420,6 +443,8 @@ def render_summary(results):
         sections.append(("Queues", _section_queues(results)))
     if metrics.get("pfc"):
         sections.append(("Pauses (lossless classes)", _section_pauses(results)))
+    if metrics.get("probe"):
+        sections.append(("Probes: delivery gaps", _section_probes(metrics["probe"])))
     ctl = metrics.get("controller") or {}
     if ctl.get("exits") or ctl.get("restarts"):
         sections.append(("Controller", _section_controller(ctl)))

@@ -26,6 +26,8 @@ be judged, the emulator's rate is unknown and that fails too.
 """
 from .text import fmt
 
+# Probes: the longest gap before any fault (sending interval plus jitter)
+PROBE_BASE_GAP_MS = 25.0
 FIDELITY_THRESHOLD = 0.9   # below this the run measured the emulator, not the design
 # A port must have had packets ready this long before its pacing is judged:
 # a few hundred packets, enough for a share of time to mean something.
@@ -152,7 +154,8 @@ def _link_check(metrics, generators_judged):
     if not judged:
         if generators_judged:
             return _check("link_fidelity", what, None, expected, None,
-                          note="no egress had packets waiting for 1 s in all: not judged",
+                          note="no egress had packets waiting for 1 s in all: not judged "
+                               "(the traffic agents or the probes were)",
                           threshold=FIDELITY_THRESHOLD)
         return _check("link_fidelity", what, None, expected, False, threshold=FIDELITY_THRESHOLD,
                       reason="nothing was busy long enough to judge the emulator: no egress had "
@@ -197,6 +200,31 @@ def _generator_check(gen):
                   f"{fmt(FIDELITY_THRESHOLD)})")
     return _check("generator_fidelity", what, value, expected, reason is None, reason, note,
                   threshold=FIDELITY_THRESHOLD)
+
+
+def _probe_check(metrics):
+    """Probes measure gaps of tens of ms: only if they arrived steadily
+    before the first fault (the sending interval plus this machine's
+    jitter, nothing lost) does a gap around a fault measure the fault."""
+    what = "longest gap in probe delivery before the first fault (ms)"
+    expected = f"<= {fmt(PROBE_BASE_GAP_MS)}, nothing lost"
+    probe = metrics.get("probe")
+    if not probe:
+        return _check("probe_baseline", what, None, expected, None, note="no probes in this drill",
+                      threshold=PROBE_BASE_GAP_MS)
+    base, lost = probe.get("base_gap_ms"), probe.get("base_lost") or 0
+    if base is None:
+        return _check("probe_baseline", what, None, expected, False, threshold=PROBE_BASE_GAP_MS,
+                      reason="the probes had no steady time before the first fault to measure "
+                             "this machine's own jitter against: start the faults later")
+    reason = None
+    if lost:
+        reason = f"{lost} probe packets were lost before any fault: the emulator dropped them"
+    elif base > PROBE_BASE_GAP_MS:
+        reason = (f"probes went {fmt(base)} ms without a delivery before any fault (limit "
+                  f"{fmt(PROBE_BASE_GAP_MS)} ms): the machine could not keep them steady")
+    return _check("probe_baseline", what, base, expected, reason is None, reason,
+                  threshold=PROBE_BASE_GAP_MS)
 
 
 def _agents_check(gen):
@@ -303,7 +331,9 @@ def assess(metrics, faults=()):
     threshold, expected, ok (None: not judged), severity, reason, note}]}."""
     gen = metrics.get("generators")
     gen_check = _generator_check(gen)
-    checks = [_link_check(metrics, gen_check["ok"] is not None), gen_check, _agents_check(gen),
+    probe_check = _probe_check(metrics)
+    others_judged = gen_check["ok"] is not None or probe_check["ok"] is not None
+    checks = [_link_check(metrics, others_judged), gen_check, probe_check, _agents_check(gen),
               _loss_check(metrics, faults), _lag_check(faults), _convergence_check(faults),
               _cpu_check(metrics)]
     failed = [c["name"] for c in checks if c["ok"] is False and c["severity"] == FAIL]

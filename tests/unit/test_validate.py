@@ -65,7 +65,7 @@ MALFORMED = [
     # --- scenario files: schema ---
     ("name-uppercase", "name: Bad_Name\ntopology: {kind: hpn}\nduration: 10\n" + TRAFFIC, "name",
      "expected a name of lowercase letters, digits and '-', got 'Bad_Name'"),
-    ("traffic-missing", HEAD, "(top)", "expected at least one of traffic, jobs, got neither"),
+    ("traffic-missing", HEAD, "(top)", "expected at least one of traffic, jobs, probes, got none of them"),
     ("traffic-empty", HEAD + "traffic: []\n", "traffic", "expected a list of at least 1 item, got an empty list"),
     ("scenario-unknown-field", HEAD + TRAFFIC + "fault: []\n", "(top)",
      "unknown field 'fault' (did you mean 'faults'?"),
