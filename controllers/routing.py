@@ -42,7 +42,7 @@ def wanted_table(routes, switch):
 
 
 def match_order(key):
-    """Sort matches: plain routes first, then detours by port (None sorts with ints)."""
+    """Sort matches: plain routes first, then detours by in_port, each by address."""
     in_port, ip = key
     return (in_port is not None, in_port or 0, ip)
 

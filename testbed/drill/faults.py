@@ -25,7 +25,7 @@ def run_timeline(fnet, flows, pairs, sc, t0, log):
             controller.append({"at": at, "applied_at": round(t, 4), "action": item["action"]})
             continue
         a, b = item["link"]
-        link = fnet.fabric.links_between(a, b)[item.get("index", 0)]
+        link = fault_link(fnet.fabric, item)
         # The switches may see the port change (and the controller answer it)
         # before set_link returns: convergence counts from the moment it was issued.
         issued = time.monotonic() - t0
@@ -58,11 +58,20 @@ def convergence_s(events, t0, fault, switch_ports):
     return None
 
 
+def fault_link(fabric, fault):
+    """The link a fault pulls or replugs."""
+    return fabric.links_between(*fault["link"])[fault.get("index", 0)]
+
+
+def switch_ends(fabric, fault):
+    """The switch-side ends (Endpoints) of a fault's link."""
+    link = fault_link(fabric, fault)
+    return [e for e in (link.a, link.b) if fabric.nodes[e.node].is_switch]
+
+
 def link_switch_ports(fabric, fault):
     """The (switch, port) ends of the link a fault pulls or replugs."""
-    a, b = fault["link"]
-    link = fabric.links_between(a, b)[fault.get("index", 0)]
-    return [(e.node, e.port) for e in (link.a, link.b) if fabric.nodes[e.node].is_switch]
+    return [(e.node, e.port) for e in switch_ends(fabric, fault)]
 
 
 def sleep_until(deadline):

@@ -19,7 +19,7 @@ from . import sampler
 from .queue_sampler import QueueSampler
 from .cost import CostMeter
 from .agents import JobAgents
-from .faults import convergence_s, link_switch_ports, run_timeline, sleep_until
+from .faults import convergence_s, link_switch_ports, run_timeline, sleep_until, switch_ends
 from .iperf import IperfFlows
 from .probes import Probes
 from .jobs import agent_configs
@@ -153,12 +153,6 @@ def _run(sc, out_dir, log):
                     probes=probes.records() if probes else None)
 
 
-def _switch_devs(fabric, fault):
-    """The switch-side interfaces of a fault's link."""
-    link = fabric.links_between(*fault["link"])[fault.get("index", 0)]
-    return [e.ifname for e in (link.a, link.b) if fabric.nodes[e.node].is_switch]
-
-
 def _results(sc, run, started, dilation_choice=None):
     """Measure what the run recorded, bring it back to emulated time, decide
     whether it can be trusted, and judge the expectations: the results dict."""
@@ -195,7 +189,7 @@ def _results(sc, run, started, dilation_choice=None):
         m["cpu_per_packet"] = counters.cpu_per_packet(run.agent_results, run.emulator)
     if run.probes is not None:
         m["probe"] = probe.probe_results(run.probes, faults, run.t0, run.ran_s, run.samples,
-                                         lambda f: _switch_devs(fabric, f))
+                                         lambda f: [e.ifname for e in switch_ends(fabric, f)])
         m.update(probe.gap_metrics(m["probe"]))
     m["host_cpu"] = counters.cpu_summary(run.cpu)
     # Measured so far: this machine's time. Judged and reported from here

@@ -99,13 +99,15 @@ def _local_repairs(adj, roots_of, tables):
     backups = {s: {} for s in adj}
     detours = {s: {} for s in adj}
     peer = {(s, port): nb for s in adj for nb, port in adj[s]}
-    for ip, roots in sorted(roots_of.items()):
-        for sw in sorted(adj):
-            ports = tables[sw].get(ip)
-            if ports is None or len(ports) != 1:
-                continue
-            without = {n: [(nb, p) for nb, p in links if nb != sw]
-                       for n, links in adj.items() if n != sw}
+    for sw in sorted(adj):
+        single = [ip for ip, ports in sorted(tables[sw].items()) if len(ports) == 1]
+        if not single:
+            continue
+        # the fabric as the backups' neighbours see it with this switch gone
+        without = {n: [(nb, p) for nb, p in links if nb != sw]
+                   for n, links in adj.items() if n != sw}
+        for ip in single:
+            ports, roots = tables[sw][ip], roots_of[ip]
             hops = _next_hops(without, [r for r in roots if r[0] != sw])
             chosen = []
             for nb, port in sorted(adj[sw], key=lambda x: x[1]):
