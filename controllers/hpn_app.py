@@ -16,6 +16,12 @@ is reported as JSON lines on stdout, which `testbed` reads:
                                              `changes` flow and group changes since
                                              the last such event
   {"event": "port", "switch": ..., "port": n, "up": bool}
+  {"event": "jobs", "jobs": n, "flows": n, "pinned": n}
+                                             jobs were announced on the job channel
+                                             ($HPNLAB_JOBS_SOCKET, see channel.py); they
+                                             are answered once routes with their pins
+                                             are acknowledged, and kept in a file beside
+                                             the socket so a restarted controller keeps them
 """
 import json
 import os
@@ -25,7 +31,7 @@ import threading
 from testbed.fabric.model import Fabric
 from testbed.fabric.paths import compute_routes
 
-from . import openflow, routing
+from . import channel, openflow, placement, routing
 from .compat import (CONFIG_DISPATCHER, MAIN_DISPATCHER, BaseApp, arp, ether_types,
                      ethernet, ofp_event, ofproto_v1_3, packet, set_ev_cls)
 
@@ -53,6 +59,43 @@ class HpnController(BaseApp):
         self.pending = {}            # switch name -> barrier xid for self.version
         self.routes = None
         self.lock = threading.Lock()
+        self.jobs = None             # the announced jobs (placement.py), once told
+        self.answer = None           # where their connections went, as last computed
+        self.waiting = []            # (reply, routes version that answers it)
+        socket_path = os.environ.get("HPNLAB_JOBS_SOCKET")
+        self.jobs_file = socket_path + ".json" if socket_path else None
+        if self.jobs_file and os.path.exists(self.jobs_file):
+            with open(self.jobs_file) as fh:
+                self.jobs = json.load(fh)
+        if socket_path:
+            self.channel = channel.serve(socket_path, self.on_announce)
+
+    # --- the job channel ---------------------------------------------------
+    def on_announce(self, request, reply):
+        """Jobs announced: place them (refusing what cannot be placed), keep
+        them, and reprogram; the reply waits for the version that installs
+        their pins to be acknowledged by every switch."""
+        jobs = request.get("announce")
+        if not isinstance(jobs, dict) or not isinstance(jobs.get("jobs"), list):
+            reply({"error": "expected {\"announce\": {\"jobs\": [...]}}"})
+            return
+        with self.lock:
+            down = frozenset(self.down)
+            try:
+                answer, _ = placement.place(self.fabric, compute_routes(self.fabric, down), jobs, down)
+            except (KeyError, TypeError, ValueError) as e:
+                reply({"error": f"cannot place the jobs: {type(e).__name__}: {e}"})
+                return
+            self.jobs = jobs
+            tmp = self.jobs_file + ".tmp"
+            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
+                json.dump(jobs, fh)
+            os.replace(tmp, self.jobs_file)
+            flows = [f for j in answer["jobs"] for f in j["flows"]]
+            emit(event="jobs", jobs=len(answer["jobs"]), flows=len(flows),
+                 pinned=sum(1 for f in flows if f.get("port")))
+            self.waiting.append((reply, self.version + 1))
+            self._reprogram()
 
     # --- connection --------------------------------------------------------
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
@@ -95,10 +138,8 @@ class HpnController(BaseApp):
             if state["waiting"]:
                 return
             del self.reading[name]
-            has_arp, routes, groups, strays = openflow.read_state(dp, state["flows"], state["groups"])
-            fixes = openflow.remove_flows(dp, strays)
-            if not has_arp:
-                fixes.append(openflow.arp_flow(dp))
+            base, routes, groups, strays = openflow.read_state(dp, state["flows"], state["groups"])
+            fixes = openflow.remove_flows(dp, strays) + openflow.base_flows(dp, base)
             for m in fixes:
                 dp.send_msg(m)
             self.programs[name] = routing.SwitchProgram(groups=groups, flows=routes)
@@ -154,7 +195,11 @@ class HpnController(BaseApp):
         everyone = set(self.by_dpid.values())
         if self.ports_known != everyone or set(self.programs) != everyone:
             return  # wait until every switch told us its ports and its tables
-        self.routes = compute_routes(self.fabric, frozenset(self.down))
+        down = frozenset(self.down)
+        self.routes = compute_routes(self.fabric, down)
+        pins = {}
+        if self.jobs is not None:
+            self.answer, pins = placement.place(self.fabric, self.routes, self.jobs, down)
         self.version += 1
         self.pending = {}
         # Hosts may stop using a port that no longer reaches before the
@@ -162,7 +207,7 @@ class HpnController(BaseApp):
         emit(event="overrides", version=self.version, host_overrides=self.routes.host_overrides)
         for name, dp in self.datapaths.items():
             ops, self.programs[name] = routing.diff_switch(
-                self.programs[name], routing.wanted_table(self.routes, name))
+                self.programs[name], routing.wanted_table(self.routes, name, pins.get(name)))
             self.changes += len(ops)
             for msg in openflow.messages_for(dp, ops):
                 dp.send_msg(msg)
@@ -183,6 +228,10 @@ class HpnController(BaseApp):
                      changes=self.changes,
                      host_overrides=self.routes.host_overrides)
                 self.changes = 0
+                answered = [w for w in self.waiting if w[1] <= self.version]
+                self.waiting = [w for w in self.waiting if w[1] > self.version]
+                for reply, _ in answered:
+                    reply({"version": self.version, **self.answer})
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, MAIN_DISPATCHER)
     def on_error(self, ev):

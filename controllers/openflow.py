@@ -1,24 +1,47 @@
 """Turn the routing core's operations into OpenFlow 1.3 messages.
 
-Kept apart from the event handlers so unit tests can drive it with a fake
-datapath that only records what would be sent.
+Two tables: table 0 classifies (ARP to the controller; everything else on
+to routing, where a rule may first rewrite the DSCP), table 1 routes (host
+routes, detours, pinned connections). Kept apart from the event handlers so
+unit tests can drive it with a fake datapath that executes what would be
+sent.
 """
+from .routing import match_kind
+
 COOKIE = 0x4850_4E00          # "HPN" + 0: marks the flows hpnlab installs
+TABLE_CLASSIFY = 0
+TABLE_ROUTE = 1
 PRIO_ARP = 1000
+PRIO_NEXT = 0                  # table 0's default: on to routing
 PRIO_ROUTE = 100
-PRIO_DETOUR = 110              # a route for what came in by one port (see routing.py)
+PRIO_PIN = 105                 # one connection (5-tuple) on its chosen path
+PRIO_DETOUR = 110              # a route for what came in by one port (see routing.py):
+                               # above pins, so a detoured packet never turns back
 ETH_IPV4 = 0x0800
 ETH_ARP = 0x0806
+IPPROTO_UDP = 17
+PRIORITY = {"route": PRIO_ROUTE, "detour": PRIO_DETOUR, "pin": PRIO_PIN}
+SHAPE = {PRIO_ROUTE: {"eth_type", "ipv4_dst"},
+         PRIO_DETOUR: {"in_port", "eth_type", "ipv4_dst"},
+         PRIO_PIN: {"eth_type", "ip_proto", "ipv4_src", "ipv4_dst", "udp_src"}}
 
 
-def arp_flow(dp):
-    """ARP goes to the controller (proxy ARP); everything else that no route
-    matches is dropped by OpenFlow 1.3's default table-miss: no flooding in a
-    fabric full of loops."""
+def base_flows(dp, have=frozenset()):
+    """Table 0's fixed flows, those not in `have` ({"arp", "next"}): ARP goes
+    to the controller (proxy ARP), everything else on to table 1. What no
+    route matches there is dropped by OpenFlow 1.3's default table-miss: no
+    flooding in a fabric full of loops."""
     ofp, parser = dp.ofproto, dp.ofproto_parser
-    match = parser.OFPMatch(eth_type=ETH_ARP)
-    actions = [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)]
-    return _flow_mod(dp, PRIO_ARP, match, actions)
+    out = []
+    if "arp" not in have:
+        actions = [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)]
+        out.append(_flow_mod(dp, PRIO_ARP, parser.OFPMatch(eth_type=ETH_ARP),
+                             [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)],
+                             TABLE_CLASSIFY))
+    if "next" not in have:
+        out.append(_flow_mod(dp, PRIO_NEXT, parser.OFPMatch(),
+                             [parser.OFPInstructionGotoTable(TABLE_ROUTE)], TABLE_CLASSIFY))
+    return out
 
 
 def state_requests(dp):
@@ -34,7 +57,8 @@ def state_requests(dp):
 
 def read_state(dp, flow_stats, group_descs):
     """What a switch holds, from its flow-stats and group-desc replies:
-    (has the ARP flow, {(in_port | None, ip): ("output", port) | ("group", gid)},
+    (the base flows it has ({"arp", "next"}), {match (routing.py): ("output",
+    port) | ("group", gid)},
     {(kind, ports): gid} of select and fast-failover groups,
     [flows to remove: (priority, match)])."""
     ofp = dp.ofproto
@@ -47,23 +71,30 @@ def read_state(dp, flow_stats, group_descs):
             key = (kinds[g.type], tuple(sorted(ports)) if g.type == ofp.OFPGT_SELECT else tuple(ports))
             groups.setdefault(key, g.group_id)
     known_gids = set(groups.values())
-    has_arp, routes, strays = False, {}, []
+    base, routes, strays = set(), {}, []
     for f in flow_stats:
         fields = dict(f.match.items())
         actions = [a for i in f.instructions if i.type == ofp.OFPIT_APPLY_ACTIONS for a in i.actions]
-        if f.priority == PRIO_ARP and fields == {"eth_type": ETH_ARP}:
-            has_arp = True
-            continue
+        gotos = [i.table_id for i in f.instructions if i.type == ofp.OFPIT_GOTO_TABLE]
+        if f.table_id == TABLE_CLASSIFY:
+            if f.priority == PRIO_ARP and fields == {"eth_type": ETH_ARP} and not gotos:
+                base.add("arp")
+                continue
+            if f.priority == PRIO_NEXT and not fields and gotos == [TABLE_ROUTE] and not actions:
+                base.add("next")
+                continue
         action = _route_action(ofp, actions)
         ip = fields.get("ipv4_dst")
-        shape = {PRIO_ROUTE: {"eth_type", "ipv4_dst"},
-                 PRIO_DETOUR: {"in_port", "eth_type", "ipv4_dst"}}.get(f.priority)
-        if (set(fields) == shape and isinstance(ip, str) and action is not None
+        if (f.table_id == TABLE_ROUTE and set(fields) == SHAPE.get(f.priority)
+                and isinstance(ip, str) and action is not None
                 and (action[0] == "output" or action[1] in known_gids)):
-            routes[(fields.get("in_port"), ip)] = action
+            if f.priority == PRIO_PIN:
+                routes[(None, ip, fields["ipv4_src"], fields["udp_src"])] = action
+            else:
+                routes[(fields.get("in_port"), ip)] = action
         else:
             strays.append((f.priority, f.match))
-    return has_arp, routes, groups, strays
+    return base, routes, groups, strays
 
 
 def _route_action(ofp, actions):
@@ -103,9 +134,11 @@ def messages_for(dp, ops):
         elif op[0] == "flow_set":
             _, key, (kind, arg) = op
             action = parser.OFPActionOutput(arg) if kind == "output" else parser.OFPActionGroup(arg)
-            msgs.append(_flow_mod(dp, _priority(key), _route_match(parser, key), [action]))
+            inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [action])]
+            msgs.append(_flow_mod(dp, _priority(key), _route_match(parser, key), inst, TABLE_ROUTE))
         elif op[0] == "flow_del":
             msgs.append(parser.OFPFlowMod(dp, cookie=COOKIE, command=ofp.OFPFC_DELETE_STRICT,
+                                          table_id=TABLE_ROUTE,
                                           priority=_priority(op[1]), out_port=ofp.OFPP_ANY,
                                           out_group=ofp.OFPG_ANY,
                                           match=_route_match(parser, op[1])))
@@ -115,18 +148,22 @@ def messages_for(dp, ops):
 
 
 def _priority(key):
-    return PRIO_ROUTE if key[0] is None else PRIO_DETOUR
+    return PRIORITY[match_kind(key)]
 
 
 def _route_match(parser, key):
+    kind = match_kind(key)
+    if kind == "pin":
+        _, ip, src, sport = key
+        return parser.OFPMatch(eth_type=ETH_IPV4, ip_proto=IPPROTO_UDP, ipv4_src=src,
+                               ipv4_dst=ip, udp_src=sport)
     in_port, ip = key
-    if in_port is None:
+    if kind == "route":
         return parser.OFPMatch(eth_type=ETH_IPV4, ipv4_dst=ip)
     return parser.OFPMatch(in_port=in_port, eth_type=ETH_IPV4, ipv4_dst=ip)
 
 
-def _flow_mod(dp, priority, match, actions):
-    ofp, parser = dp.ofproto, dp.ofproto_parser
-    inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)]
-    return parser.OFPFlowMod(dp, cookie=COOKIE, command=ofp.OFPFC_ADD, priority=priority,
-                             match=match, instructions=inst)
+def _flow_mod(dp, priority, match, instructions, table_id):
+    return dp.ofproto_parser.OFPFlowMod(dp, cookie=COOKIE, command=dp.ofproto.OFPFC_ADD,
+                                        table_id=table_id, priority=priority, match=match,
+                                        instructions=instructions)

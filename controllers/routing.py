@@ -11,6 +11,10 @@ A switch's wanted table maps a match to next hops:
   (None, ip)     -> ("failover", ports)   a fast-failover group: the first live port
                                           (the route's single next hop, then backups)
   (in_port, ip)  -> ("ecmp", ports)       a detour: what came in by in_port, only
+  (None, ip, src, sport)
+                 -> ("failover", ports)   a pinned connection (UDP from src with
+                                          that source port): its chosen port
+                                          first, then the route's other ports
 """
 from dataclasses import dataclass, field
 
@@ -23,12 +27,13 @@ class SwitchProgram:
     """The flow/group state of one switch as the controller last installed it."""
     # (kind "select" | "ff", ports tuple) -> group id
     groups: dict = field(default_factory=dict)
-    # (in_port or None, ip) -> ("output", port) | ("group", gid)
+    # match (see wanted_table) -> ("output", port) | ("group", gid)
     flows: dict = field(default_factory=dict)
 
 
-def wanted_table(routes, switch):
-    """The table `switch` should hold for Routes `routes` (format above)."""
+def wanted_table(routes, switch, pins=None):
+    """The table `switch` should hold for Routes `routes` (format above),
+    with `pins` {(ip, src, sport): ports} from the placement of the jobs."""
     backups = routes.backups.get(switch, {})
     table = {}
     for ip, ports in routes.tables[switch].items():
@@ -38,13 +43,23 @@ def wanted_table(routes, switch):
             table[(None, ip)] = (ECMP, tuple(ports))
     for (in_port, ip), ports in routes.detours.get(switch, {}).items():
         table[(in_port, ip)] = (ECMP, tuple(ports))
+    for (ip, src, sport), ports in (pins or {}).items():
+        table[(None, ip, src, sport)] = (FAILOVER, tuple(ports))
     return table
 
 
+def match_kind(key):
+    """"route", "detour" or "pin" (the shapes listed above)."""
+    if len(key) == 4:
+        return "pin"
+    return "route" if key[0] is None else "detour"
+
+
 def match_order(key):
-    """Sort matches: plain routes first, then detours by in_port, each by address."""
-    in_port, ip = key
-    return (in_port is not None, in_port or 0, ip)
+    """Sort matches: plain routes first, then detours by in_port, then pins,
+    each by address."""
+    rank = ("route", "detour", "pin").index(match_kind(key))
+    return (rank, key[0] or 0) + tuple(key[1:])
 
 
 def diff_switch(installed, wanted):

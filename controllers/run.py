@@ -1,6 +1,6 @@
 """Start the HPN controller on os-ken, listening on loopback only.
 
-    python -m controllers.run --fabric FABRIC.json --port 6653
+    python -m controllers.run --fabric FABRIC.json --port 6653 [--jobs-socket PATH]
 
 (`ryu-manager controllers.hpn_app` works too where classic Ryu is installed,
 with HPNLAB_FABRIC set.)
@@ -14,8 +14,11 @@ def main(argv=None):
     ap.add_argument("--fabric", required=True, help="fabric model JSON (hpnlab topo show --json)")
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=6653)
+    ap.add_argument("--jobs-socket", help="job channel: a Unix socket (0600) to listen on")
     args = ap.parse_args(argv)
     os.environ["HPNLAB_FABRIC"] = os.path.abspath(args.fabric)
+    if args.jobs_socket:
+        os.environ["HPNLAB_JOBS_SOCKET"] = os.path.abspath(args.jobs_socket)
 
     from os_ken import cfg
     from os_ken.base.app_manager import AppManager

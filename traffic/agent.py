@@ -299,7 +299,8 @@ class Agent:
         self._route(flow, now)
 
     def _route(self, flow, now):
-        port = self.picker.pick(self.nic["ip"], flow.peer["ip"], flow.sport, flow.job.port)
+        pinned = flow.job.pins.get(flow.step.peer, flow.job.port)
+        port = self.picker.pick(self.nic["ip"], flow.peer["ip"], flow.sport, pinned)
         if port == flow.port:
             return
         if flow.port is not None:

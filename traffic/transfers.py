@@ -18,6 +18,15 @@ def qp_job(qp):
     return (qp >> 20) & 0x7
 
 
+def flow_sport(job_id, peer, rank):
+    """The UDP source port of rank `rank`'s connection to rank `peer` of job
+    `job_id`: flow entropy per connection, as a RoCE NIC sets it per QP. A
+    connection's transfers take one path and stay in order, different peers
+    spread over the ports, and the controller, told the same numbers, can
+    pin each connection to a path (the source port is the path selector)."""
+    return 49152 + ((job_id << 12 | peer) * 7919 + rank * 131) % 16384
+
+
 class OutFlow:
     """One send step of one iteration: a RoCE flow to a peer."""
 
@@ -25,10 +34,7 @@ class OutFlow:
         self.job, self.iteration, self.step = job, iteration, step
         self.peer = job.peers[step.peer]
         self.qp = qp_number(job.id, iteration, job.tag_index[step.tag])
-        # Flow entropy per connection (this job's queue pair to the peer), as
-        # a RoCE NIC sets it per QP: a connection's transfers take one path
-        # and stay in order, and different peers spread over the ports.
-        self.sport = 49152 + ((job.id << 12 | step.peer) * 7919 + job.rank * 131) % 16384
+        self.sport = flow_sport(job.id, step.peer, job.rank)
         payload = agent.payload
         self.npackets = max(1, -(-step.nbytes // payload))
         tail = step.nbytes - (self.npackets - 1) * payload
@@ -79,6 +85,9 @@ class Job:
         self.peers = spec["peers"]
         self.dscp = spec["dscp"]
         self.port = spec.get("port")
+        # {peer rank: NIC port}: where the controller pinned this rank's
+        # connection to a peer (precise path selection); the rest spread
+        self.pins = {int(peer): port for peer, port in (spec.get("pins") or {}).items()}
         self.compute_s = spec["compute_s"]
         self.overlap = spec["overlap"]
         self.iterations = spec["iterations"]

@@ -5,8 +5,11 @@ import os
 from traffic import roce
 
 
-def rank_specs(fabric, jobs):
-    """{host: [job spec for the rank on that host]}; job ids follow scenario order."""
+def rank_specs(fabric, jobs, pins=None):
+    """{host: [job spec for the rank on that host]}; job ids follow scenario
+    order. `pins` {job: {host: {peer rank: NIC port}}}: the connections the
+    controller pinned (testbed/drill/announce.py)."""
+    pins = pins or {}
     per_host = {}
     for job_id, job in enumerate(jobs):
         peers = []
@@ -21,13 +24,14 @@ def rank_specs(fabric, jobs):
                 "collective": job["collective"], "bytes": job["bytes"], "groups": groups,
                 "compute_s": job["compute_s"], "overlap": job["overlap"],
                 "iterations": job["iterations"], "dscp": job["dscp"], "port": job["port"],
-                "microbatches": job["microbatches"], "start": job["start"]})
+                "microbatches": job["microbatches"], "start": job["start"],
+                "pins": pins.get(job["name"], {}).get(h, {})})
     return per_host
 
 
-def agent_configs(fabric, jobs, run_dir, deadline_s, transport=None):
+def agent_configs(fabric, jobs, run_dir, deadline_s, transport=None, pins=None):
     """{host: config dict} for every host that runs at least one rank;
-    `transport` holds the scenario's knobs (DCQCN rates as shares of the
+    `pins` as for rank_specs; `transport` holds the scenario's knobs (DCQCN rates as shares of the
     port's line rate, turned into bit/s here).
 
     Under time dilation (testbed/fabric/dilation.py) the fabric, the jobs
@@ -41,7 +45,7 @@ def agent_configs(fabric, jobs, run_dir, deadline_s, transport=None):
         if link.kind == "access":
             rates[link.a.ifname] = fabric.scaled_bps(link)
     out = {}
-    for host, specs in rank_specs(fabric, jobs).items():
+    for host, specs in rank_specs(fabric, jobs, pins).items():
         nic = fabric.nics_of(host)[0]
         rate = min(rates[p] for p in nic.ports)
         knobs = dict(transport or {})

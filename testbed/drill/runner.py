@@ -22,6 +22,7 @@ from .agents import JobAgents
 from .faults import convergence_s, link_switch_ports, run_timeline, sleep_until, switch_ends
 from .iperf import IperfFlows
 from .probes import Probes
+from .announce import agent_pins, announcement, fabric_links
 from .jobs import agent_configs
 
 
@@ -49,6 +50,7 @@ class _Run:
     pauses: dict | None = None   # the pause daemon's record (emulation/pfc.py)
     controller_actions: list = field(default_factory=list)   # the timeline's stops and starts
     probes: list | None = None   # what each probe sent and received (drill/probes.py)
+    placement: dict | None = None   # the controller's answer to the job announcement
 
 
 def run_scenario(sc, out_dir, log=print, dilation_choice=None):
@@ -71,9 +73,13 @@ def _run(sc, out_dir, log):
         pairs = plan_pairs(fabric, sc.traffic)
         flows = IperfFlows(fnet, pairs, sc.duration_s, run_dir)
         senders = sorted({p.src for p in pairs})
-        agents = None
+        agents = placement = None
         if sc.jobs:
-            configs = agent_configs(fabric, sc.jobs, run_dir, sc.duration_s, sc.transport)
+            # The controller places every connection (and pins the precise
+            # ones in the switches) before the first packet is sent.
+            placement = fnet.announce_jobs(announcement(fabric, sc.jobs))
+            configs = agent_configs(fabric, sc.jobs, run_dir, sc.duration_s, sc.transport,
+                                    pins=agent_pins(fabric, placement))
             agents = JobAgents(fnet, configs, run_dir, log)
         captures = []
         cost = CostMeter(end.ifname for link in fabric.links for end in (link.a, link.b)
@@ -150,7 +156,7 @@ def _run(sc, out_dir, log):
                     bringup_s=fnet.timings.get("routes"), emulator=emulator,
                     queues=qsamp.result() if qsamp else None, pauses=pause_record,
                     controller_actions=controller_actions,
-                    probes=probes.records() if probes else None)
+                    probes=probes.records() if probes else None, placement=placement)
 
 
 def _results(sc, run, started, dilation_choice=None):
@@ -176,9 +182,14 @@ def _results(sc, run, started, dilation_choice=None):
         rate = analytical.goodput_bps(fabric)
         dc_of = {h.name: h.dc for h in fabric.hosts()}
         m.update(job_metrics(sc.jobs, run.agent_results, rate, faults, run.ran_s, dc_of, fabric))
-        for jm in m["jobs"].values():
+        spread_over = fabric_links(fabric, announcement(fabric, sc.jobs))
+        for name, jm in m["jobs"].items():
             if jm.get("window_s"):
                 jm["dci_bytes"] = counters.dci_bytes(fabric, run.samples, *jm["window_s"])
+                # how evenly the job's bytes spread over the links it could use
+                jm["link_load"] = counters.egress_bytes(run.samples, spread_over[name],
+                                                        *jm["window_s"])
+                jm["link_load_max_mean"] = counters.max_mean(jm["link_load"])
         m["generators"] = trust.generator_metrics(
             run.agent_results, pauses.paused_intervals(run.pauses) if run.pauses else None)
         trust.fold_generators(m["fidelity"], m["generators"])

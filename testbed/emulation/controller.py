@@ -22,13 +22,16 @@ def free_port():
 
 
 class ControllerProcess:
-    def __init__(self, fabric_json, log_path, on_routes=None, on_exit=None):
+    def __init__(self, fabric_json, log_path, on_routes=None, on_exit=None, jobs_socket=None):
         # on_routes: called from the reader thread with each "overrides" and
         # "routes" event, before the event is recorded
         self.port = free_port()
         self.log_path = log_path
+        self.jobs_socket = jobs_socket
         self.argv = [sys.executable, "-m", "controllers.run", "--fabric", fabric_json,
                      "--host", "127.0.0.1", "--port", str(self.port)]
+        if jobs_socket:
+            self.argv += ["--jobs-socket", jobs_socket]
         self.events = []
         self.cond = threading.Condition()
         self.on_routes = on_routes

@@ -12,7 +12,7 @@ import socket
 import subprocess
 import time
 
-from . import capabilities, plans
+from . import capabilities, jobchannel, plans
 from .controller import ControllerProcess
 from .ledger import Ledger, already_present
 from .procs import end, signals_held
@@ -33,6 +33,7 @@ def unreachable(reach):
     return [f"{h} {pair}" for h, d in reach.items() for pair, rtt in d.items() if rtt is None]
 
 
+JOBS_SOCKET = "jobs.sock"     # the controller's job channel, in the run directory
 RECONNECT_MAX_MS = 1000     # a switch retries its lost controller at least every second
 
 
@@ -95,12 +96,14 @@ class FabricNet:
             self.queues = QueueEngine(f, self.ledger)
             self.queues.prepare()
 
+        self._remove_job_channel()     # a previous run's, in a reused directory
         fabric_json = os.path.join(self.run_dir, "fabric.json")
         with open(fabric_json, "w") as fh:
             json.dump(f.to_dict(), fh, indent=1)
         self.controller = ControllerProcess(fabric_json, os.path.join(self.run_dir, "controller.log"),
                                             on_routes=self._apply_overrides,
-                                            on_exit=self._controller_exited)
+                                            on_exit=self._controller_exited,
+                                            jobs_socket=os.path.join(self.run_dir, JOBS_SOCKET))
         self.ledger.add_process(self.controller.start(), self.controller.argv)
 
         from mininet.link import Link
@@ -293,6 +296,19 @@ class FabricNet:
         self.ledger.add_process(self.controller.start(), self.controller.argv)
         return since
 
+    def announce_jobs(self, jobs, timeout=30.0):
+        """Tell the controller the drill's jobs (testbed/drill/announce.py);
+        returns its answer once every switch acknowledged what it installed."""
+        return jobchannel.announce(self.controller.jobs_socket, jobs, timeout)
+
+    def _remove_job_channel(self):
+        """The socket and the jobs the controller kept beside it (for its own
+        restarts): they belong to one run only."""
+        path = os.path.join(self.run_dir, JOBS_SOCKET)
+        for p in (path, path + ".json"):
+            if os.path.lexists(p):
+                os.unlink(p)
+
     def set_link(self, link, up):
         """Pull or replug a cable: set one switch-side end of the link down or
         up. The far end loses (regains) carrier, as with a real cable, so a
@@ -318,6 +334,7 @@ class FabricNet:
             # into namespaces that are being torn down.
             self.controller.stop()
             self.controller = None
+            self._remove_job_channel()
         if self.net is not None:
             try:
                 self.net.stop()

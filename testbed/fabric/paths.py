@@ -160,19 +160,60 @@ def _host_overrides(fabric, tables, attach):
     return out
 
 
-def trace(fabric, routes, src_ifname, dst_ip, choose=min, max_hops=16):
-    """Follow the tables from a NIC port to `dst_ip`: the list of switches
-    visited, ending with the destination host, or None when the packet would
-    be dropped. `choose` picks one port among equal-cost ones."""
+def _far_ends(fabric):
+    """{(node, port): the Endpoint at the other end of that port's link}."""
     by_end = {}
     for link in fabric.links:
         by_end[(link.a.node, link.a.port)] = link.b
         by_end[(link.b.node, link.b.port)] = link.a
+    return by_end
+
+
+def _first_end(fabric, src_ifname):
+    """The switch end of a NIC port's access link."""
     host = fabric.nic_of_ifname(src_ifname).host
-    end = None
     for link in fabric.links_of(host):
         if link.end(host).ifname == src_ifname:
-            end = link.other(host)
+            return link.other(host)
+    return None
+
+
+def enumerate_paths(fabric, routes, src_ifname, dst_ip, down_ports=frozenset(), max_hops=16):
+    """Every path the tables allow from the NIC port `src_ifname` to
+    `dst_ip`, one per combination of equal-cost branches: a list of tuples
+    of (switch, output port) hops, the last one out of a ToR to the
+    destination host. A NIC port is one plane in a dual-plane fabric, so
+    this lists a plane's paths; none when the port's access link is down
+    or the tables do not reach `dst_ip` from it."""
+    by_end = _far_ends(fabric)
+    start = _first_end(fabric, src_ifname)
+    if start is None or (start.node, start.port) in down_ports:
+        return []
+    found = []
+
+    def walk(node, hops):
+        if len(hops) >= max_hops:
+            return
+        for port in routes.tables.get(node, {}).get(dst_ip, ()):
+            nxt = by_end.get((node, port))
+            if nxt is None:
+                continue
+            step = hops + ((node, port),)
+            if fabric.nodes[nxt.node].is_switch:
+                walk(nxt.node, step)
+            elif any(n.ip == dst_ip for n in fabric.nics_of(nxt.node)):
+                found.append(step)
+
+    walk(start.node, ())
+    return found
+
+
+def trace(fabric, routes, src_ifname, dst_ip, choose=min, max_hops=16):
+    """Follow the tables from a NIC port to `dst_ip`: the list of switches
+    visited, ending with the destination host, or None when the packet would
+    be dropped. `choose` picks one port among equal-cost ones."""
+    by_end = _far_ends(fabric)
+    end = _first_end(fabric, src_ifname)
     path = []
     while end is not None and len(path) < max_hops:
         node = fabric.nodes[end.node]

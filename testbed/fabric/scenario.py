@@ -239,7 +239,8 @@ def _job_entry(raw, fabric):
             "bytes": int(round(real / fabric.scale)), "compute_s": parse_time(raw.get("compute", 0)),
             "overlap": float(raw.get("overlap", 0.0)), "iterations": raw.get("iterations", 5),
             "dscp": raw.get("dscp", 26), "port": raw.get("port"),
-            "microbatches": raw.get("microbatches", 1), "start": parse_time(raw.get("start", 0))}
+            "microbatches": raw.get("microbatches", 1), "start": parse_time(raw.get("start", 0)),
+            "paths": raw.get("paths", "ecmp")}
 
 
 def _job_groups(groups, hosts, fabric):

@@ -8,7 +8,8 @@ JOB_METRICS = ("iteration_time_s", "iteration_time_p50_s", "iteration_time_p99_s
                "job_completion_s", "gpu_utilization", "bytes_per_rank_ratio",
                "iteration_time_vs_analytical", "retransmissions", "retransmission_ratio",
                "gaps_seen", "dci_bytes", "stalled_iterations",
-               "fault_iteration_slowdown", "iterations_completed", "cnps")
+               "fault_iteration_slowdown", "iterations_completed", "cnps",
+               "link_load_max_mean")
 
 # Measured per priority class (testbed/results/queues.py), summed over every
 # port: an expectation on one of these must name its class.

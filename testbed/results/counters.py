@@ -105,21 +105,36 @@ def cpu_summary(cpu, saturated=0.95):
             "saturated_share": round(sum(1 for b in busy if b >= saturated) / len(busy), 3)}
 
 
-def dci_bytes(fabric, samples, start=None, end=None):
-    """Bytes that crossed the DC interconnect, measured on the egress
-    counters of every DCI link end (both directions), over the whole run or
-    between the samples that bracket [start, end]."""
+def egress_bytes(samples, devs, start=None, end=None):
+    """{dev: bytes its egress sent} for each of `devs` the samples hold,
+    over the whole run or between the samples that bracket [start, end]."""
     if not samples:
-        return 0
+        return {}
     if start is not None:
         before = [s for s in samples if s[0] <= start] or samples[:1]
         after = [s for s in samples if s[0] >= end] or samples[-1:]
         samples = [before[-1], after[0]]
     if len(samples) < 2:
-        return 0
-    ends = [e.ifname for l in fabric.links if l.kind == "dci" for e in (l.a, l.b)]
+        return {}
     first, last = samples[0][1], samples[-1][1]
-    return sum(last[d][0] - first[d][0] for d in ends if d in first and d in last)
+    return {d: last[d][0] - first[d][0] for d in devs if d in first and d in last}
+
+
+def dci_bytes(fabric, samples, start=None, end=None):
+    """Bytes that crossed the DC interconnect, measured on the egress
+    counters of every DCI link end (both directions), over the whole run or
+    between the samples that bracket [start, end]."""
+    ends = [e.ifname for l in fabric.links if l.kind == "dci" for e in (l.a, l.b)]
+    return sum(egress_bytes(samples, ends, start, end).values())
+
+
+def max_mean(loads):
+    """max/mean of a {link: bytes} map: 1.0 when every link carried the
+    same, n when one of n links carried everything; None when nothing was
+    carried."""
+    if not loads or not sum(loads.values()):
+        return None
+    return round(max(loads.values()) / (sum(loads.values()) / len(loads)), 3)
 
 
 def queue_drops(samples, names):

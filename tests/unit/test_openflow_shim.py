@@ -29,7 +29,8 @@ class FakeDatapath:
         self.id = dpid
         self.sent = []
         self.xid = 0
-        self.flows = {}     # (priority, match items) -> (match, instructions, cookie, born)
+        # (table, priority, match items) -> (match, instructions, cookie, born)
+        self.flows = {}
         self.groups = {}    # group id -> (type, buckets)
         self.clock = 0
 
@@ -50,15 +51,17 @@ class FakeDatapath:
             self._group_mod(msg)
 
     def _flow_mod(self, m):
-        key = (m.priority, tuple(sorted(m.match.items())))
+        key = (m.table_id, m.priority, tuple(sorted(m.match.items())))
         if m.command == OFP.OFPFC_ADD:
             for inst in m.instructions:
-                for a in inst.actions:
+                for a in getattr(inst, "actions", []):
                     if a.type == OFP.OFPAT_GROUP:
                         assert a.group_id in self.groups, "flow sent before its group"
             self.flows[key] = (m.match, m.instructions, m.cookie, self.clock)
         elif m.command == OFP.OFPFC_DELETE_STRICT:
-            self.flows.pop(key, None)
+            for k in [k for k in self.flows if k[1:] == key[1:]
+                      and m.table_id in (k[0], OFP.OFPTT_ALL)]:
+                del self.flows[k]
         elif m.command == OFP.OFPFC_DELETE:
             self.flows.clear()
         else:
@@ -73,32 +76,42 @@ class FakeDatapath:
         else:
             raise AssertionError(f"unexpected group command {m.command}")
 
-    def forward(self, in_port, ip, dead):
-        """Execute the tables on an IPv4 packet: the ports it may leave by
-        (the highest-priority flow that matches; a select group: any live
-        bucket; a fast-failover group: the first live one). `dead`: ports
+    def forward(self, in_port, ip, dead, src="10.255.0.1", sport=0):
+        """Execute the tables on a UDP packet to `ip`: the ports it may leave
+        by. Each table applies its highest-priority matching flow (a miss
+        drops), its actions and then its goto; a select group may take any
+        live bucket, a fast-failover group the first live one. `dead`: ports
         whose link is down."""
-        best = None
-        for (prio, items), (_m, inst, _c, _b) in self.flows.items():
-            fields = dict(items)
-            if fields.get("eth_type") != 0x0800 or fields.get("ipv4_dst") != ip:
-                continue
-            if fields.get("in_port", in_port) != in_port:
-                continue
-            if best is None or prio > best[0]:
-                best = (prio, inst)
-        if best is None:
-            return []
-        (act,) = best[1][0].actions
-        if act.type == OFP.OFPAT_OUTPUT:
-            return [] if act.port in dead else [act.port]
-        gtype, buckets = self.groups[act.group_id]
-        live = [b.actions[0].port for b in buckets if b.watch_port not in dead]
-        return live[:1] if gtype == OFP.OFPGT_FF else live
+        pkt = {"in_port": in_port, "eth_type": 0x0800, "ip_proto": 17, "ipv4_dst": ip,
+               "ipv4_src": src, "udp_src": sport}
+        table = 0
+        while True:
+            best = None
+            for (tid, prio, items), (_m, inst, _c, _b) in self.flows.items():
+                if tid == table and all(pkt.get(k) == v for k, v in items):
+                    if best is None or prio > best[0]:
+                        best = (prio, inst)
+            if best is None:
+                return []
+            outs, table = [], None
+            for inst in best[1]:
+                if inst.type == OFP.OFPIT_GOTO_TABLE:
+                    table = inst.table_id
+                    continue
+                for act in inst.actions:
+                    if act.type == OFP.OFPAT_OUTPUT:
+                        outs += [] if act.port in dead else [act.port]
+                    elif act.type == OFP.OFPAT_GROUP:
+                        gtype, buckets = self.groups[act.group_id]
+                        live = [b.actions[0].port for b in buckets if b.watch_port not in dead]
+                        outs += live[:1] if gtype == OFP.OFPGT_FF else live
+            if table is None:
+                return outs
 
     def flow_stats(self):
-        return [SimpleNamespace(priority=prio, match=match, instructions=inst, cookie=cookie)
-                for (prio, _), (match, inst, cookie, _born) in sorted(self.flows.items())
+        return [SimpleNamespace(table_id=tid, priority=prio, match=match, instructions=inst,
+                                cookie=cookie)
+                for (tid, prio, _), (match, inst, cookie, _born) in sorted(self.flows.items())
                 if cookie == openflow.COOKIE]
 
     def group_desc(self):
@@ -122,21 +135,31 @@ def actions_of(flow_mod):
 
 
 # --- openflow.py ------------------------------------------------------------------
-def test_arp_flow_sends_arp_to_the_controller():
+def test_base_flows_send_arp_to_the_controller_and_the_rest_on_to_routing():
     dp = FakeDatapath(1)
-    fm = openflow.arp_flow(dp)
+    fm, nxt = openflow.base_flows(dp)
     assert isinstance(fm, PARSER.OFPFlowMod)
     assert fm.command == OFP.OFPFC_ADD
-    assert fm.priority == openflow.PRIO_ARP
+    assert (fm.table_id, fm.priority) == (openflow.TABLE_CLASSIFY, openflow.PRIO_ARP)
     assert fm.cookie == openflow.COOKIE
     assert dict(fm.match.items()) == {"eth_type": 0x0806}
     (out,) = actions_of(fm)
     assert isinstance(out, PARSER.OFPActionOutput)
     assert out.port == OFP.OFPP_CONTROLLER
     assert out.max_len == OFP.OFPCML_NO_BUFFER
+    (goto,) = nxt.instructions
+    assert (nxt.table_id, nxt.priority, dict(nxt.match.items())) == (openflow.TABLE_CLASSIFY, 0, {})
+    assert goto.type == OFP.OFPIT_GOTO_TABLE and goto.table_id == openflow.TABLE_ROUTE
     dp.send_msg(fm)
+    dp.send_msg(nxt)
     back = reparse(dp, fm)
     assert back.match["eth_type"] == 0x0806 and back.priority == openflow.PRIO_ARP
+    assert reparse(dp, nxt).instructions[0].table_id == openflow.TABLE_ROUTE
+    # read back, both are there and nothing needs adding
+    base, routes, groups, strays = openflow.read_state(dp, dp.flow_stats(), dp.group_desc())
+    assert (base, routes, groups, strays) == ({"arp", "next"}, {}, {}, [])
+    assert openflow.base_flows(dp, base) == []
+    assert len(openflow.base_flows(dp, {"next"})) == 1
 
 
 def test_state_requests_ask_for_our_flows_and_all_groups():
@@ -210,8 +233,8 @@ def test_failover_groups_and_detours():
         dp.send_msg(m)
     assert reparse(dp, detour).match["in_port"] == 5
     # and read back as the same program
-    has_arp, routes, groups, strays = openflow.read_state(dp, dp.flow_stats(), dp.group_desc())
-    assert (has_arp, strays) == (False, [])
+    base, routes, groups, strays = openflow.read_state(dp, dp.flow_stats(), dp.group_desc())
+    assert (base, strays) == (set(), [])
     assert groups == {("ff", (3, 1, 2)): 4}
     assert routes == {(None, "10.0.0.1"): ("group", 4), (5, "10.0.0.1"): ("output", 6)}
 
@@ -224,23 +247,28 @@ def test_messages_for_rejects_an_unknown_operation():
 
 # --- the event shim -------------------------------------------------------------------
 def installed_table(dp):
-    """What the fake switch holds, in routing.wanted_table's terms:
-    {(in_port | None, ip): ("ecmp" | "failover", ports)}."""
+    """What the fake switch's routing table holds, in routing.wanted_table's
+    terms: {match: ("ecmp" | "failover", ports)}."""
     table = {}
-    for (prio, items), (match, inst, _cookie, _born) in dp.flows.items():
-        if prio not in (openflow.PRIO_ROUTE, openflow.PRIO_DETOUR):
+    for (tid, prio, items), (match, inst, _cookie, _born) in dp.flows.items():
+        if tid != openflow.TABLE_ROUTE:
             continue
         fields = dict(items)
         assert ("in_port" in fields) == (prio == openflow.PRIO_DETOUR)
+        assert ("udp_src" in fields) == (prio == openflow.PRIO_PIN)
+        if prio == openflow.PRIO_PIN:
+            key = (None, fields["ipv4_dst"], fields["ipv4_src"], fields["udp_src"])
+        else:
+            key = (fields.get("in_port"), fields["ipv4_dst"])
         (act,) = inst[0].actions
         if act.type == OFP.OFPAT_GROUP:
             gtype, buckets = dp.groups[act.group_id]
             assert all(b.watch_port == b.actions[0].port for b in buckets)
             ports = tuple(b.actions[0].port for b in buckets)
             kind = {OFP.OFPGT_SELECT: routing.ECMP, OFP.OFPGT_FF: routing.FAILOVER}[gtype]
-            table[(fields.get("in_port"), fields["ipv4_dst"])] = (kind, ports)
+            table[key] = (kind, ports)
         else:
-            table[(fields.get("in_port"), fields["ipv4_dst"])] = (routing.ECMP, (act.port,))
+            table[key] = (routing.ECMP, (act.port,))
     return table
 
 
@@ -248,7 +276,8 @@ def installed_routes(dp):
     """The plain routes the fake switch holds: {ip: next hops}, the primary
     only where a fast-failover group holds backups."""
     return {ip: ports[:1] if kind == routing.FAILOVER else ports
-            for (in_port, ip), (kind, ports) in installed_table(dp).items() if in_port is None}
+            for (in_port, ip, *pin), (kind, ports) in installed_table(dp).items()
+            if in_port is None and not pin}
 
 
 def expected_tables(fabric, down=frozenset()):
@@ -342,10 +371,12 @@ def test_bring_up_programs_every_switch_and_reports_routes(hpn, capsys):
         hpn.features(name)
         sent = hpn.dps[name].sent
         # the switch is asked what it holds; nothing is wiped; it held
-        # nothing, so the ARP flow is added
+        # nothing, so table 0's ARP and next-table flows are added
         assert [type(m) for m in sent] == [PARSER.OFPFlowStatsRequest, PARSER.OFPGroupDescStatsRequest,
-                                           PARSER.OFPPortDescStatsRequest, PARSER.OFPFlowMod]
+                                           PARSER.OFPPortDescStatsRequest, PARSER.OFPFlowMod,
+                                           PARSER.OFPFlowMod]
         assert sent[3].priority == openflow.PRIO_ARP and sent[3].command == OFP.OFPFC_ADD
+        assert sent[4].priority == openflow.PRIO_NEXT and sent[4].command == OFP.OFPFC_ADD
     assert events(capsys) == [e for n in names for e in (
         {"event": "switch", "name": n},
         {"event": "adopted", "switch": n, "routes": 0, "groups": 0, "removed": 0})]
@@ -353,7 +384,7 @@ def test_bring_up_programs_every_switch_and_reports_routes(hpn, capsys):
     # nothing is programmed until every switch has told us its ports
     for name in names[:-1]:
         hpn.port_desc(name)
-    assert all(len(dp.sent) == 4 for dp in hpn.dps.values())
+    assert all(len(dp.sent) == 5 for dp in hpn.dps.values())
     hpn.port_desc(names[-1])
 
     expected = expected_tables(hpn.fabric)
@@ -364,15 +395,16 @@ def test_bring_up_programs_every_switch_and_reports_routes(hpn, capsys):
         assert installed_routes(dp) == plain[name]
         assert len(installed_routes(dp)) == len(hpn.fabric.nics)
     tor = hpn.dps["t0r0k0"].sent
-    # one ECMP group, the ARP flow, 8 host routes and 8 detours (the 4
-    # remote hosts, for what either aggregation switch hands back up)
+    # one ECMP group, the ARP and next-table flows, 8 host routes and 8
+    # detours (the 4 remote hosts, for what either aggregation switch hands
+    # back up)
     assert sum(isinstance(m, PARSER.OFPGroupMod) for m in tor) == 1
-    assert sum(isinstance(m, PARSER.OFPFlowMod) for m in tor) == 1 + 8 + 8
+    assert sum(isinstance(m, PARSER.OFPFlowMod) for m in tor) == 2 + 8 + 8
     # an aggregation switch: one fast-failover group per ToR below it
     agg = hpn.dps["a0n0"]
     assert sorted(t for t, _ in agg.groups.values()) == [OFP.OFPGT_FF] * 2
     changes = sum(isinstance(m, (PARSER.OFPGroupMod, PARSER.OFPFlowMod))
-                  and m.priority != openflow.PRIO_ARP if isinstance(m, PARSER.OFPFlowMod)
+                  and m.table_id == openflow.TABLE_ROUTE if isinstance(m, PARSER.OFPFlowMod)
                   else isinstance(m, PARSER.OFPGroupMod)
                   for dp in hpn.dps.values() for m in dp.sent)
     # the version is announced as computed, before any switch confirmed it
@@ -426,17 +458,17 @@ def test_adoption_removes_strays_and_repairs_what_is_missing(hpn, capsys):
     the routes that were right keep their age."""
     hpn.connect()
     dp = hpn.dps["t0r0k0"]
-    arp_key = next(k for k in dp.flows if k[0] == openflow.PRIO_ARP)
+    arp_key = next(k for k in dp.flows if k[1] == openflow.PRIO_ARP)
     del dp.flows[arp_key]
-    gone = next(k for k in dp.flows if ("ipv4_dst", "10.0.0.1") in k[1]
-                and k[0] == openflow.PRIO_ROUTE)
+    gone = next(k for k in dp.flows if ("ipv4_dst", "10.0.0.1") in k[2]
+                and k[1] == openflow.PRIO_ROUTE)
     del dp.flows[gone]
     dp.send_msg(openflow.messages_for(dp, [("flow_set", (None, "10.9.9.9"), ("output", 1))])[0])
     stray = openflow.messages_for(dp, [("flow_set", (None, "10.8.8.8"), ("output", 2))])[0]
     stray.priority = openflow.PRIO_ROUTE - 1
     dp.send_msg(stray)
     kept = {k: v for k, v in dp.ages().items()
-            if not {("ipv4_dst", "10.9.9.9"), ("ipv4_dst", "10.8.8.8")} & set(k[1])}
+            if not {("ipv4_dst", "10.9.9.9"), ("ipv4_dst", "10.8.8.8")} & set(k[2])}
     events(capsys)
 
     hpn.features("t0r0k0")
@@ -448,8 +480,8 @@ def test_adoption_removes_strays_and_repairs_what_is_missing(hpn, capsys):
     hpn.ack_all()
     assert events(capsys)[-1]["changes"] == 2     # 10.0.0.1 back, 10.9.9.9 gone; nothing else
     assert installed_table(dp) == expected_tables(hpn.fabric)["t0r0k0"]
-    assert any(k[0] == openflow.PRIO_ARP for k in dp.flows)
-    assert not any(k[0] == openflow.PRIO_ROUTE - 1 for k in dp.flows)
+    assert any(k[1] == openflow.PRIO_ARP for k in dp.flows)
+    assert not any(k[1] == openflow.PRIO_ROUTE - 1 for k in dp.flows)
     ages = dp.ages()
     assert all(ages[k] == born for k, born in kept.items())
 

@@ -1,0 +1,144 @@
+"""Where the controller puts the connections a job announces (pure).
+
+Two policies, chosen per job:
+- `ecmp`: nothing is pinned. The host's kernel picks the NIC port by a
+  hash of the 5-tuple and every switch spreads by its select group's hash:
+  the baseline, which can stack several connections on one link while
+  another stays idle (hash polarization).
+- `precise` (HPN): every connection gets its own path, NIC port included,
+  chosen among all the paths of every plane so that concurrent connections
+  use disjoint links where they can, the least loaded first. Jobs choose in
+  decreasing GPU intensity and each flow the least congested path left
+  (Crux's path selection, `crux.select_paths`, is exactly that rule).
+
+A path is named by the egress interfaces it leaves by: the source NIC port,
+then each switch port. The switches get a 5-tuple rule only where the
+route has a choice (an ECMP next hop); elsewhere the route already goes
+where the path does.
+"""
+import json
+import sys
+
+from testbed.fabric.paths import enumerate_paths
+
+from . import crux
+
+# Crux needs positive compute to rank jobs; a job that does not compute
+# between collectives ranks as nearly pure communication.
+MIN_COMPUTE_S = 1e-6
+
+
+def egress_names(fabric):
+    """{(node, port): ifname} of every link end: a link direction's name."""
+    return {(e.node, e.port): e.ifname for link in fabric.links for e in (link.a, link.b)}
+
+
+def egress_bandwidth(fabric):
+    """{egress ifname: bytes per second} in emulated (scaled) units, the
+    units of the announced bytes."""
+    return {e.ifname: fabric.scaled_bps(link) / 8 for link in fabric.links for e in (link.a, link.b)}
+
+
+def candidates(fabric, routes, flow, down, port=None):
+    """[(NIC port ifname, hops)] every live path of `flow` over every plane
+    (only NIC port number `port` when the job pins one)."""
+    nic = fabric.nic_by_ip(flow["src"])
+    ports = nic.ports if port is None else nic.ports[port:port + 1]
+    return [(ifname, hops) for ifname in ports
+            for hops in enumerate_paths(fabric, routes, ifname, flow["dst"], down)]
+
+
+def path_links(names, ifname, hops):
+    return (ifname,) + tuple(names[hop] for hop in hops)
+
+
+def crux_jobs(fabric, routes, announced, down=frozenset()):
+    """Crux's view of the announced jobs: ([crux.Job], bandwidth, {(job,
+    flow name): {link tuple: (NIC port, hops)}}) for the flows that have at
+    least one path; the rest are left out (and reported unreachable)."""
+    names = egress_names(fabric)
+    jobs, by_links = [], {}
+    for job in announced["jobs"]:
+        flows = []
+        for flow in job["flows"]:
+            options = {}
+            for ifname, hops in candidates(fabric, routes, flow, down, job.get("pinned_port")):
+                options.setdefault(path_links(names, ifname, hops), (ifname, hops))
+            if options:
+                by_links[(job["name"], flow["name"])] = options
+                flows.append(crux.Flow(flow["name"], flow["bytes"], tuple(options)))
+        if flows:
+            jobs.append(crux.Job(job["name"], max(job["compute_s"], MIN_COMPUTE_S), tuple(flows),
+                                 job["overlap"]))
+    return jobs, egress_bandwidth(fabric), by_links
+
+
+def place(fabric, routes, announced, down=frozenset()):
+    """(answer, switch pins) for the announced jobs on the fabric as
+    `routes` stand. The answer lists, per job and flow, the policy and for
+    pinned flows the NIC port and the path; switch pins map switch ->
+    {(dst ip, src ip, sport): (chosen port, other equal-cost ports)}."""
+    precise = {j["name"] for j in announced["jobs"] if j.get("paths") == "precise"}
+    jobs, bandwidth, by_links = crux_jobs(fabric, routes, announced, down)
+    chosen = crux.select_paths([j for j in jobs if j.name in precise], bandwidth)
+    pins, answer = {}, {"jobs": []}
+    for job in announced["jobs"]:
+        out = {"name": job["name"], "paths": job.get("paths", "ecmp"), "flows": []}
+        for flow in job["flows"]:
+            entry = {k: flow[k] for k in ("name", "src_host", "dst_host", "peer", "sport")}
+            options = by_links.get((job["name"], flow["name"]))
+            entry["candidates"] = len(options or ())
+            links = chosen.get(job["name"], {}).get(flow["name"])
+            if options is None:
+                entry["unreachable"] = True
+            elif links is not None:
+                ifname, hops = options[tuple(links)]
+                entry.update(port=ifname, path=list(links))
+                for switch, port in hops:
+                    ecmp = routes.tables[switch][flow["dst"]]
+                    if len(ecmp) > 1:
+                        rest = tuple(p for p in ecmp if p != port)
+                        pins.setdefault(switch, {})[(flow["dst"], flow["src"], flow["sport"])] = \
+                            (port,) + rest
+            out["flows"].append(entry)
+        answer["jobs"].append(out)
+    return answer, pins
+
+
+def crux_plan(fabric, routes, announced, levels, down=frozenset()):
+    """Crux's whole plan (paths, intensities, priorities, compressed
+    levels) for every announced job, whatever its path policy: what the
+    controller would schedule, as a JSON-ready dict."""
+    jobs, bandwidth, _ = crux_jobs(fabric, routes, announced, down)
+    return crux.plan(jobs, bandwidth, levels).as_dict()
+
+
+def main(argv=None):
+    """`python -m controllers.placement --fabric F.json --levels K`: read an
+    announcement on stdin, print Crux's plan and the placement as JSON."""
+    import argparse
+
+    from testbed.fabric.model import Fabric
+    from testbed.fabric.paths import compute_routes
+
+    ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    ap.add_argument("--fabric", required=True)
+    ap.add_argument("--levels", type=int, default=8)
+    args = ap.parse_args(argv)
+    with open(args.fabric) as fh:
+        fabric = Fabric.from_dict(json.load(fh))
+    announced = json.load(sys.stdin)
+    routes = compute_routes(fabric)
+    try:
+        plan = crux_plan(fabric, routes, announced, args.levels)
+    except ValueError as e:
+        print(f"crux: {e}", file=sys.stderr)
+        return 2
+    answer, _ = place(fabric, routes, announced)
+    json.dump({"plan": plan, "placement": answer}, sys.stdout, sort_keys=True)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""What the testbed tells the controller about a drill's training jobs
+(pure): every connection a job opens, with the UDP source port its packets
+carry, so that the controller can choose a path per connection and pin it
+in the switches before the first packet, and the answer it gets back turned
+into the pins each traffic agent honours.
+
+A connection is one rank sending to one peer: the agents give each the
+source port `traffic.transfers.flow_sport` derives, and every transfer of
+that pair rides it, so a path chosen for the connection holds for all of
+its bytes.
+"""
+from testbed.fabric.paths import compute_routes, enumerate_paths
+from traffic import collectives
+from traffic.transfers import flow_sport
+
+
+def connections(job, job_id, fabric):
+    """[flow dict] of one scenario job: src/dst host and address, source
+    port and bytes per iteration, one per (rank, peer) that sends."""
+    hosts = job["hosts"]
+    index = {h: i for i, h in enumerate(hosts)}
+    groups = None if job["groups"] is None else [[index[h] for h in g] for g in job["groups"]]
+    schedule = collectives.for_job(job["collective"], len(hosts), job["bytes"], groups=groups,
+                                   port=job["port"], microbatches=job["microbatches"])
+    flows = []
+    for rank in range(len(hosts)):
+        sent = {}
+        for step in schedule.send_steps(rank):
+            sent[step.peer] = sent.get(step.peer, 0) + step.nbytes
+        for peer, nbytes in sorted(sent.items()):
+            src, dst = hosts[rank], hosts[peer]
+            flows.append({"name": f"{src}>{dst}", "rank": rank, "peer": peer,
+                          "src": fabric.nics_of(src)[0].ip, "dst": fabric.nics_of(dst)[0].ip,
+                          "src_host": src, "dst_host": dst,
+                          "sport": flow_sport(job_id, peer, rank), "bytes": nbytes})
+    return flows
+
+
+def announcement(fabric, jobs):
+    """The message the controller gets: every job (ids follow scenario
+    order, as the agents number them) with its path policy, compute,
+    overlap, DSCP and connections."""
+    return {"jobs": [{"name": job["name"], "id": job_id, "paths": job.get("paths", "ecmp"),
+                      "compute_s": job["compute_s"], "overlap": job["overlap"],
+                      "dscp": job["dscp"], "pinned_port": job["port"],
+                      "flows": connections(job, job_id, fabric)}
+                     for job_id, job in enumerate(jobs)]}
+
+
+def agent_pins(fabric, answer):
+    """{job name: {host: {peer rank: NIC port index}}} from the controller's
+    answer: the NIC port each pinned connection leaves by."""
+    out = {}
+    for job in answer.get("jobs", []):
+        for flow in job.get("flows", []):
+            port = flow.get("port")
+            if port is None:
+                continue
+            nic = fabric.nics_of(flow["src_host"])[0]
+            out.setdefault(job["name"], {}).setdefault(flow["src_host"], {})[flow["peer"]] = \
+                nic.ports.index(port)
+    return out
+
+
+def fabric_links(fabric, jobs_announced):
+    """{job name: sorted switch egress ifnames} that the job's connections
+    could take from switch to switch (every equal-cost path of every plane
+    of a healthy fabric): the links whose loads show how evenly a policy
+    spread the job (the last hop, a ToR to the destination NIC, is the
+    same whatever the policy and is left out)."""
+    routes = compute_routes(fabric)
+    name = {(e.node, e.port): e.ifname for link in fabric.links for e in (link.a, link.b)}
+    far = {(link.a.node, link.a.port): link.b.node for link in fabric.links}
+    far.update({(link.b.node, link.b.port): link.a.node for link in fabric.links})
+    out = {}
+    for job in jobs_announced["jobs"]:
+        links = set()
+        for flow in job["flows"]:
+            for port in fabric.nic_by_ip(flow["src"]).ports:
+                for hops in enumerate_paths(fabric, routes, port, flow["dst"]):
+                    links.update(name[h] for h in hops if fabric.nodes[far[h]].is_switch)
+        out[job["name"]] = sorted(links)
+    return out
