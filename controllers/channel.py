@@ -57,7 +57,10 @@ def serve(path, handle):
 
 def _accept(server, handle):
     while True:
-        conn, _ = server.accept()
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return              # closed: the controller is going away
         threading.Thread(target=_one, args=(conn, handle), daemon=True).start()
 
 

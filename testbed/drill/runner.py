@@ -241,6 +241,7 @@ def _results(sc, run, started, dilation_choice=None):
         "expectations": exp, "metrics": m, "faults": faults, "series": series,
         "queues": queues.to_emulated(run.queues, n),
         "pauses": pause_recs,
+        "placement": run.placement,
         "problems": run.problems,
     }
 

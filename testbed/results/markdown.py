@@ -308,6 +308,44 @@ def _section_jobs(results):
     return "\n\n".join(parts)
 
 
+def _section_paths(results):
+    """Where the controller put each job's connections (its answer on the
+    job channel) and the bytes each link the jobs could use carried."""
+    placement = results.get("placement") or {}
+    jobs = (results.get("metrics") or {}).get("jobs") or {}
+    parts = []
+    rows = []
+    for job in placement.get("jobs", []):
+        flows = job.get("flows", [])
+        pinned = [f for f in flows if f.get("port")]
+        unreachable = sum(1 for f in flows if f.get("unreachable"))
+        rows.append([job["name"], job.get("paths"), len(flows), len(pinned), unreachable,
+                     jobs.get(job["name"], {}).get("link_load_max_mean")])
+    parts.append("What the controller chose (ecmp: the host and every switch hash each "
+                 "connection; precise: each connection pinned, NIC port included), and how "
+                 "evenly each job's bytes spread over the switch-to-switch links it could "
+                 "use (max/mean of their egress byte counters while it ran; 1 = even):\n\n"
+                 + md_table(["job", "paths", "connections", "pinned", "unreachable",
+                             "link load max/mean"], rows))
+    pinned = [[job["name"], f["name"], " > ".join(f["path"])]
+              for job in placement.get("jobs", []) for f in job.get("flows", []) if f.get("path")]
+    if pinned:
+        parts.append("Pinned connections (the egress interfaces of each path):\n\n"
+                     + md_table(["job", "connection", "path"], pinned))
+    loaded = [name for name, j in jobs.items() if j.get("link_load")]
+    if loaded:
+        links = sorted({link for name in loaded for link in jobs[name]["link_load"]})
+        rows = [[link] + [_mb(jobs[name]["link_load"].get(link)) for name in loaded]
+                for link in links]
+        parts.append("Bytes per link while each job ran (MB, egress counters):\n\n"
+                     + md_table(["link (egress)"] + loaded, rows))
+    return "\n\n".join(parts)
+
+
+def _mb(nbytes):
+    return None if nbytes is None else round(nbytes / 1e6, 2)
+
+
 def _section_queues(results):
     """Per class: what every port together sent, dropped and marked, and the
     worst port's backlog; then the busiest ports; then the sampler's cost."""
@@ -439,6 +477,8 @@ def render_summary(results):
                 ("Fault timeline", _section_faults(results))]
     if metrics.get("jobs"):
         sections.append(("Training jobs", _section_jobs(results)))
+    if results.get("placement"):
+        sections.append(("Paths", _section_paths(results)))
     if metrics.get("classes") is not None:
         sections.append(("Queues", _section_queues(results)))
     if metrics.get("pfc"):

@@ -1,0 +1,292 @@
+"""Path enumeration, the job announcement, and where the controller places
+announced connections (ecmp versus precise), executed on fake switches."""
+import json
+import os
+import socket
+import stat
+import threading
+from collections import Counter
+
+import pytest
+
+from controllers import channel, placement, routing
+from testbed.drill.announce import agent_pins, announcement, connections, fabric_links
+from testbed.emulation import jobchannel
+from testbed.fabric.build import build_fabric
+from testbed.fabric.paths import compute_routes, enumerate_paths
+from testbed.results.counters import egress_bytes, max_mean
+from traffic import collectives
+from traffic.transfers import flow_sport
+
+from test_openflow_shim import FakeDatapath, events, installed_table, make_app
+
+CROSS = ["s0h0", "s1h0", "s0h1", "s1h1", "s0h2", "s1h2", "s0h3", "s1h3"]
+
+
+def job(name, hosts=CROSS, paths="ecmp", collective="ring", nbytes=1_000_000, port=None):
+    return {"name": name, "hosts": list(hosts), "collective": collective, "bytes": nbytes,
+            "groups": None, "port": port, "microbatches": 1, "compute_s": 0.1, "overlap": 0.0,
+            "dscp": 26, "paths": paths}
+
+
+@pytest.fixture(scope="module")
+def hpn():
+    fabric = build_fabric({"kind": "hpn"})
+    return fabric, compute_routes(fabric)
+
+
+# --- paths.enumerate_paths ------------------------------------------------------------
+def test_paths_per_plane_cover_every_equal_cost_branch(hpn):
+    fabric, routes = hpn
+    dst = fabric.nics_of("s1h0")[0].ip
+    for plane, port in enumerate(fabric.nics_of("s0h0")[0].ports):
+        paths = enumerate_paths(fabric, routes, port, dst)
+        # ToR, one of the plane's 2 aggs, the destination's ToR of that plane
+        assert len(paths) == 2
+        assert {hops[1][0] for hops in paths} == {f"a{plane}n0", f"a{plane}n1"}
+        for hops in paths:
+            assert [fabric.nodes[s].plane for s, _ in hops] == [plane] * 3
+            assert hops[-1][0] == f"t1r0k{plane}"
+    # inside a segment: one path, through the ToR alone
+    assert enumerate_paths(fabric, routes, "s0h0-n0p0", fabric.nics_of("s0h1")[0].ip) == [
+        (("t0r0k0", 2),)]
+
+
+def test_no_path_from_a_dead_port_or_to_an_unknown_address(hpn):
+    fabric, routes = hpn
+    dst = fabric.nics_of("s1h0")[0].ip
+    assert enumerate_paths(fabric, routes, "s0h0-n0p0", dst, down_ports={("t0r0k0", 1)}) == []
+    assert enumerate_paths(fabric, routes, "s0h0-n0p0", "10.9.9.9") == []
+
+
+# --- the announcement -----------------------------------------------------------------
+def test_connections_follow_the_schedule_and_the_agents_source_ports(hpn):
+    fabric, _ = hpn
+    flows = connections(job("a", collective="halving-doubling"), 3, fabric)
+    schedule = collectives.for_job("halving-doubling", 8, 1_000_000)
+    for rank in range(8):
+        mine = [f for f in flows if f["rank"] == rank]
+        sent = Counter()
+        for s in schedule.send_steps(rank):
+            sent[s.peer] += s.nbytes
+        assert {f["peer"]: f["bytes"] for f in mine} == dict(sent)
+        for f in mine:
+            assert f["sport"] == flow_sport(3, f["peer"], rank)
+            assert f["src"] == fabric.nics_of(CROSS[rank])[0].ip
+            assert f["dst"] == fabric.nics_of(CROSS[f["peer"]])[0].ip
+
+
+def test_fabric_links_are_the_switch_to_switch_links_a_job_could_use(hpn):
+    fabric, _ = hpn
+    inside = ["s0h0", "s0h1"]
+    links = fabric_links(fabric, announcement(fabric, [job("x"), job("in", hosts=inside)]))
+    # crossing: every ToR uplink and every agg downlink; inside a segment: none
+    assert len(links["x"]) == 16 and links["in"] == []
+    assert all(name.startswith(("t", "a")) for name in links["x"])
+
+
+# --- placement ------------------------------------------------------------------------
+def test_precise_pins_every_connection_to_its_own_path(hpn):
+    fabric, routes = hpn
+    answer, pins = placement.place(fabric, routes, announcement(fabric, [job("p", paths="precise")]))
+    (placed,) = answer["jobs"]
+    used = Counter(link for f in placed["flows"] for link in f["path"])
+    # 8 connections, 4 each way, over 4 paths each way: no link twice
+    assert len(placed["flows"]) == 8 and max(used.values()) == 1
+    for f in placed["flows"]:
+        assert f["candidates"] == 4 and f["path"][0] == f["port"]
+    # a 5-tuple rule only where the route had a choice: the source ToR
+    assert sorted(pins) == ["t0r0k0", "t0r0k1", "t1r0k0", "t1r0k1"]
+    for switch, rules in pins.items():
+        for (dst, src, sport), ports in rules.items():
+            assert sorted(ports) == sorted(routes.tables[switch][dst]) and len(ports) == 2
+
+
+def test_ecmp_pins_nothing_and_the_agents_hash(hpn):
+    fabric, routes = hpn
+    answer, pins = placement.place(fabric, routes, announcement(fabric, [job("e")]))
+    assert pins == {}
+    assert all("port" not in f and f["candidates"] == 4 for f in answer["jobs"][0]["flows"])
+    assert agent_pins(fabric, answer) == {}
+
+
+def test_a_job_pinned_to_one_nic_port_stays_in_that_plane(hpn):
+    fabric, routes = hpn
+    answer, _ = placement.place(fabric, routes,
+                                announcement(fabric, [job("p", paths="precise", port=1)]))
+    assert all(f["port"].endswith("p1") and f["candidates"] == 2 for f in answer["jobs"][0]["flows"])
+
+
+def test_precise_avoids_a_down_link_and_loads_the_emptiest_paths_first(hpn):
+    fabric, _ = hpn
+    down = frozenset({("t0r0k0", 5)})          # t0r0k0's uplink to a0n0
+    routes = compute_routes(fabric, down)
+    two = announcement(fabric, [job("big", paths="precise", nbytes=4_000_000),
+                                job("small", paths="precise", nbytes=1_000_000)])
+    answer, _ = placement.place(fabric, routes, two, down)
+    for j in answer["jobs"]:
+        assert all("t0r0k0-e5" not in f["path"] for f in j["flows"])
+    # 3 live paths each way for 4 connections of each job. The busier job
+    # (the more intense) chose first: 2 of its connections share one path,
+    # and the other job's fill the two paths it left lighter first.
+    big, small = ([f["path"] for f in j["flows"]] for j in answer["jobs"])
+    uplinks = Counter(p[1] for p in big)
+    assert sorted(uplinks.values()) == [1, 1, 1, 1, 2, 2]
+    small_uplinks = Counter(p[1] for p in small)
+    assert all(small_uplinks[u] >= 1 for u, n in uplinks.items() if n == 1)
+
+
+def test_agent_pins_name_the_nic_port_per_peer(hpn):
+    fabric, routes = hpn
+    answer, _ = placement.place(fabric, routes, announcement(fabric, [job("p", paths="precise")]))
+    pins = agent_pins(fabric, answer)["p"]
+    assert sorted(pins) == sorted(CROSS)
+    for f in answer["jobs"][0]["flows"]:
+        assert fabric.nics_of(f["src_host"])[0].ports[pins[f["src_host"]][f["peer"]]] == f["port"]
+
+
+def test_pins_run_in_the_switch_tables(hpn):
+    """Executed on a fake ToR: a pinned connection leaves by its chosen
+    uplink, stays on it while that port lives and fails over when it dies;
+    any other source port still takes the select group."""
+    fabric, routes = hpn
+    answer, pins = placement.place(fabric, routes, announcement(fabric, [job("p", paths="precise")]))
+    dp = FakeDatapath(1)
+    from controllers import openflow
+    for m in openflow.base_flows(dp):
+        dp.send_msg(m)
+    ops, _ = routing.diff_switch(routing.SwitchProgram(),
+                                 routing.wanted_table(routes, "t0r0k0", pins["t0r0k0"]))
+    for m in openflow.messages_for(dp, ops):
+        dp.send_msg(m)
+    for (dst, src, sport), ports in pins["t0r0k0"].items():
+        assert dp.forward(1, dst, set(), src=src, sport=sport) == [ports[0]]
+        assert dp.forward(1, dst, {ports[0]}, src=src, sport=sport) == [ports[1]]
+        assert sorted(dp.forward(1, dst, set(), src=src, sport=sport + 1)) == [5, 6]
+    assert len([k for k in installed_table(dp) if routing.match_kind(k) == "pin"]) == 2
+
+
+# --- counters -------------------------------------------------------------------------
+def test_egress_bytes_and_max_mean():
+    samples = [(0.0, {"a": (0, 0, 0), "b": (10, 0, 0)}), (1.0, {"a": (50, 0, 0), "b": (20, 0, 0)}),
+               (2.0, {"a": (100, 0, 0), "b": (110, 0, 0)})]
+    assert egress_bytes(samples, ["a", "b", "c"]) == {"a": 100, "b": 100}
+    assert egress_bytes(samples, ["a", "b"], 1.0, 2.0) == {"a": 50, "b": 90}
+    assert max_mean({"a": 100, "b": 100}) == 1.0
+    assert max_mean({"a": 300, "b": 0, "c": 0}) == 3.0
+    assert max_mean({"a": 0}) is None and max_mean({}) is None
+
+
+# --- the channel ----------------------------------------------------------------------
+def test_the_channel_is_root_only_and_answers_each_request(tmp_path):
+    got = []
+
+    def handle(request, reply):
+        got.append(request)
+        if request["announce"].get("bad"):
+            raise ValueError("no such job")
+        # answered later, from another thread, as the controller does
+        threading.Timer(0.01, reply, args=({"version": 3, "jobs": []},)).start()
+
+    path = str(tmp_path / "jobs.sock")
+    server = channel.serve(path, handle)
+    try:
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        assert jobchannel.announce(path, {"jobs": []}, timeout=5) == {"version": 3, "jobs": []}
+        with pytest.raises(jobchannel.JobChannelError, match="refused the jobs: ValueError: no such job"):
+            jobchannel.announce(path, {"bad": 1}, timeout=5)
+        assert got == [{"announce": {"jobs": []}}, {"announce": {"bad": 1}}]
+    finally:
+        server.close()
+
+
+def test_the_channel_reaches_a_socket_with_a_long_path(tmp_path):
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    path = str(deep / "jobs.sock")
+    assert len(path) > jobchannel.MAX_SOCKET_PATH
+    server = channel.serve(path, lambda request, reply: reply({"version": 1, "jobs": []}))
+    try:
+        assert jobchannel.announce(path, {"jobs": []}, timeout=5)["version"] == 1
+    finally:
+        server.close()
+
+
+def test_no_controller_is_a_clear_error(tmp_path):
+    with pytest.raises(jobchannel.JobChannelError, match="cannot reach the controller's job channel"):
+        jobchannel.announce(str(tmp_path / "nobody.sock"), {"jobs": []}, timeout=1)
+
+
+def test_an_unreadable_request_is_answered_with_an_error(tmp_path):
+    path = str(tmp_path / "jobs.sock")
+    server = channel.serve(path, lambda request, reply: reply({}))
+    try:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(path)
+            s.sendall(b"[1, 2\n")
+            answer = json.loads(s.makefile().readline())
+        assert answer["error"].startswith("unreadable request")
+    finally:
+        server.close()
+
+
+# --- the controller with jobs ---------------------------------------------------------
+def announce_to(app, jobs):
+    replies = []
+    app.on_announce({"announce": jobs}, replies.append)
+    return replies
+
+
+def test_the_controller_answers_once_the_pins_are_acknowledged(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HPNLAB_JOBS_SOCKET", str(tmp_path / "jobs.sock"))
+    h = make_app(tmp_path, monkeypatch, {"kind": "hpn"})
+    h.connect()
+    events(capsys)
+    jobs = announcement(h.fabric, [job("p", paths="precise"), job("e")])
+    replies = announce_to(h.app, jobs)
+    assert replies == []                      # sent, not yet acknowledged
+    (ev, early) = events(capsys)
+    assert ev == {"event": "jobs", "jobs": 2, "flows": 16, "pinned": 8}
+    h.ack_all()
+    (answer,) = replies
+    assert answer["version"] == early["version"]
+    assert [j["paths"] for j in answer["jobs"]] == ["precise", "ecmp"]
+    # what the switches hold is what the answer says
+    _, pins = placement.place(h.fabric, compute_routes(h.fabric), jobs)
+    for name, dp in h.dps.items():
+        assert installed_table(dp) == routing.wanted_table(compute_routes(h.fabric), name,
+                                                            pins.get(name))
+    # the jobs are kept beside the socket, for the controller's own restart
+    assert json.loads((tmp_path / "jobs.sock.json").read_text()) == jobs
+    assert stat.S_IMODE(os.stat(tmp_path / "jobs.sock.json").st_mode) == 0o600
+
+
+def test_a_restarted_controller_keeps_the_pins_without_touching_them(tmp_path, monkeypatch, capsys):
+    from controllers.hpn_app import HpnController
+    from test_openflow_shim import Harness
+    monkeypatch.setenv("HPNLAB_JOBS_SOCKET", str(tmp_path / "jobs.sock"))
+    first = make_app(tmp_path, monkeypatch, {"kind": "hpn"})
+    first.connect()
+    announce_to(first.app, announcement(first.fabric, [job("p", paths="precise")]))
+    first.ack_all()
+    first.app.channel.close()
+    before = {n: dp.ages() for n, dp in first.dps.items()}
+    events(capsys)
+    again = Harness(first.fabric, HpnController())
+    again.dps = first.dps
+    again.connect()
+    assert events(capsys)[-1]["changes"] == 0
+    assert {n: dp.ages() for n, dp in again.dps.items()} == before
+
+
+def test_jobs_that_cannot_be_placed_are_refused(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HPNLAB_JOBS_SOCKET", str(tmp_path / "jobs.sock"))
+    h = make_app(tmp_path, monkeypatch, {"kind": "hpn"})
+    h.connect()
+    bad = announcement(h.fabric, [job("p", paths="precise")])
+    bad["jobs"][0]["flows"][0]["bytes"] = -1
+    (reply,) = announce_to(h.app, bad)
+    assert "cannot place the jobs" in reply["error"] and "bytes" in reply["error"]
+    assert h.app.jobs is None
+    (reply,) = announce_to(h.app, {"jobs": 1})
+    assert reply["error"].startswith("expected")
