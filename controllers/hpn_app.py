@@ -82,7 +82,8 @@ class HpnController(BaseApp):
         with self.lock:
             down = frozenset(self.down)
             try:
-                answer, _ = placement.place(self.fabric, compute_routes(self.fabric, down), jobs, down)
+                answer, _, _ = placement.place(self.fabric, compute_routes(self.fabric, down), jobs,
+                                               down)
             except (KeyError, TypeError, ValueError) as e:
                 reply({"error": f"cannot place the jobs: {type(e).__name__}: {e}"})
                 return
@@ -197,9 +198,9 @@ class HpnController(BaseApp):
             return  # wait until every switch told us its ports and its tables
         down = frozenset(self.down)
         self.routes = compute_routes(self.fabric, down)
-        pins = {}
+        pins, marks = {}, {}
         if self.jobs is not None:
-            self.answer, pins = placement.place(self.fabric, self.routes, self.jobs, down)
+            self.answer, pins, marks = placement.place(self.fabric, self.routes, self.jobs, down)
         self.version += 1
         self.pending = {}
         # Hosts may stop using a port that no longer reaches before the
@@ -207,7 +208,7 @@ class HpnController(BaseApp):
         emit(event="overrides", version=self.version, host_overrides=self.routes.host_overrides)
         for name, dp in self.datapaths.items():
             ops, self.programs[name] = routing.diff_switch(
-                self.programs[name], routing.wanted_table(self.routes, name, pins.get(name)))
+                self.programs[name], routing.wanted_table(self.routes, name, pins.get(name), marks.get(name)))
             self.changes += len(ops)
             for msg in openflow.messages_for(dp, ops):
                 dp.send_msg(msg)

@@ -13,6 +13,7 @@ TABLE_CLASSIFY = 0
 TABLE_ROUTE = 1
 PRIO_ARP = 1000
 PRIO_NEXT = 0                  # table 0's default: on to routing
+PRIO_MARK = 200                # table 0: one connection's DSCP rewritten (its class)
 PRIO_ROUTE = 100
 PRIO_PIN = 105                 # one connection (5-tuple) on its chosen path
 PRIO_DETOUR = 110              # a route for what came in by one port (see routing.py):
@@ -20,10 +21,11 @@ PRIO_DETOUR = 110              # a route for what came in by one port (see routi
 ETH_IPV4 = 0x0800
 ETH_ARP = 0x0806
 IPPROTO_UDP = 17
-PRIORITY = {"route": PRIO_ROUTE, "detour": PRIO_DETOUR, "pin": PRIO_PIN}
+PRIORITY = {"route": PRIO_ROUTE, "detour": PRIO_DETOUR, "pin": PRIO_PIN, "mark": PRIO_MARK}
+FIVE_TUPLE = {"eth_type", "ip_proto", "ipv4_src", "ipv4_dst", "udp_src"}
 SHAPE = {PRIO_ROUTE: {"eth_type", "ipv4_dst"},
          PRIO_DETOUR: {"in_port", "eth_type", "ipv4_dst"},
-         PRIO_PIN: {"eth_type", "ip_proto", "ipv4_src", "ipv4_dst", "udp_src"}}
+         PRIO_PIN: FIVE_TUPLE}
 
 
 def base_flows(dp, have=frozenset()):
@@ -83,6 +85,12 @@ def read_state(dp, flow_stats, group_descs):
             if f.priority == PRIO_NEXT and not fields and gotos == [TABLE_ROUTE] and not actions:
                 base.add("next")
                 continue
+            dscp = _mark_action(ofp, actions)
+            if (f.priority == PRIO_MARK and set(fields) == FIVE_TUPLE and gotos == [TABLE_ROUTE]
+                    and dscp is not None):
+                routes[("dscp", fields["ipv4_dst"], fields["ipv4_src"], fields["udp_src"])] = \
+                    ("dscp", dscp)
+                continue
         action = _route_action(ofp, actions)
         ip = fields.get("ipv4_dst")
         if (f.table_id == TABLE_ROUTE and set(fields) == SHAPE.get(f.priority)
@@ -95,6 +103,12 @@ def read_state(dp, flow_stats, group_descs):
         else:
             strays.append((f.priority, f.match))
     return base, routes, groups, strays
+
+
+def _mark_action(ofp, actions):
+    if len(actions) == 1 and actions[0].type == ofp.OFPAT_SET_FIELD and actions[0].key == "ip_dscp":
+        return actions[0].value
+    return None
 
 
 def _route_action(ofp, actions):
@@ -133,12 +147,17 @@ def messages_for(dp, ops):
             msgs.append(parser.OFPGroupMod(dp, ofp.OFPGC_ADD, gtype, gid, buckets))
         elif op[0] == "flow_set":
             _, key, (kind, arg) = op
-            action = parser.OFPActionOutput(arg) if kind == "output" else parser.OFPActionGroup(arg)
-            inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [action])]
-            msgs.append(_flow_mod(dp, _priority(key), _route_match(parser, key), inst, TABLE_ROUTE))
+            if kind == "dscp":
+                inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS,
+                                                     [parser.OFPActionSetField(ip_dscp=arg)]),
+                        parser.OFPInstructionGotoTable(TABLE_ROUTE)]
+            else:
+                action = parser.OFPActionOutput(arg) if kind == "output" else parser.OFPActionGroup(arg)
+                inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [action])]
+            msgs.append(_flow_mod(dp, _priority(key), _route_match(parser, key), inst, _table(key)))
         elif op[0] == "flow_del":
             msgs.append(parser.OFPFlowMod(dp, cookie=COOKIE, command=ofp.OFPFC_DELETE_STRICT,
-                                          table_id=TABLE_ROUTE,
+                                          table_id=_table(op[1]),
                                           priority=_priority(op[1]), out_port=ofp.OFPP_ANY,
                                           out_group=ofp.OFPG_ANY,
                                           match=_route_match(parser, op[1])))
@@ -151,9 +170,13 @@ def _priority(key):
     return PRIORITY[match_kind(key)]
 
 
+def _table(key):
+    return TABLE_CLASSIFY if match_kind(key) == "mark" else TABLE_ROUTE
+
+
 def _route_match(parser, key):
     kind = match_kind(key)
-    if kind == "pin":
+    if kind in ("pin", "mark"):
         _, ip, src, sport = key
         return parser.OFPMatch(eth_type=ETH_IPV4, ip_proto=IPPROTO_UDP, ipv4_src=src,
                                ipv4_dst=ip, udp_src=sport)

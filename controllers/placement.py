@@ -11,6 +11,12 @@ Two policies, chosen per job:
   decreasing GPU intensity and each flow the least congested path left
   (Crux's path selection, `crux.select_paths`, is exactly that rule).
 
+Priorities, chosen per job: `fixed` keeps the DSCP the job sends; `crux`
+ranks the crux jobs by Crux priority (intensity corrected for how much a
+job suffers from waiting) and compresses them into the fabric's queue
+classes; each such connection's DSCP is rewritten to its class's at the
+first switch, before routing.
+
 A path is named by the egress interfaces it leaves by: the source NIC port,
 then each switch port. The switches get a 5-tuple rule only where the
 route has a choice (an ECMP next hop); elsewhere the route already goes
@@ -74,16 +80,24 @@ def crux_jobs(fabric, routes, announced, down=frozenset()):
 
 
 def place(fabric, routes, announced, down=frozenset()):
-    """(answer, switch pins) for the announced jobs on the fabric as
-    `routes` stand. The answer lists, per job and flow, the policy and for
-    pinned flows the NIC port and the path; switch pins map switch ->
-    {(dst ip, src ip, sport): (chosen port, other equal-cost ports)}."""
+    """(answer, switch pins, switch marks) for the announced jobs on the
+    fabric as `routes` stand. The answer lists, per job, its class where
+    Crux chose one and, per flow, the policy and for pinned flows the NIC
+    port and the path. Pins map switch -> {(dst ip, src ip, sport): (chosen
+    port, other equal-cost ports)}; marks switch -> {(dst ip, src ip,
+    sport): DSCP}."""
     precise = {j["name"] for j in announced["jobs"] if j.get("paths") == "precise"}
     jobs, bandwidth, by_links = crux_jobs(fabric, routes, announced, down)
     chosen = crux.select_paths([j for j in jobs if j.name in precise], bandwidth)
-    pins, answer = {}, {"jobs": []}
+    classes = crux_classes(announced, jobs, bandwidth)
+    pins, marks, answer = {}, {}, {"jobs": []}
     for job in announced["jobs"]:
-        out = {"name": job["name"], "paths": job.get("paths", "ecmp"), "flows": []}
+        out = {"name": job["name"], "paths": job.get("paths", "ecmp"),
+               "priority": job.get("priority", "fixed"), "flows": []}
+        dscp = job["dscp"]
+        if job["name"] in classes:
+            out.update(classes[job["name"]])
+            dscp = out["dscp"]
         for flow in job["flows"]:
             entry = {k: flow[k] for k in ("name", "src_host", "dst_host", "peer", "sport")}
             options = by_links.get((job["name"], flow["name"]))
@@ -100,9 +114,28 @@ def place(fabric, routes, announced, down=frozenset()):
                         rest = tuple(p for p in ecmp if p != port)
                         pins.setdefault(switch, {})[(flow["dst"], flow["src"], flow["sport"])] = \
                             (port,) + rest
+            if options is not None and dscp != job["dscp"]:
+                # at the first switch of every path it may take
+                for switch in {hops[0][0] for _, hops in options.values()}:
+                    marks.setdefault(switch, {})[(flow["dst"], flow["src"], flow["sport"])] = dscp
             out["flows"].append(entry)
         answer["jobs"].append(out)
-    return answer, pins
+    return answer, pins, marks
+
+
+def crux_classes(announced, jobs, bandwidth):
+    """{job name: {"class", "dscp", "intensity", "crux_priority"}} for the
+    jobs whose priority is crux, compressed into the announced classes."""
+    wanted = {j["name"] for j in announced["jobs"] if j.get("priority") == "crux"}
+    dscps = announced.get("classes") or []
+    mine = [j for j in jobs if j.name in wanted]
+    if not mine or not dscps:
+        return {}
+    plan = crux.plan(mine, bandwidth, len(dscps))
+    return {name: {"class": level, "dscp": dscps[level],
+                   "intensity": round(plan.intensities[name], 4),
+                   "crux_priority": round(plan.priorities[name], 4)}
+            for name, level in plan.levels.items()}
 
 
 def crux_plan(fabric, routes, announced, levels, down=frozenset()):
@@ -134,7 +167,7 @@ def main(argv=None):
     except ValueError as e:
         print(f"crux: {e}", file=sys.stderr)
         return 2
-    answer, _ = place(fabric, routes, announced)
+    answer, _, _ = place(fabric, routes, announced)
     json.dump({"plan": plan, "placement": answer}, sys.stdout, sort_keys=True)
     sys.stdout.write("\n")
     return 0

@@ -15,10 +15,13 @@ A switch's wanted table maps a match to next hops:
                  -> ("failover", ports)   a pinned connection (UDP from src with
                                           that source port): its chosen port
                                           first, then the route's other ports
+  ("dscp", ip, src, sport)
+                 -> ("dscp", (value,))    rewrite that connection's DSCP (its class)
+                                          before routing it
 """
 from dataclasses import dataclass, field
 
-ECMP, FAILOVER = "ecmp", "failover"
+ECMP, FAILOVER, DSCP = "ecmp", "failover", "dscp"
 GROUP_KIND = {ECMP: "select", FAILOVER: "ff"}
 
 
@@ -31,9 +34,10 @@ class SwitchProgram:
     flows: dict = field(default_factory=dict)
 
 
-def wanted_table(routes, switch, pins=None):
+def wanted_table(routes, switch, pins=None, marks=None):
     """The table `switch` should hold for Routes `routes` (format above),
-    with `pins` {(ip, src, sport): ports} from the placement of the jobs."""
+    with `pins` {(ip, src, sport): ports} and `marks` {(ip, src, sport):
+    dscp} from the placement of the jobs."""
     backups = routes.backups.get(switch, {})
     table = {}
     for ip, ports in routes.tables[switch].items():
@@ -45,21 +49,24 @@ def wanted_table(routes, switch, pins=None):
         table[(in_port, ip)] = (ECMP, tuple(ports))
     for (ip, src, sport), ports in (pins or {}).items():
         table[(None, ip, src, sport)] = (FAILOVER, tuple(ports))
+    for (ip, src, sport), dscp in (marks or {}).items():
+        table[(DSCP, ip, src, sport)] = (DSCP, (dscp,))
     return table
 
 
 def match_kind(key):
-    """"route", "detour" or "pin" (the shapes listed above)."""
+    """"route", "detour", "pin" or "mark" (the shapes listed above)."""
     if len(key) == 4:
-        return "pin"
+        return "mark" if key[0] == DSCP else "pin"
     return "route" if key[0] is None else "detour"
 
 
 def match_order(key):
     """Sort matches: plain routes first, then detours by in_port, then pins,
     each by address."""
-    rank = ("route", "detour", "pin").index(match_kind(key))
-    return (rank, key[0] or 0) + tuple(key[1:])
+    kind = match_kind(key)
+    rank = ("route", "detour", "pin", "mark").index(kind)
+    return (rank, key[0] if kind == "detour" else 0) + tuple(key[1:])
 
 
 def diff_switch(installed, wanted):
@@ -73,7 +80,9 @@ def diff_switch(installed, wanted):
     flows = {}
     for key in sorted(wanted, key=match_order):
         kind, ports = wanted[key]
-        if kind == ECMP and len(ports) == 1:
+        if kind == DSCP:
+            action = (DSCP, ports[0])
+        elif kind == ECMP and len(ports) == 1:
             action = ("output", ports[0])
         else:
             group = (GROUP_KIND[kind], tuple(ports))

@@ -10,10 +10,10 @@ Exit status: 0 success, 1 invalid input or a failed run, 2 usage error
 import argparse
 import sys
 
-from . import drill, files, machine, plan
+from . import crux, drill, files, machine, plan
 from .common import USAGE
 
-COMMANDS = files.COMMANDS + plan.COMMANDS + machine.COMMANDS + drill.COMMANDS
+COMMANDS = files.COMMANDS + plan.COMMANDS + crux.COMMANDS + machine.COMMANDS + drill.COMMANDS
 
 
 def build_parser():

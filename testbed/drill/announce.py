@@ -38,9 +38,13 @@ def connections(job, job_id, fabric):
 
 def announcement(fabric, jobs):
     """The message the controller gets: every job (ids follow scenario
-    order, as the agents number them) with its path policy, compute,
-    overlap, DSCP and connections."""
-    return {"jobs": [{"name": job["name"], "id": job_id, "paths": job.get("paths", "ecmp"),
+    order, as the agents number them) with its path and priority policies,
+    compute, overlap, DSCP and connections, and the DSCP that selects each
+    queue class (highest priority first; none without queues)."""
+    classes = fabric.queues.class_dscps() if fabric.queues is not None else []
+    return {"classes": classes,
+            "jobs": [{"name": job["name"], "id": job_id, "paths": job.get("paths", "ecmp"),
+                      "priority": job.get("priority", "fixed"),
                       "compute_s": job["compute_s"], "overlap": job["overlap"],
                       "dscp": job["dscp"], "pinned_port": job["port"],
                       "flows": connections(job, job_id, fabric)}

@@ -127,6 +127,12 @@ class QueueProfile:
                 out[d] = i
         return out
 
+    def class_dscps(self):
+        """The DSCP that selects each class (the lowest such value), highest
+        priority first: what a controller writes to put a flow in a class."""
+        mapping = self.dscp_classes()
+        return [mapping.index(i) if i in mapping else None for i in range(len(self.classes))]
+
     def class_of_dscp(self, dscp):
         return self.classes[self.dscp_classes()[dscp]].name
 

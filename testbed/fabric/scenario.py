@@ -240,7 +240,7 @@ def _job_entry(raw, fabric):
             "overlap": float(raw.get("overlap", 0.0)), "iterations": raw.get("iterations", 5),
             "dscp": raw.get("dscp", 26), "port": raw.get("port"),
             "microbatches": raw.get("microbatches", 1), "start": parse_time(raw.get("start", 0)),
-            "paths": raw.get("paths", "ecmp")}
+            "paths": raw.get("paths", "ecmp"), "priority": raw.get("priority", "fixed")}
 
 
 def _job_groups(groups, hosts, fabric):

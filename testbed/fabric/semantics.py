@@ -315,6 +315,9 @@ def job_problems(file, raws, jobs, duration, fabric):
             if j["port"] >= ports:
                 problems.append(Problem(file, f"{here}.port", f"expected a NIC port below {ports} "
                                         f"(the job's hosts have {ports} port(s) per NIC), got {j['port']}"))
+        if j["priority"] == "crux" and fabric.queues is None:
+            problems.append(Problem(file, f"{here}.priority", "crux priorities are compressed into "
+                                    "the scenario's queue classes: add queues, or drop priority"))
         if j["groups"] is not None and j["collective"] != "hierarchical":
             problems.append(Problem(file, f"{here}.groups", "groups apply to the hierarchical "
                                     f"collective only, not {j['collective']}"))

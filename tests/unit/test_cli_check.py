@@ -105,3 +105,24 @@ def test_topo_show_invalid_file(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert out == ""
     assert err == f"{path}: spines: expected an integer from 1 to 64, got 0\n"
+
+
+def test_crux_plan_ranks_the_jobs_of_a_scenario(capsys):
+    """The plan comes from the controller's placement code, run as a
+    process: three jobs, the small intense one first, and the one real
+    contention (small against the large job it runs beside) kept apart."""
+    assert main(["crux", "plan", "scenarios/two-jobs-contention.yaml", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["order"][0] == "small" and plan["level_count"] == 8
+    assert [(e["high"], e["low"]) for e in plan["edges"]] == [("small", "large-shared")]
+    assert plan["levels"]["small"] < plan["levels"]["large-shared"]
+    assert main(["crux", "plan", "scenarios/two-jobs-contention.yaml", "--levels", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "# Crux plan: two-jobs-contention" in text and "1 priority levels (--levels)" in text
+    assert "keeps 0% of that weight" in text
+
+
+def test_crux_plan_needs_jobs(capsys):
+    assert main(["crux", "plan", "scenarios/dual-tor-link-failure.yaml"]) == 1
+    err = capsys.readouterr().err
+    assert "jobs: expected at least one training job to plan" in err

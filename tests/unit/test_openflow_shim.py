@@ -76,14 +76,16 @@ class FakeDatapath:
         else:
             raise AssertionError(f"unexpected group command {m.command}")
 
-    def forward(self, in_port, ip, dead, src="10.255.0.1", sport=0):
+    def forward(self, in_port, ip, dead, src="10.255.0.1", sport=0, dscp=0):
         """Execute the tables on a UDP packet to `ip`: the ports it may leave
-        by. Each table applies its highest-priority matching flow (a miss
-        drops), its actions and then its goto; a select group may take any
-        live bucket, a fast-failover group the first live one. `dead`: ports
-        whose link is down."""
+        by (and its DSCP as it leaves, in `self.dscp_out`). Each table
+        applies its highest-priority matching flow (a miss drops), its
+        actions and then its goto; a select group may take any live bucket,
+        a fast-failover group the first live one. `dead`: ports whose link
+        is down."""
         pkt = {"in_port": in_port, "eth_type": 0x0800, "ip_proto": 17, "ipv4_dst": ip,
-               "ipv4_src": src, "udp_src": sport}
+               "ipv4_src": src, "udp_src": sport, "ip_dscp": dscp}
+        self.dscp_out = None
         table = 0
         while True:
             best = None
@@ -101,11 +103,14 @@ class FakeDatapath:
                 for act in inst.actions:
                     if act.type == OFP.OFPAT_OUTPUT:
                         outs += [] if act.port in dead else [act.port]
+                    elif act.type == OFP.OFPAT_SET_FIELD:
+                        pkt[act.key] = act.value
                     elif act.type == OFP.OFPAT_GROUP:
                         gtype, buckets = self.groups[act.group_id]
                         live = [b.actions[0].port for b in buckets if b.watch_port not in dead]
                         outs += live[:1] if gtype == OFP.OFPGT_FF else live
             if table is None:
+                self.dscp_out = pkt["ip_dscp"]
                 return outs
 
     def flow_stats(self):

@@ -88,7 +88,7 @@ def test_fabric_links_are_the_switch_to_switch_links_a_job_could_use(hpn):
 # --- placement ------------------------------------------------------------------------
 def test_precise_pins_every_connection_to_its_own_path(hpn):
     fabric, routes = hpn
-    answer, pins = placement.place(fabric, routes, announcement(fabric, [job("p", paths="precise")]))
+    answer, pins, _ = placement.place(fabric, routes, announcement(fabric, [job("p", paths="precise")]))
     (placed,) = answer["jobs"]
     used = Counter(link for f in placed["flows"] for link in f["path"])
     # 8 connections, 4 each way, over 4 paths each way: no link twice
@@ -104,7 +104,7 @@ def test_precise_pins_every_connection_to_its_own_path(hpn):
 
 def test_ecmp_pins_nothing_and_the_agents_hash(hpn):
     fabric, routes = hpn
-    answer, pins = placement.place(fabric, routes, announcement(fabric, [job("e")]))
+    answer, pins, _ = placement.place(fabric, routes, announcement(fabric, [job("e")]))
     assert pins == {}
     assert all("port" not in f and f["candidates"] == 4 for f in answer["jobs"][0]["flows"])
     assert agent_pins(fabric, answer) == {}
@@ -112,7 +112,7 @@ def test_ecmp_pins_nothing_and_the_agents_hash(hpn):
 
 def test_a_job_pinned_to_one_nic_port_stays_in_that_plane(hpn):
     fabric, routes = hpn
-    answer, _ = placement.place(fabric, routes,
+    answer, _, _ = placement.place(fabric, routes,
                                 announcement(fabric, [job("p", paths="precise", port=1)]))
     assert all(f["port"].endswith("p1") and f["candidates"] == 2 for f in answer["jobs"][0]["flows"])
 
@@ -123,7 +123,7 @@ def test_precise_avoids_a_down_link_and_loads_the_emptiest_paths_first(hpn):
     routes = compute_routes(fabric, down)
     two = announcement(fabric, [job("big", paths="precise", nbytes=4_000_000),
                                 job("small", paths="precise", nbytes=1_000_000)])
-    answer, _ = placement.place(fabric, routes, two, down)
+    answer, _, _ = placement.place(fabric, routes, two, down)
     for j in answer["jobs"]:
         assert all("t0r0k0-e5" not in f["path"] for f in j["flows"])
     # 3 live paths each way for 4 connections of each job. The busier job
@@ -138,7 +138,7 @@ def test_precise_avoids_a_down_link_and_loads_the_emptiest_paths_first(hpn):
 
 def test_agent_pins_name_the_nic_port_per_peer(hpn):
     fabric, routes = hpn
-    answer, _ = placement.place(fabric, routes, announcement(fabric, [job("p", paths="precise")]))
+    answer, _, _ = placement.place(fabric, routes, announcement(fabric, [job("p", paths="precise")]))
     pins = agent_pins(fabric, answer)["p"]
     assert sorted(pins) == sorted(CROSS)
     for f in answer["jobs"][0]["flows"]:
@@ -150,7 +150,7 @@ def test_pins_run_in_the_switch_tables(hpn):
     uplink, stays on it while that port lives and fails over when it dies;
     any other source port still takes the select group."""
     fabric, routes = hpn
-    answer, pins = placement.place(fabric, routes, announcement(fabric, [job("p", paths="precise")]))
+    answer, pins, _ = placement.place(fabric, routes, announcement(fabric, [job("p", paths="precise")]))
     dp = FakeDatapath(1)
     from controllers import openflow
     for m in openflow.base_flows(dp):
@@ -252,7 +252,7 @@ def test_the_controller_answers_once_the_pins_are_acknowledged(tmp_path, monkeyp
     assert answer["version"] == early["version"]
     assert [j["paths"] for j in answer["jobs"]] == ["precise", "ecmp"]
     # what the switches hold is what the answer says
-    _, pins = placement.place(h.fabric, compute_routes(h.fabric), jobs)
+    _, pins, _ = placement.place(h.fabric, compute_routes(h.fabric), jobs)
     for name, dp in h.dps.items():
         assert installed_table(dp) == routing.wanted_table(compute_routes(h.fabric), name,
                                                             pins.get(name))
@@ -290,3 +290,62 @@ def test_jobs_that_cannot_be_placed_are_refused(tmp_path, monkeypatch, capsys):
     assert h.app.jobs is None
     (reply,) = announce_to(h.app, {"jobs": 1})
     assert reply["error"].startswith("expected")
+
+
+# --- classes: Crux priorities, rewritten in table 0 ------------------------------------
+def crux_jobs_announced(fabric):
+    # the same traffic from the same NIC ports (so they contend for those
+    # links); the one that computes longer per byte is more intense and
+    # wins the higher class
+    intense = dict(job("intense", hosts=CROSS[:4], port=0), priority="crux", compute_s=0.4)
+    light = dict(job("light", hosts=CROSS[:4], port=0), priority="crux", compute_s=0.05)
+    plain = job("plain", hosts=["s0h0", "s0h1"])
+    jobs = announcement(fabric, [intense, light, plain])
+    jobs["classes"] = [46, 26, 0]
+    return jobs
+
+
+def test_crux_classes_rank_by_intensity_and_rewrite_at_the_first_switch(hpn):
+    fabric, routes = hpn
+    jobs = crux_jobs_announced(fabric)
+    answer, _, marks = placement.place(fabric, routes, jobs)
+    by_name = {j["name"]: j for j in answer["jobs"]}
+    assert by_name["intense"]["class"] < by_name["light"]["class"]
+    assert by_name["intense"]["intensity"] > by_name["light"]["intensity"]
+    assert by_name["intense"]["dscp"] == 46 and "class" not in by_name["plain"]
+    # every connection that changes class, at each ToR its NIC's ports
+    # (the job's pinned one, if any) hang off
+    for j in jobs["jobs"]:
+        for f in j["flows"]:
+            tors = {l.other(f["src_host"]).node for l in fabric.links_of(f["src_host"])
+                    if j["pinned_port"] in (None, l.end(f["src_host"]).port)}
+            key = (f["dst"], f["src"], f["sport"])
+            want = by_name[j["name"]].get("dscp", j["dscp"])
+            found = {t for t in marks if key in marks[t]}
+            assert found == (tors if want != j["dscp"] else set())
+            assert all(marks[t][key] == want for t in found)
+
+
+def test_a_rewritten_connection_leaves_in_its_class(hpn):
+    from controllers import openflow
+    fabric, routes = hpn
+    jobs = crux_jobs_announced(fabric)
+    _, pins, marks = placement.place(fabric, routes, jobs)
+    dp = FakeDatapath(1)
+    for m in openflow.base_flows(dp):
+        dp.send_msg(m)
+    wanted = routing.wanted_table(routes, "t0r0k0", pins.get("t0r0k0"), marks.get("t0r0k0"))
+    ops, _ = routing.diff_switch(routing.SwitchProgram(), wanted)
+    for m in openflow.messages_for(dp, ops):
+        dp.send_msg(m)
+    assert marks["t0r0k0"]
+    for (dst, src, sport), dscp in marks["t0r0k0"].items():
+        assert dp.forward(1, dst, set(), src=src, sport=sport, dscp=26)
+        assert dp.dscp_out == dscp
+        dp.forward(1, dst, set(), src=src, sport=sport + 1, dscp=26)
+        assert dp.dscp_out == 26          # another connection keeps its DSCP
+    # read back as the same program: a restart adopts the rewrites as they are
+    base, held, _, strays = openflow.read_state(dp, dp.flow_stats(), dp.group_desc())
+    assert strays == [] and base == {"arp", "next"}
+    assert {k: v for k, v in held.items() if routing.match_kind(k) == "mark"} == {
+        ("dscp",) + key: ("dscp", dscp) for key, dscp in marks["t0r0k0"].items()}

@@ -147,6 +147,10 @@ MALFORMED = [
      "bytes: 1GB, groups: [[s0h0]]}]\n", "jobs[0].groups", "split the job's hosts"),
     ("job-bytes-tiny", HEAD + "jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, bytes: 1kB}]\n",
      "jobs[0].bytes", "at least one byte per rank after scaling"),
+    ("job-crux-without-queues", HEAD + "jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, "
+     "bytes: 1GB, priority: crux}]\n", "jobs[0].priority", "compressed into the scenario's queue classes"),
+    ("job-paths-unknown", HEAD + "jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, "
+     "bytes: 1GB, paths: random}]\n", "jobs[0].paths", "ecmp"),
     ("expect-job-unknown", HEAD + TRAFFIC + "expect: [{metric: iteration_time_s, job: nope, max: 1}]\n",
      "expect[0].job", "job 'nope' is not in this scenario"),
     ("expect-flow-metric-with-job", HEAD + "jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, "
