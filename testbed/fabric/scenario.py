@@ -148,7 +148,8 @@ def _scenario_from_doc(path, doc):
     jobs = []
     if fabric is not None:
         jobs = [_job_entry(j, fabric) for j in doc.get("jobs", [])]
-        problems += semantics.job_problems(file, doc.get("jobs", []), jobs, duration, fabric)
+        problems += semantics.job_problems(file, doc.get("jobs", []), jobs, duration, fabric,
+                                           has_queues=bool(doc.get("queues")))
     problems += semantics.fault_problems(file, faults, duration, fabric)
     problems += semantics.controller_timeline_problems(file, controller_timeline, duration)
     problems += semantics.probe_problems(file, probes, fabric)

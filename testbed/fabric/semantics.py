@@ -276,7 +276,7 @@ def expect_problems(file, expect, fabric, job_names=frozenset(), class_names=Non
     return problems
 
 
-def job_problems(file, raws, jobs, duration, fabric):
+def job_problems(file, raws, jobs, duration, fabric, has_queues=False):
     problems, seen = [], set()
     for i, (raw, j) in enumerate(zip(raws, jobs)):
         here = f"jobs[{i}]"
@@ -315,7 +315,7 @@ def job_problems(file, raws, jobs, duration, fabric):
             if j["port"] >= ports:
                 problems.append(Problem(file, f"{here}.port", f"expected a NIC port below {ports} "
                                         f"(the job's hosts have {ports} port(s) per NIC), got {j['port']}"))
-        if j["priority"] == "crux" and fabric.queues is None:
+        if j["priority"] == "crux" and not has_queues:
             problems.append(Problem(file, f"{here}.priority", "crux priorities are compressed into "
                                     "the scenario's queue classes: add queues, or drop priority"))
         if j["groups"] is not None and j["collective"] != "hierarchical":

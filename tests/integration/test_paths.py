@@ -1,0 +1,48 @@
+"""The controller's answer to announced jobs, on the real datapath: precise
+path selection spreads a job evenly where ECMP's hashes stack it, and a
+Crux class is really rewritten into the packets (measured by the queues)."""
+import json
+import os
+import subprocess
+import sys
+
+
+def _run(scenario, out):
+    return subprocess.run([sys.executable, "-m", "testbed.cli", "run", scenario, "--out", str(out)],
+                          capture_output=True, text=True, timeout=240)
+
+
+def test_precise_spreads_what_ecmp_stacks(tmp_path, leak_check):
+    r = _run("scenarios/ecmp-polarization.yaml", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = json.loads((tmp_path / "results.json").read_text())
+    jobs = res["metrics"]["jobs"]
+    precise, ecmp = jobs["precise"], jobs["ecmp"]
+    # 8 connections, 16 switch-to-switch links they could use (each
+    # carries 2 connections' worth when evenly spread)
+    assert len(precise["link_load"]) == len(ecmp["link_load"]) == 16
+    assert precise["link_load_max_mean"] <= 1.15
+    assert ecmp["link_load_max_mean"] >= 1.3
+    # what the controller answered: every precise connection pinned, no
+    # link of the fabric twice
+    placed = {j["name"]: j for j in res["placement"]["jobs"]}
+    paths = [f["path"] for f in placed["precise"]["flows"]]
+    assert len(paths) == 8
+    switch_links = [link for p in paths for link in p[1:-1]]
+    assert len(switch_links) == len(set(switch_links)) == 16
+    assert not any("port" in f for f in placed["ecmp"]["flows"])
+    # the channel leaves nothing behind in the run directory
+    assert not {"jobs.sock", "jobs.sock.json"} & set(os.listdir(tmp_path / "run"))
+
+
+def test_crux_class_is_rewritten_on_the_wire(tmp_path, leak_check):
+    r = _run("scenarios/crux-classes.yaml", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = json.loads((tmp_path / "results.json").read_text())
+    placed = {j["name"]: j for j in res["placement"]["jobs"]}
+    assert (placed["intense"]["class"], placed["intense"]["dscp"]) == (0, 46)
+    assert placed["light"]["class"] == 1
+    classes = res["metrics"]["classes"]
+    # nothing sends DSCP 46: class high carries only rewritten bytes
+    assert classes["high"]["sent_bytes"] >= 28e6
+    assert classes["low"]["sent_bytes"] > 0
