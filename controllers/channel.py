@@ -65,6 +65,7 @@ def _accept(server, handle):
 
 
 def _one(conn, handle):
+    conn.settimeout(10)        # a request comes at once; never hold a thread for a silent peer
     reply = Reply(conn)
     data = b""
     while not data.endswith(b"\n") and len(data) < MAX_REQUEST:

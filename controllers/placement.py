@@ -127,7 +127,8 @@ def crux_classes(announced, jobs, bandwidth):
     """{job name: {"class", "dscp", "intensity", "crux_priority"}} for the
     jobs whose priority is crux, compressed into the announced classes."""
     wanted = {j["name"] for j in announced["jobs"] if j.get("priority") == "crux"}
-    dscps = announced.get("classes") or []
+    # a class no DSCP selects cannot be written into a packet: skip it
+    dscps = [d for d in announced.get("classes") or [] if d is not None]
     mine = [j for j in jobs if j.name in wanted]
     if not mine or not dscps:
         return {}

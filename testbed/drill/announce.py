@@ -79,8 +79,10 @@ def fabric_links(fabric, jobs_announced):
     out = {}
     for job in jobs_announced["jobs"]:
         links = set()
+        pinned = job.get("pinned_port")
         for flow in job["flows"]:
-            for port in fabric.nic_by_ip(flow["src"]).ports:
+            ports = fabric.nic_by_ip(flow["src"]).ports
+            for port in ports if pinned is None else ports[pinned:pinned + 1]:
                 for hops in enumerate_paths(fabric, routes, port, flow["dst"]):
                     links.update(name[h] for h in hops if fabric.nodes[far[h]].is_switch)
         out[job["name"]] = sorted(links)

@@ -19,7 +19,7 @@ def test_precise_spreads_what_ecmp_stacks(tmp_path, leak_check):
     jobs = res["metrics"]["jobs"]
     precise, ecmp = jobs["precise"], jobs["ecmp"]
     # 8 connections, 16 switch-to-switch links they could use (each
-    # carries 2 connections' worth when evenly spread)
+    # carries one connection when evenly spread)
     assert len(precise["link_load"]) == len(ecmp["link_load"]) == 16
     assert precise["link_load_max_mean"] <= 1.15
     assert ecmp["link_load_max_mean"] >= 1.3
