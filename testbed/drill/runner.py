@@ -51,6 +51,7 @@ class _Run:
     controller_actions: list = field(default_factory=list)   # the timeline's stops and starts
     probes: list | None = None   # what each probe sent and received (drill/probes.py)
     placement: dict | None = None   # the controller's answer to the job announcement
+    announced: dict | None = None   # what the controller was told (drill/announce.py)
 
 
 def run_scenario(sc, out_dir, log=print, dilation_choice=None):
@@ -73,11 +74,12 @@ def _run(sc, out_dir, log):
         pairs = plan_pairs(fabric, sc.traffic)
         flows = IperfFlows(fnet, pairs, sc.duration_s, run_dir)
         senders = sorted({p.src for p in pairs})
-        agents = placement = None
+        agents = placement = announced = None
         if sc.jobs:
             # The controller places every connection (and pins the precise
             # ones in the switches) before the first packet is sent.
-            placement = fnet.announce_jobs(announcement(fabric, sc.jobs))
+            announced = announcement(fabric, sc.jobs)
+            placement = fnet.announce_jobs(announced)
             configs = agent_configs(fabric, sc.jobs, run_dir, sc.duration_s, sc.transport,
                                     pins=agent_pins(fabric, placement))
             agents = JobAgents(fnet, configs, run_dir, log)
@@ -156,7 +158,8 @@ def _run(sc, out_dir, log):
                     bringup_s=fnet.timings.get("routes"), emulator=emulator,
                     queues=qsamp.result() if qsamp else None, pauses=pause_record,
                     controller_actions=controller_actions,
-                    probes=probes.records() if probes else None, placement=placement)
+                    probes=probes.records() if probes else None, placement=placement,
+                    announced=announced)
 
 
 def _results(sc, run, started, dilation_choice=None):
@@ -182,7 +185,7 @@ def _results(sc, run, started, dilation_choice=None):
         rate = analytical.goodput_bps(fabric)
         dc_of = {h.name: h.dc for h in fabric.hosts()}
         m.update(job_metrics(sc.jobs, run.agent_results, rate, faults, run.ran_s, dc_of, fabric))
-        spread_over = fabric_links(fabric, announcement(fabric, sc.jobs))
+        spread_over = fabric_links(fabric, run.announced)
         for name, jm in m["jobs"].items():
             if jm.get("window_s"):
                 jm["dci_bytes"] = counters.dci_bytes(fabric, run.samples, *jm["window_s"])

@@ -3,13 +3,8 @@ path selection spreads a job evenly where ECMP's hashes stack it, and a
 Crux class is really rewritten into the packets (measured by the queues)."""
 import json
 import os
-import subprocess
-import sys
 
-
-def _run(scenario, out):
-    return subprocess.run([sys.executable, "-m", "testbed.cli", "run", scenario, "--out", str(out)],
-                          capture_output=True, text=True, timeout=240)
+from test_drills import _run
 
 
 def test_precise_spreads_what_ecmp_stacks(tmp_path, leak_check):
