@@ -185,7 +185,7 @@ def _results(sc, run, started, dilation_choice=None):
         rate = analytical.goodput_bps(fabric)
         dc_of = {h.name: h.dc for h in fabric.hosts()}
         m.update(job_metrics(sc.jobs, run.agent_results, rate, faults, run.ran_s, dc_of, fabric))
-        spread_over = fabric_links(fabric, run.announced)
+        spread_over = fabric_links(fabric, run.announced or announcement(fabric, sc.jobs))
         for name, jm in m["jobs"].items():
             if jm.get("window_s"):
                 jm["dci_bytes"] = counters.dci_bytes(fabric, run.samples, *jm["window_s"])
