@@ -226,16 +226,24 @@ def congestion(path, flow_bytes, load, bandwidth) -> tuple:
     return (max(drain), sum(drain))
 
 
-def place_job(job, load, bandwidth) -> dict:
+def place_job(job, load, bandwidth, keep=None) -> dict:
     """{flow name: path} for `job` on a network already carrying `load`.
 
     Larger flows choose first, and each counts the job's own flows placed
     before it, so a job spreads over parallel paths rather than stacking its
-    flows on one. Equal candidates go to the one listed first. `load` is not
-    changed."""
+    flows on one. Equal candidates go to the one listed first. A flow whose
+    path in `keep` ({flow name: path}) is still a candidate keeps it, and
+    the others choose around it. `load` is not changed."""
     load = dict(load)
     chosen = {}
+    for flow in job.flows:
+        path = tuple((keep or {}).get(flow.name, ()))
+        if path in flow.paths:
+            add_flow(load, flow.bytes, path)
+            chosen[flow.name] = path
     for flow in sorted(job.flows, key=lambda f: (-f.bytes, f.name)):
+        if flow.name in chosen:
+            continue
         path = min(flow.paths, key=lambda p: congestion(p, flow.bytes, load, bandwidth))
         add_flow(load, flow.bytes, path)
         chosen[flow.name] = path
@@ -256,15 +264,17 @@ def selection_order(jobs, bandwidth) -> list:
     return sorted(jobs, key=lambda job: (-isolated_intensity(job, bandwidth), job.name))
 
 
-def select_paths(jobs, bandwidth) -> dict:
+def select_paths(jobs, bandwidth, keep=None) -> dict:
     """{job name: {flow name: path}}: jobs in decreasing intensity each take
     the least congested candidates given the traffic of the jobs before them,
-    so intense jobs get the emptiest paths."""
+    so intense jobs get the emptiest paths. `keep` ({job name: {flow name:
+    path}}, an earlier selection) holds every flow whose path still exists
+    where it was: only the others move."""
     validate_jobs(jobs, bandwidth)
     load = {}
     paths = {}
     for job in selection_order(jobs, bandwidth):
-        chosen = place_job(job, load, bandwidth)
+        chosen = place_job(job, load, bandwidth, (keep or {}).get(job.name))
         for flow, path in chosen_placements(job, chosen):
             add_flow(load, flow.bytes, path)
         paths[job.name] = chosen

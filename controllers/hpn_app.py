@@ -60,13 +60,19 @@ class HpnController(BaseApp):
         self.routes = None
         self.lock = threading.Lock()
         self.jobs = None             # the announced jobs (placement.py), once told
+        # The paths chosen when they were announced: a fault moves only the
+        # connections it breaks, and when it is mended every connection is
+        # back where it was (where the hosts' NIC port pins send it).
+        self.base_paths = None
+        self.placed = {}             # frozenset of down ports -> placement.place's result
         self.answer = None           # where their connections went, as last computed
         self.waiting = []            # (reply, routes version that answers it)
         socket_path = os.environ.get("HPNLAB_JOBS_SOCKET")
         self.jobs_file = socket_path + ".json" if socket_path else None
         if self.jobs_file and os.path.exists(self.jobs_file):
             with open(self.jobs_file) as fh:
-                self.jobs = json.load(fh)
+                kept = json.load(fh)
+            self.jobs, self.base_paths = kept["announce"], kept["paths"]
         if socket_path:
             self.channel = channel.serve(socket_path, self.on_announce)
 
@@ -87,10 +93,10 @@ class HpnController(BaseApp):
             except (KeyError, TypeError, ValueError) as e:
                 reply({"error": f"cannot place the jobs: {type(e).__name__}: {e}"})
                 return
-            self.jobs = jobs
+            self.jobs, self.base_paths, self.placed = jobs, placement.chosen_paths(answer), {}
             tmp = self.jobs_file + ".tmp"
             with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
-                json.dump(jobs, fh)
+                json.dump({"announce": jobs, "paths": self.base_paths}, fh)
             os.replace(tmp, self.jobs_file)
             flows = [f for j in answer["jobs"] for f in j["flows"]]
             emit(event="jobs", jobs=len(answer["jobs"]), flows=len(flows),
@@ -200,7 +206,12 @@ class HpnController(BaseApp):
         self.routes = compute_routes(self.fabric, down)
         pins, marks = {}, {}
         if self.jobs is not None:
-            self.answer, pins, marks = placement.place(self.fabric, self.routes, self.jobs, down)
+            # routes are a function of the down ports, and so is this: a
+            # flapping link costs the placement once, not at every flap
+            if down not in self.placed:
+                self.placed[down] = placement.place(self.fabric, self.routes, self.jobs, down,
+                                                    self.base_paths)
+            self.answer, pins, marks = self.placed[down]
         self.version += 1
         self.pending = {}
         # Hosts may stop using a port that no longer reaches before the

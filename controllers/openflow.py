@@ -101,7 +101,7 @@ def read_state(dp, flow_stats, group_descs):
             else:
                 routes[(fields.get("in_port"), ip)] = action
         else:
-            strays.append((f.priority, f.match))
+            strays.append((f.table_id, f.priority, f.match))
     return base, routes, groups, strays
 
 
@@ -123,12 +123,13 @@ def _route_action(ofp, actions):
 
 
 def remove_flows(dp, strays):
-    """Delete flows of ours that fit no program (strict: only those)."""
+    """Delete flows of ours that fit no program (strict: only those, each in
+    its own table: the same match and priority may be a kept flow elsewhere)."""
     ofp, parser = dp.ofproto, dp.ofproto_parser
     return [parser.OFPFlowMod(dp, cookie=COOKIE, cookie_mask=0xFFFFFFFFFFFFFFFF,
-                              command=ofp.OFPFC_DELETE_STRICT, table_id=ofp.OFPTT_ALL,
+                              command=ofp.OFPFC_DELETE_STRICT, table_id=table,
                               priority=prio, out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
-                              match=match) for prio, match in strays]
+                              match=match) for table, prio, match in strays]
 
 
 def messages_for(dp, ops):

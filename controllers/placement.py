@@ -79,16 +79,25 @@ def crux_jobs(fabric, routes, announced, down=frozenset()):
     return jobs, egress_bandwidth(fabric), by_links
 
 
-def place(fabric, routes, announced, down=frozenset()):
+def chosen_paths(answer):
+    """{job name: {flow name: path}} of an answer of `place`: the pinned
+    flows' paths, which a later `place` may keep."""
+    return {job["name"]: {f["name"]: tuple(f["path"]) for f in job["flows"] if "path" in f}
+            for job in (answer or {}).get("jobs", ())}
+
+
+def place(fabric, routes, announced, down=frozenset(), keep=None):
     """(answer, switch pins, switch marks) for the announced jobs on the
     fabric as `routes` stand. The answer lists, per job, its class where
     Crux chose one and, per flow, the policy and for pinned flows the NIC
     port and the path. Pins map switch -> {(dst ip, src ip, sport): (chosen
     port, other equal-cost ports)}; marks switch -> {(dst ip, src ip,
-    sport): DSCP}."""
+    sport): DSCP}. With `keep` (chosen_paths of an earlier answer), a flow
+    whose path is still whole stays on it; only the others are placed
+    again (around them)."""
     precise = {j["name"] for j in announced["jobs"] if j.get("paths") == "precise"}
     jobs, bandwidth, by_links = crux_jobs(fabric, routes, announced, down)
-    chosen = crux.select_paths([j for j in jobs if j.name in precise], bandwidth)
+    chosen = crux.select_paths([j for j in jobs if j.name in precise], bandwidth, keep)
     classes = crux_classes(announced, jobs, bandwidth)
     pins, marks, answer = {}, {}, {"jobs": []}
     for job in announced["jobs"]:

@@ -13,11 +13,14 @@ PORT_BURST = 4              # frames of catch-up credit of a paced (below line r
 
 RTM_NEWROUTE, RTM_GETROUTE, NLMSG_ERROR = 24, 26, 2
 NLM_F_REQUEST = 1
-RTA_DST, RTA_SRC, RTA_OIF, RTA_IP_PROTO, RTA_SPORT, RTA_DPORT = 1, 2, 4, 27, 28, 29
+RTA_DST, RTA_SRC, RTA_OIF, RTA_MULTIPATH, RTA_IP_PROTO, RTA_SPORT, RTA_DPORT = 1, 2, 4, 9, 27, 28, 29
+RTM_F_FIB_MATCH = 0x2000               # answer with the route entry itself, every next hop in it
+RTNH_F_DEAD, RTNH_F_LINKDOWN = 0x1, 0x10
 RTMGRP_LINK, RTMGRP_IPV4_ROUTE = 0x1, 0x40
 _NLMSG = struct.Struct("=IHHII")       # length, type, flags, sequence, port id
 _RTMSG = struct.Struct("=BBBBBBBBI")   # family, dst/src prefix lengths, tos, table, protocol, scope, type, flags
 _RTA = struct.Struct("=HH")
+_RTNH = struct.Struct("=HBBi")         # length, flags, hops, interface index
 
 
 def _attr(kind, payload):
@@ -25,10 +28,12 @@ def _attr(kind, payload):
     return _RTA.pack(size, kind) + payload + bytes(-size % 4)
 
 
-def route_request(seq, src_ip, dst_ip, sport, dport, proto):
+def route_request(seq, src_ip, dst_ip, sport, dport, proto, flags=0):
     """An RTM_GETROUTE message asking which way the kernel sends one 5-tuple
-    (what `ip route get ... sport S dport D ipproto udp` asks)."""
-    body = (_RTMSG.pack(socket.AF_INET, 32, 32, 0, 0, 0, 0, 0, 0)
+    (what `ip route get ... sport S dport D ipproto udp` asks); with
+    RTM_F_FIB_MATCH in `flags`, which route entry it uses (`ip route get
+    fibmatch`)."""
+    body = (_RTMSG.pack(socket.AF_INET, 32, 32, 0, 0, 0, 0, 0, flags)
             + _attr(RTA_DST, socket.inet_aton(dst_ip)) + _attr(RTA_SRC, socket.inet_aton(src_ip))
             + _attr(RTA_IP_PROTO, bytes((proto,)))
             + _attr(RTA_SPORT, sport.to_bytes(2, "big")) + _attr(RTA_DPORT, dport.to_bytes(2, "big")))
@@ -50,6 +55,34 @@ def route_oif(reply):
             return int.from_bytes(reply[off + 4:off + 8], sys.byteorder)
         off += (size + 3) & ~3
     return None
+
+
+def route_live_oifs(reply):
+    """The interface indexes of the next hops a route entry (a fibmatch
+    reply) may use now: dead and link-down ones left out (the hosts ignore
+    routes whose link is down). Empty for an error reply."""
+    length, kind, _flags, _seq, _pid = _NLMSG.unpack_from(reply)
+    if kind != RTM_NEWROUTE:
+        return set()
+    rtm_flags = _RTMSG.unpack_from(reply, _NLMSG.size)[-1]
+    live, off = set(), _NLMSG.size + _RTMSG.size
+    while off + _RTA.size <= min(length, len(reply)):
+        size, attr = _RTA.unpack_from(reply, off)
+        if size < _RTA.size:
+            break
+        if attr == RTA_OIF and not rtm_flags & (RTNH_F_DEAD | RTNH_F_LINKDOWN):
+            live.add(int.from_bytes(reply[off + 4:off + 8], sys.byteorder))
+        elif attr == RTA_MULTIPATH:
+            nh, end = off + _RTA.size, off + size
+            while nh + _RTNH.size <= end:
+                nh_len, nh_flags, _hops, oif = _RTNH.unpack_from(reply, nh)
+                if nh_len < _RTNH.size:
+                    break
+                if not nh_flags & (RTNH_F_DEAD | RTNH_F_LINKDOWN):
+                    live.add(oif)
+                nh += (nh_len + 3) & ~3
+        off += (size + 3) & ~3
+    return live
 
 
 class PortPicker:
@@ -74,26 +107,45 @@ class PortPicker:
         self.lookups = 0
 
     def pick(self, src_ip, dst_ip, sport, pinned=None):
+        """The port for a flow. A pinned port is a preference: kept while
+        the route to the peer may use it, given up for the kernel's own
+        choice once that port's link is down or an override leaves it out
+        (the controller placed the flow there while the path was whole)."""
         if pinned is not None:
-            return self.ports[pinned]
+            if (dst_ip, None) not in self.cache:
+                self.cache[(dst_ip, None)] = self._live(src_ip, dst_ip)
+            if self.ports[pinned] in self.cache[(dst_ip, None)]:
+                return self.ports[pinned]
         key = (dst_ip, sport)
         if key not in self.cache:
             self.cache[key] = self._lookup(src_ip, dst_ip, sport)
         return self.cache[key]
 
-    def _lookup(self, src_ip, dst_ip, sport):
-        self.seq += 1
+    def _ask(self, request):
+        """Send one route query, return its reply (None when netlink fails)."""
         self.lookups += 1
         try:
-            self.query.send(route_request(self.seq, src_ip, dst_ip, sport, roce.ROCE_PORT, 17))
+            self.query.send(request)
             while True:
                 reply = self.query.recv(65536)
                 if _NLMSG.unpack_from(reply)[3] == self.seq:
-                    break
+                    return reply
         except OSError:
             return None
-        oif = route_oif(reply)
+
+    def _lookup(self, src_ip, dst_ip, sport):
+        self.seq += 1
+        reply = self._ask(route_request(self.seq, src_ip, dst_ip, sport, roce.ROCE_PORT, 17))
+        oif = None if reply is None else route_oif(reply)
         return self.index.get(oif)   # None: no route right now (every port down), or not ours
+
+    def _live(self, src_ip, dst_ip):
+        """Our ports the route entry to `dst_ip` may use now."""
+        self.seq += 1
+        reply = self._ask(route_request(self.seq, src_ip, dst_ip, 0, roce.ROCE_PORT, 17,
+                                        RTM_F_FIB_MATCH))
+        oifs = set() if reply is None else route_live_oifs(reply)
+        return {self.index[o] for o in oifs if o in self.index}
 
     def changed(self):
         """True if a link or route changed since the last call (cache dropped)."""

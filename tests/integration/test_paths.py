@@ -41,3 +41,19 @@ def test_crux_class_is_rewritten_on_the_wire(tmp_path, leak_check):
     # nothing sends DSCP 46: class high carries only rewritten bytes
     assert classes["high"]["sent_bytes"] >= 28e6
     assert classes["low"]["sent_bytes"] > 0
+
+
+def test_a_pin_yields_to_a_failed_host_link(tmp_path, leak_check):
+    """A connection pinned to a NIC port whose link flaps leaves by the
+    other port while the link is down: the job keeps its pace (iterations
+    during the flapping at most 1.5x those before, an expectation of the
+    drill; a pin held regardless stalls the ring ~0.5 s per flap)."""
+    r = _run("scenarios/link-flap-precise.yaml", tmp_path)
+    res = json.loads((tmp_path / "results.json").read_text())
+    placed = {f["name"]: f for j in res["placement"]["jobs"] for f in j["flows"]}
+    # the premise: the controller pinned s0h0's sends to the flapping link
+    assert placed["s0h0>s0h1"]["port"] == "s0h0-n0p0"
+    assert placed["s0h0>s0h1"]["path"][1].startswith("t0r0k0-")
+    assert r.returncode == 0, r.stdout + r.stderr
+    job = res["metrics"]["jobs"]["ring8"]
+    assert job["fault_iteration_slowdown"] <= 1.5 and job["stalled_iterations"] == 0

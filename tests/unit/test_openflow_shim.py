@@ -308,6 +308,7 @@ class Harness:
         self.fabric, self.app = fabric, app
         self.dps = {s.name: FakeDatapath(s.dpid) for s in fabric.switches()}
         self.marks = {name: 0 for name in self.dps}
+        self.dead = set()     # (switch, port) that port_desc reports down
 
     def features(self, name, answer=True):
         """The switch connects; `answer`: it replies to the state requests."""
@@ -322,7 +323,7 @@ class Harness:
 
     def port_desc(self, name):
         ports = sorted({l.end(name).port for l in self.fabric.links_of(name)})
-        body = [port(p) for p in ports] + [port(OFP.OFPP_LOCAL, up=False)]
+        body = [port(p, (name, p) not in self.dead) for p in ports] + [port(OFP.OFPP_LOCAL, up=False)]
         self.app.on_port_desc(event(datapath=self.dps[name], body=body))
 
     def port_status(self, name, no, up=True, reason=OFP.OFPPR_MODIFY, admin_down=False):
@@ -474,11 +475,18 @@ def test_adoption_removes_strays_and_repairs_what_is_missing(hpn, capsys):
     dp.send_msg(stray)
     kept = {k: v for k, v in dp.ages().items()
             if not {("ipv4_dst", "10.9.9.9"), ("ipv4_dst", "10.8.8.8")} & set(k[2])}
+    # a copy of a kept route in the classifier table: a stray there, removed
+    # without taking the route (same priority and match) in the route table
+    twin = openflow.messages_for(dp, [("flow_set", (None, "10.0.0.2"), ("output", 1))])[0]
+    twin.table_id = openflow.TABLE_CLASSIFY
+    dp.send_msg(twin)
+    assert any(k[0] == openflow.TABLE_ROUTE for k in kept
+               if k[1:] == (openflow.PRIO_ROUTE, tuple(sorted(twin.match.items()))))
     events(capsys)
 
     hpn.features("t0r0k0")
     (adopted,) = [e for e in events(capsys) if e["event"] == "adopted"]
-    assert adopted["removed"] == 1                              # the odd-priority flow
+    assert adopted["removed"] == 2                  # the odd-priority flow and the twin
     # 7 right routes, 10.9.9.9 and the 8 detours
     assert adopted["routes"] == len(hpn.fabric.nics) + 8
     hpn.port_desc("t0r0k0")
@@ -487,6 +495,8 @@ def test_adoption_removes_strays_and_repairs_what_is_missing(hpn, capsys):
     assert installed_table(dp) == expected_tables(hpn.fabric)["t0r0k0"]
     assert any(k[1] == openflow.PRIO_ARP for k in dp.flows)
     assert not any(k[1] == openflow.PRIO_ROUTE - 1 for k in dp.flows)
+    assert not any(k[0] == openflow.TABLE_CLASSIFY and k[1] == openflow.PRIO_ROUTE
+                   for k in dp.flows)
     ages = dp.ages()
     assert all(ages[k] == born for k, born in kept.items())
 

@@ -237,9 +237,24 @@ def announce_to(app, jobs):
     return replies
 
 
-def test_the_controller_answers_once_the_pins_are_acknowledged(tmp_path, monkeypatch, capsys):
+@pytest.fixture
+def channel_app(tmp_path, monkeypatch):
+    """make(): a controller on fake switches that listens on a job channel
+    in tmp_path; every channel opened is closed after the test."""
     monkeypatch.setenv("HPNLAB_JOBS_SOCKET", str(tmp_path / "jobs.sock"))
-    h = make_app(tmp_path, monkeypatch, {"kind": "hpn"})
+    opened = []
+
+    def make(harness=None):
+        h = harness() if harness else make_app(tmp_path, monkeypatch, {"kind": "hpn"})
+        opened.append(h.app)
+        return h
+    yield make
+    for app in opened:
+        app.channel.close()
+
+
+def test_the_controller_answers_once_the_pins_are_acknowledged(tmp_path, channel_app, capsys):
+    h = channel_app()
     h.connect()
     events(capsys)
     jobs = announcement(h.fabric, [job("p", paths="precise"), job("e")])
@@ -257,31 +272,74 @@ def test_the_controller_answers_once_the_pins_are_acknowledged(tmp_path, monkeyp
         assert installed_table(dp) == routing.wanted_table(compute_routes(h.fabric), name,
                                                             pins.get(name))
     # the jobs are kept beside the socket, for the controller's own restart
-    assert json.loads((tmp_path / "jobs.sock.json").read_text()) == jobs
+    kept = json.loads((tmp_path / "jobs.sock.json").read_text())
+    assert kept["announce"] == jobs
+    assert kept["paths"] == {"p": {f["name"]: f["path"] for f in answer["jobs"][0]["flows"]},
+                             "e": {}}
     assert stat.S_IMODE(os.stat(tmp_path / "jobs.sock.json").st_mode) == 0o600
 
 
-def test_a_restarted_controller_keeps_the_pins_without_touching_them(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("during_fault", [False, True])
+def test_a_restarted_controller_keeps_the_pins_without_touching_them(channel_app, capsys,
+                                                                    during_fault):
+    """Also when it restarts while a fault has moved some connections: it
+    places them as its predecessor did (from the paths kept beside the
+    socket), not afresh."""
     from controllers.hpn_app import HpnController
     from test_openflow_shim import Harness
-    monkeypatch.setenv("HPNLAB_JOBS_SOCKET", str(tmp_path / "jobs.sock"))
-    first = make_app(tmp_path, monkeypatch, {"kind": "hpn"})
+    first = channel_app()
     first.connect()
     announce_to(first.app, announcement(first.fabric, [job("p", paths="precise")]))
     first.ack_all()
+    if during_fault:
+        first.dead.add(("a0n0", 1))
+        first.port_status("a0n0", 1, up=False)
+        first.ack_all()
+        assert first.app.answer != first.app.placed[frozenset()][0]   # something moved
     first.app.channel.close()
     before = {n: dp.ages() for n, dp in first.dps.items()}
     events(capsys)
-    again = Harness(first.fabric, HpnController())
+    again = channel_app(lambda: Harness(first.fabric, HpnController()))
     again.dps = first.dps
+    if during_fault:
+        again.dead = set(first.dead)
     again.connect()
     assert events(capsys)[-1]["changes"] == 0
     assert {n: dp.ages() for n, dp in again.dps.items()} == before
 
 
-def test_jobs_that_cannot_be_placed_are_refused(tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("HPNLAB_JOBS_SOCKET", str(tmp_path / "jobs.sock"))
-    h = make_app(tmp_path, monkeypatch, {"kind": "hpn"})
+def test_a_fault_moves_only_the_connections_it_breaks_and_mending_it_puts_them_back(
+        channel_app, capsys, monkeypatch):
+    h = channel_app()
+    h.connect()
+    announce_to(h.app, announcement(h.fabric, [job("p", paths="precise")]))
+    h.ack_all()
+
+    def paths():
+        return {f["name"]: f["path"] for f in h.app.answer["jobs"][0]["flows"]}
+    whole = paths()
+    (cable,) = [(l.a.ifname, l.b.ifname) for l in h.fabric.links_of("a0n0") if l.end("a0n0").port == 1]
+    broken = {n for n, p in whole.items() if set(cable) & set(p)}
+    assert broken and len(broken) < len(whole)
+    calls = Counter()
+    place = placement.place
+    monkeypatch.setattr(placement, "place",
+                        lambda *a, **k: calls.update(["place"]) or place(*a, **k))
+    for flap in range(3):
+        h.port_status("a0n0", 1, up=False)
+        h.ack_all()
+        during = paths()
+        assert {n for n in whole if during[n] != whole[n]} == broken
+        assert not any(set(cable) & set(p) for p in during.values())
+        h.port_status("a0n0", 1, up=True)
+        h.ack_all()
+        assert paths() == whole
+    # one placement per set of down ports, however often the link flaps
+    assert calls["place"] == 1
+
+
+def test_jobs_that_cannot_be_placed_are_refused(channel_app, capsys):
+    h = channel_app()
     h.connect()
     bad = announcement(h.fabric, [job("p", paths="precise")])
     bad["jobs"][0]["flows"][0]["bytes"] = -1
