@@ -10,9 +10,9 @@ to or from a peer rank. Transfers are RoCEv2-looking frames (built once
 with scapy, patched per packet; see roce.py) written to a raw socket on the
 NIC port the kernel's multipath route picks for the flow (so the host's
 per-flow spreading, dead-port skipping and /32 overrides apply), or on a
-pinned port. Reliability is go-back-N driven by receiver ACK/NAKs and
-timeouts; the rate follows DCQCN on CNPs, per queue pair. At line rate the
-kernel paces each port (see nic.Port); only a flow DCQCN holds below line
+pinned port while its link is up. Reliability is go-back-N driven by
+receiver ACK/NAKs and timeouts; the rate follows DCQCN on CNPs, per queue
+pair. At line rate the kernel paces each port (see nic.Port); only a flow DCQCN holds below line
 rate is paced here. Frames arrive on a UDP socket bound to port 4791 that
 also reports each datagram's ECN bits.
 

@@ -40,20 +40,30 @@ def route_request(seq, src_ip, dst_ip, sport, dport, proto, flags=0):
     return _NLMSG.pack(_NLMSG.size + len(body), RTM_GETROUTE, NLM_F_REQUEST, seq, 0) + body
 
 
-def route_oif(reply):
-    """The output interface index in an RTM_NEWROUTE reply; None for an
-    error reply (no route) or a reply without one."""
+def _route_attrs(reply):
+    """(rtm_flags, [(attribute type, payload)]) of an RTM_NEWROUTE reply;
+    None for anything else (an error reply: no route)."""
     length, kind, _flags, _seq, _pid = _NLMSG.unpack_from(reply)
     if kind != RTM_NEWROUTE:
         return None
-    off = _NLMSG.size + _RTMSG.size
+    rtm_flags = _RTMSG.unpack_from(reply, _NLMSG.size)[-1]
+    attrs, off = [], _NLMSG.size + _RTMSG.size
     while off + _RTA.size <= min(length, len(reply)):
         size, attr = _RTA.unpack_from(reply, off)
         if size < _RTA.size:
             break
-        if attr == RTA_OIF:
-            return int.from_bytes(reply[off + 4:off + 8], sys.byteorder)
+        attrs.append((attr, reply[off + _RTA.size:off + size]))
         off += (size + 3) & ~3
+    return rtm_flags, attrs
+
+
+def route_oif(reply):
+    """The output interface index in an RTM_NEWROUTE reply; None for an
+    error reply (no route) or a reply without one."""
+    parsed = _route_attrs(reply)
+    for attr, payload in parsed[1] if parsed else ():
+        if attr == RTA_OIF:
+            return int.from_bytes(payload[:4], sys.byteorder)
     return None
 
 
@@ -61,33 +71,30 @@ def route_live_oifs(reply):
     """The interface indexes of the next hops a route entry (a fibmatch
     reply) may use now: dead and link-down ones left out (the hosts ignore
     routes whose link is down). Empty for an error reply."""
-    length, kind, _flags, _seq, _pid = _NLMSG.unpack_from(reply)
-    if kind != RTM_NEWROUTE:
+    parsed = _route_attrs(reply)
+    if parsed is None:
         return set()
-    rtm_flags = _RTMSG.unpack_from(reply, _NLMSG.size)[-1]
-    live, off = set(), _NLMSG.size + _RTMSG.size
-    while off + _RTA.size <= min(length, len(reply)):
-        size, attr = _RTA.unpack_from(reply, off)
-        if size < _RTA.size:
-            break
+    rtm_flags, attrs = parsed
+    live = set()
+    for attr, payload in attrs:
         if attr == RTA_OIF and not rtm_flags & (RTNH_F_DEAD | RTNH_F_LINKDOWN):
-            live.add(int.from_bytes(reply[off + 4:off + 8], sys.byteorder))
-        elif attr == RTA_MULTIPATH:
-            nh, end = off + _RTA.size, off + size
-            while nh + _RTNH.size <= end:
-                nh_len, nh_flags, _hops, oif = _RTNH.unpack_from(reply, nh)
+            live.add(int.from_bytes(payload[:4], sys.byteorder))
+        elif attr == RTA_MULTIPATH:      # one rtnexthop (and its own attributes) per hop
+            off = 0
+            while off + _RTNH.size <= len(payload):
+                nh_len, nh_flags, _hops, oif = _RTNH.unpack_from(payload, off)
                 if nh_len < _RTNH.size:
                     break
                 if not nh_flags & (RTNH_F_DEAD | RTNH_F_LINKDOWN):
                     live.add(oif)
-                nh += (nh_len + 3) & ~3
-        off += (size + 3) & ~3
+                off += (nh_len + 3) & ~3
     return live
 
 
 class PortPicker:
     """Which NIC port a flow leaves by: the kernel's multipath choice for
-    its 5-tuple (fib_multipath_hash_policy=1), or a pinned port.
+    its 5-tuple (fib_multipath_hash_policy=1), or a pinned port while the
+    route may use it.
 
     Answers are cached: the kernel's choice changes only when a link or a
     route does, and the picker listens for exactly those netlink events
