@@ -12,25 +12,11 @@ import sys
 
 import pytest
 
-from testbed.emulation import capabilities
 from testbed.emulation.realize import FabricNet
 from testbed.fabric.build import build_fabric
-from testbed.fabric.scenario import load_scenario, load_topology
+from testbed.fabric.scenario import load_scenario
 
 pytestmark = pytest.mark.full_kernel
-
-
-@pytest.fixture(scope="module")
-def feats():
-    return capabilities.probe()
-
-
-def needs(feats, *names):
-    """Skip, naming what is missing, unless the kernel has every feature."""
-    missing = [n for n in names if not capabilities.has(feats, n)]
-    if missing:
-        pytest.skip(f"this kernel lacks {', '.join(missing)} (hpnlab doctor); "
-                    "make test-vm runs this in a VM with the stock Debian kernel")
 
 
 def _datapath_lookups():
@@ -52,8 +38,8 @@ def _ping(fnet, host, ip, count=20):
 
 # --- (a) the kernel datapath ------------------------------------------------------
 
-def test_kernel_datapath_is_chosen_and_forwards(tmp_path, leak_check, feats):
-    needs(feats, "openvswitch module")
+def test_kernel_datapath_is_chosen_and_forwards(tmp_path, leak_check, needs_kernel):
+    feats = needs_kernel("openvswitch module")
     fabric = build_fabric({}, name="fk-dp")
     with FabricNet(fabric, str(tmp_path), feats=feats) as fnet:
         assert fnet.datapath == "kernel"
@@ -92,8 +78,8 @@ DELAYED_REGION = ("kind: region\nfabrics: [{kind: hpn, segments: 1, hosts_per_se
 @pytest.mark.parametrize("topology", ["topologies/hpn-mini.yaml", "topologies/single-tor-mini.yaml",
                                       "topologies/clos-mini.yaml", "topologies/fat-tree-k4.yaml",
                                       "topologies/region-crossdc.yaml", "delayed-region"])
-def test_every_fabric_kind_up_and_all_pairs_reachable(topology, tmp_path, leak_check, feats):
-    needs(feats, "openvswitch module", *(["netem"] if topology == "delayed-region" else []))
+def test_every_fabric_kind_up_and_all_pairs_reachable(topology, tmp_path, leak_check, needs_kernel):
+    needs_kernel("openvswitch module", *(["netem"] if topology == "delayed-region" else []))
     if topology == "delayed-region":
         topology = tmp_path / "delayed-region.yaml"
         topology.write_text(DELAYED_REGION)
@@ -110,8 +96,8 @@ def test_every_fabric_kind_up_and_all_pairs_reachable(topology, tmp_path, leak_c
 DELAY_SCENARIO = "scenarios/crossdc-hierarchical-delay.yaml"
 
 
-def test_interconnect_delay_measured_on_the_wire(tmp_path, leak_check, feats):
-    needs(feats, "openvswitch module", "netem")
+def test_interconnect_delay_measured_on_the_wire(tmp_path, leak_check, needs_kernel):
+    feats = needs_kernel("openvswitch module", "netem")
     fabric = load_scenario(DELAY_SCENARIO).fabric
     dci = [l for l in fabric.links if l.kind == "dci"]
     one_way_ms = fabric.shaped_delay_s(dci[0]) * 1e3
@@ -131,8 +117,8 @@ def test_interconnect_delay_measured_on_the_wire(tmp_path, leak_check, feats):
         f"RTT {cross} ms through the DCI: {cross - 2 * one_way_ms:.2f} ms beyond the delay (intra-DC {intra} ms)"
 
 
-def test_crossdc_drill_with_delay_passes(tmp_path, leak_check, feats):
-    needs(feats, "openvswitch module", "netem")
+def test_crossdc_drill_with_delay_passes(tmp_path, leak_check, needs_kernel):
+    needs_kernel("openvswitch module", "netem")
     r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", DELAY_SCENARIO, "--out", str(tmp_path)],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
