@@ -9,6 +9,7 @@ cd /hpnlab
 out=results/vm
 export HPNLAB_VENV=/opt/hpnlab/venv
 export PYTHONDONTWRITEBYTECODE=1   # the clone is the host's: leave no caches in it
+export TMPDIR=/var/tmp             # the VM's disk (a snapshot): room for captures, unlike /tmp (RAM)
 t0=$(cut -d' ' -f1 /proc/uptime)
 phase() {
     printf '[vm +%ss] %s\n' "$(awk -v t0="$t0" '{printf "%d", $1 - t0}' /proc/uptime)" "$*"
@@ -31,13 +32,16 @@ if [ "$prov" -eq 0 ]; then
     phase "pytest -rs $HPNLAB_VM_TESTS"
     # shellcheck disable=SC2086  # the request holds several pytest arguments
     "$HPNLAB_VENV/bin/python" -m pytest -rs -v -p no:cacheprovider \
-        --junitxml="$out/junit.xml" $HPNLAB_VM_TESTS 2>&1 | tee "$out/pytest.txt"
+        -o junit_family=xunit1 --junitxml="$out/junit.xml" $HPNLAB_VM_TESTS 2>&1 | tee "$out/pytest.txt"
     tests=${PIPESTATUS[0]}
     if [ "$HPNLAB_VM_DEMO" = 1 ]; then
         phase "make demo (dilation ${HPNLAB_VM_DILATION:-as the scenarios say})"
-        make --no-print-directory demo VENV="$HPNLAB_VENV" DEMO="$out/demo" \
+        # Drills run on the VM's own disk: the controller's job channel is a
+        # Unix socket in the run directory, which a 9p share cannot hold.
+        make --no-print-directory demo VENV="$HPNLAB_VENV" DEMO=/var/tmp/hpnlab-demo \
             DILATION="${HPNLAB_VM_DILATION:-}" 2>&1 | tee "$out/demo.txt"
         demo=${PIPESTATUS[0]}
+        cp -r /var/tmp/hpnlab-demo "$out/demo"
     else
         demo=0
     fi

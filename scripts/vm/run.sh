@@ -16,8 +16,10 @@
 #                      numpy's wheel uses
 #   HPNLAB_VM_TIMEOUT  seconds the VM may run before it is killed (3000)
 #   HPNLAB_VM_CPUS, HPNLAB_VM_MEM_MB   (default: 2, 4096)
-#   HPNLAB_VM_TESTS    pytest arguments in the VM (default: -m full_kernel tests)
+#   HPNLAB_VM_TESTS    pytest arguments in the VM (default: -m full_kernel tests/integration)
 #   HPNLAB_VM_DEMO     0 skips `make demo` in the VM
+#   HPNLAB_VM_DILATION the demo's time dilation in the VM (see vm_dilation below;
+#                      empty: what the scenarios say)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -27,6 +29,13 @@ accel=${HPNLAB_VM_ACCEL:-auto}
 timeout=${HPNLAB_VM_TIMEOUT:-3000}
 cpus=${HPNLAB_VM_CPUS:-2}
 mem=${HPNLAB_VM_MEM_MB:-4096}
+# The demo's drills under software emulation: at dilation 1 routes converged
+# 627 ms after a fault (the trust limit is 500 ms; tens of ms natively) and
+# the run was untrustworthy; at 4 they converged in 106-138 ms (emulated) and
+# both drills passed with fidelity 0.965-0.971, but s0h0's longest silence
+# was 0.65 s against the 1 s bound. 8 leaves margin on both (README "The VM
+# tier" has the numbers).
+vm_dilation=8
 t0=$SECONDS
 phase() { printf '[test-vm +%ds] %s\n' "$((SECONDS - t0))" "$*"; }
 die() { printf 'test-vm: %s\n' "$*" >&2; exit 1; }
@@ -43,8 +52,9 @@ rm -rf "$out"
 mkdir -p "$out"
 # What the VM runs, read by scripts/vm/init.sh from the share.
 {
-    printf 'HPNLAB_VM_TESTS=%q\n' "${HPNLAB_VM_TESTS:--m full_kernel tests}"
+    printf 'HPNLAB_VM_TESTS=%q\n' "${HPNLAB_VM_TESTS:--m full_kernel tests/integration}"
     printf 'HPNLAB_VM_DEMO=%q\n' "${HPNLAB_VM_DEMO:-1}"
+    printf 'HPNLAB_VM_DILATION=%q\n' "${HPNLAB_VM_DILATION-$vm_dilation}"
 } > "$out/request"
 
 qpid= tpid=

@@ -96,7 +96,7 @@ def test_every_fabric_kind_up_and_all_pairs_reachable(topology, tmp_path, leak_c
 DELAY_SCENARIO = "scenarios/crossdc-hierarchical-delay.yaml"
 
 
-def test_interconnect_delay_measured_on_the_wire(tmp_path, leak_check, needs_kernel):
+def test_interconnect_delay_measured_on_the_wire(tmp_path, leak_check, needs_kernel, record_property):
     feats = needs_kernel("openvswitch module", "netem")
     fabric = load_scenario(DELAY_SCENARIO).fabric
     dci = [l for l in fabric.links if l.kind == "dci"]
@@ -109,6 +109,7 @@ def test_interconnect_delay_measured_on_the_wire(tmp_path, leak_check, needs_ker
         far = next(n for n in fabric.nics if n.host == "d1s0h0" and n.rail == nic.rail)
         intra, _ = _ping(fnet, "d0s0h0", near.ip)
         cross, _ = _ping(fnet, "d0s0h0", far.ip)
+    record_property("min_rtt_ms", {"through_dci": cross, "intra_dc": intra, "one_way_delay": one_way_ms})
     # A round trip crosses the interconnect once each way: twice its delay,
     # plus what the switches and hosts take (an intra-DC round trip, with
     # the few more switches of the cross-DC path as margin).
@@ -117,10 +118,11 @@ def test_interconnect_delay_measured_on_the_wire(tmp_path, leak_check, needs_ker
         f"RTT {cross} ms through the DCI: {cross - 2 * one_way_ms:.2f} ms beyond the delay (intra-DC {intra} ms)"
 
 
-def test_crossdc_drill_with_delay_passes(tmp_path, leak_check, needs_kernel):
+def test_crossdc_drill_with_delay_passes(tmp_path, leak_check, needs_kernel, record_property):
     needs_kernel("openvswitch module", "netem")
     r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", DELAY_SCENARIO, "--out", str(tmp_path)],
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     res = json.loads((tmp_path / "results.json").read_text())
+    record_property("fidelity", res["metrics"]["fidelity"])
     assert res["metrics"]["fidelity"]["min"] >= 0.9

@@ -29,6 +29,7 @@ SETTLE_S = 2.0        # DCTCP's slow start and first reaction, not judged
 
 
 def _scenario(tmp_path, ecn):
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "dctcp.yaml"
     path.write_text(f"""
 name: dctcp
@@ -81,13 +82,14 @@ def _bottleneck(fabric):
     return link.b.ifname if link.a.node == "s0h1" else link.a.ifname
 
 
-def test_dctcp_holds_the_queue_near_k(tmp_path, leak_check, needs_kernel):
+def test_dctcp_holds_the_queue_near_k(tmp_path, leak_check, needs_kernel, record_property):
     feats = needs_kernel("openvswitch module", "dctcp", capabilities.BPF_QUEUES)
     sc = _scenario(tmp_path, ecn=True)
     port = _bottleneck(sc.fabric)
     with FabricNet(sc.fabric, str(tmp_path / "run"), log=lambda *a: None, feats=feats) as fnet:
         backlog, marks = _dctcp_backlog(fnet, port)
     med, p99 = np.median(backlog), np.percentile(backlog, 99)
+    record_property("backlog_bytes", {"median": med, "p99": p99, "K": K, "marks": marks})
     assert marks > 100, f"only {marks} CE marks at {port}"
     # Near K: not the 100 ms (500 KB) buffer a loss-based TCP fills, not an
     # idle port; DCTCP oscillates around K by a few frames.
@@ -104,7 +106,7 @@ def _red_marks(port):
     raise AssertionError(f"no RED statistics on {port}: {out}")
 
 
-def test_red_marking_agrees_with_the_bpf_marking(tmp_path, leak_check, needs_kernel):
+def test_red_marking_agrees_with_the_bpf_marking(tmp_path, leak_check, needs_kernel, record_property):
     feats = needs_kernel("openvswitch module", "dctcp", "red", capabilities.BPF_QUEUES)
     held = {}
     for how in ("bpf", "red"):
@@ -114,16 +116,18 @@ def test_red_marking_agrees_with_the_bpf_marking(tmp_path, leak_check, needs_ker
             if how == "red":
                 # RED instead of the FIFO under the class, marking from K: its
                 # ramp ends one frame above K (where it marks every packet).
-                minor = f"{HTB_MINOR_BASE:x}"
-                subprocess.run(["tc", "qdisc", "replace", "dev", port, "parent", f"1:{minor}",
-                                "handle", f"{minor}:", "red", "limit", str(600_000), "min", str(K),
-                                "max", str(K + FRAME), "avpkt", str(FRAME), "burst", "8",
-                                "probability", "1.0", "bandwidth", "40mbit", "ecn"],
-                               check=True, capture_output=True)
+                # (no handle: the FIFO's would make tc change it, not replace it)
+                r = subprocess.run(["tc", "qdisc", "replace", "dev", port, "parent",
+                                    f"1:{HTB_MINOR_BASE:x}", "red", "limit", str(600_000),
+                                    "min", str(K), "max", str(K + FRAME), "avpkt", str(FRAME),
+                                    "burst", "8", "probability", "1.0", "bandwidth", "40mbit", "ecn"],
+                                   capture_output=True, text=True)
+                assert r.returncode == 0, r.stderr
             backlog, marks = _dctcp_backlog(fnet, port)
             if how == "red":
                 marks = _red_marks(port)
         assert marks > 100, f"{how}: only {marks} CE marks at {port}"
         held[how] = float(np.median(backlog))
+        record_property(f"{how}_backlog_bytes", {"median": held[how], "marks": marks, "K": K})
     # The same K held by either marker: medians within a quarter of K.
     assert abs(held["red"] - held["bpf"]) <= K / 4, held
