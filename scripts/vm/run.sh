@@ -31,11 +31,11 @@ cpus=${HPNLAB_VM_CPUS:-2}
 mem=${HPNLAB_VM_MEM_MB:-4096}
 # The demo's drills under software emulation: at dilation 1 routes converged
 # 627 ms after a fault (the trust limit is 500 ms; tens of ms natively) and
-# the run was untrustworthy; at 4 they converged in 106-138 ms (emulated) and
-# both drills passed with fidelity 0.965-0.971, but s0h0's longest silence
-# was 0.65 s against the 1 s bound. 8 leaves margin on both (README "The VM
-# tier" has the numbers).
-vm_dilation=8
+# the run was untrustworthy. At 4 both drills passed: fidelity 0.965-0.971,
+# convergence 106-138 ms (emulated), longest silence 0.65 s (bound 1 s). At 8
+# too, but with fidelity down to 0.927 (rates of 5 Mbit/s carry 9000-byte
+# frames) for half the wall time saved on convergence; README "The VM tier".
+vm_dilation=4
 t0=$SECONDS
 phase() { printf '[test-vm +%ds] %s\n' "$((SECONDS - t0))" "$*"; }
 die() { printf 'test-vm: %s\n' "$*" >&2; exit 1; }

@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from testbed.emulation.realize import FabricNet
+from testbed.emulation.realize import FabricNet, unreachable
 from testbed.fabric.build import build_fabric
-from testbed.fabric.scenario import load_scenario
+from testbed.fabric.scenario import load_scenario, load_topology
 
 pytestmark = pytest.mark.full_kernel
 
@@ -79,16 +79,20 @@ DELAYED_REGION = ("kind: region\nfabrics: [{kind: hpn, segments: 1, hosts_per_se
                                       "topologies/clos-mini.yaml", "topologies/fat-tree-k4.yaml",
                                       "topologies/region-crossdc.yaml", "delayed-region"])
 def test_every_fabric_kind_up_and_all_pairs_reachable(topology, tmp_path, leak_check, needs_kernel):
-    needs_kernel("openvswitch module", *(["netem"] if topology == "delayed-region" else []))
+    feats = needs_kernel("openvswitch module", *(["netem"] if topology == "delayed-region" else []))
     if topology == "delayed-region":
         topology = tmp_path / "delayed-region.yaml"
         topology.write_text(DELAYED_REGION)
-    r = subprocess.run([sys.executable, "-m", "testbed.cli", "up", str(topology), "--check", "--json"],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    summary = json.loads(r.stdout)
-    assert summary["datapath"] == "kernel"
-    assert summary["passed"] and summary["reachable"] == summary["pairs"] > 0, summary
+    _, fabric = load_topology(topology)
+    # Under software emulation (the VM tier on a machine without KVM) the
+    # 20 switches of fat-tree-k4 took more than the usual 30 s to connect
+    # and acknowledge their routes; bring-up time is not what is judged here.
+    with FabricNet(fabric, str(tmp_path / "run"), log=lambda *a: None, feats=feats,
+                   route_timeout=120) as fnet:
+        assert fnet.datapath == "kernel"
+        reach = fnet.check_reachability()
+    pairs = [(h, p) for h, d in reach.items() for p in d]
+    assert pairs and unreachable(reach) == [], unreachable(reach)
 
 
 # --- (c) interconnect delay on the wire ---------------------------------------------
@@ -120,8 +124,11 @@ def test_interconnect_delay_measured_on_the_wire(tmp_path, leak_check, needs_ker
 
 def test_crossdc_drill_with_delay_passes(tmp_path, leak_check, needs_kernel, record_property):
     needs_kernel("openvswitch module", "netem")
-    r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", DELAY_SCENARIO, "--out", str(tmp_path)],
-                       capture_output=True, text=True, timeout=900)
+    # Dilation 8: undilated, under software emulation (the VM tier without
+    # KVM) one agent kept its pacing only 0.78 of the time and the run was
+    # untrustworthy; the expectations are judged in emulated time at any N.
+    r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", DELAY_SCENARIO, "--out", str(tmp_path),
+                        "--dilation", "8"], capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     res = json.loads((tmp_path / "results.json").read_text())
     record_property("fidelity", res["metrics"]["fidelity"])
