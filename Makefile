@@ -1,11 +1,16 @@
 # hpnlab: `sudo make demo` and `sudo make test` work on a fresh Debian 12 /
 # Ubuntu 22.04+ machine: both install what is missing first (make setup).
-VENV   ?= .venv
+# VENV: the virtualenv provision.sh made (HPNLAB_VENV when set, as in the VM tier)
+VENV   ?= $(or $(HPNLAB_VENV),.venv)
 PY     := $(VENV)/bin/python
 HPNLAB := $(VENV)/bin/hpnlab
 DEMO   ?= results/demo
+# DILATION: time dilation for the demo's drills (hpnlab run --dilation N|auto);
+# empty: what each scenario says
+DILATION ?=
+RUNFLAGS = $(if $(DILATION),--dilation $(DILATION))
 
-.PHONY: setup test unit integration demo drills bench capacity soak clean
+.PHONY: setup test unit integration test-vm demo drills bench capacity soak clean
 
 setup:
 	bash scripts/provision.sh
@@ -19,11 +24,16 @@ unit: setup
 integration: setup
 	$(PY) -m pytest -q -rs -m integration tests/integration
 
+# The full-kernel tier: the tests marked full_kernel and `make demo` in a
+# Debian 12 VM (stock kernel, qemu), provisioned by scripts/provision.sh.
+test-vm:
+	bash scripts/vm/run.sh
+
 demo: setup
 	@rm -rf $(DEMO)
-	@$(HPNLAB) run scenarios/dual-tor-link-failure.yaml --out $(DEMO)/dual-tor; \
+	@$(HPNLAB) run scenarios/dual-tor-link-failure.yaml --out $(DEMO)/dual-tor $(RUNFLAGS); \
 	  dual=$$?; \
-	$(HPNLAB) run scenarios/single-tor-link-failure.yaml --out $(DEMO)/single-tor; \
+	$(HPNLAB) run scenarios/single-tor-link-failure.yaml --out $(DEMO)/single-tor $(RUNFLAGS); \
 	  single=$$?; \
 	echo; $(HPNLAB) compare $(DEMO)/dual-tor $(DEMO)/single-tor; echo; \
 	echo "Reports: $(DEMO)/dual-tor/summary.md  $(DEMO)/single-tor/summary.md (plots beside them)"; \

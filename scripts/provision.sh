@@ -3,23 +3,49 @@
 # Debian's Mininet, the project installed into it, and Open vSwitch running
 # (kernel datapath where the openvswitch module loads, userspace otherwise).
 # Idempotent: every step checks before it acts, so a second run is quick.
-# Used by `make setup`, the Vagrantfile and CI alike.
+# Used by `make setup`, the Vagrantfile, CI and the VM tier's disk image
+# (scripts/vm/build-image.sh) alike.
+#
+#   provision.sh              provision this machine
+#   provision.sh --packages   print the system packages it needs, one a line
+#
+# HPNLAB_PROVISION=image: provisioning a disk image in a chroot. A chroot
+# shares the host's kernel and process table, so Open vSwitch is not started
+# and no sysctl is changed then (that would act on the host); the image does
+# it when it boots. A chroot is also detected and treated the same way.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 venv=${HPNLAB_VENV:-$repo/.venv}
 log() { printf '[provision] %s\n' "$*"; }
 
-if [ "$(id -u)" -ne 0 ]; then
-    echo "provision.sh: must run as root (try: sudo make setup)" >&2
-    exit 1
-fi
-
 # 1. System packages (Debian 12 / Ubuntu 22.04+).
 # clang, llvm and libbpf-dev build the BPF queue engine (ECN marking and
 # per-class counters on kernels without RED).
 pkgs=(mininet openvswitch-switch iperf3 tcpdump tshark ethtool iproute2 iputils-ping
       procps kmod python3 python3-venv python3-pip clang llvm libbpf-dev)
+if [ "${1:-}" = "--packages" ]; then
+    printf '%s\n' "${pkgs[@]}"
+    exit 0
+elif [ $# -gt 0 ]; then
+    echo "provision.sh: unknown argument: $1 (usage: provision.sh [--packages])" >&2
+    exit 2
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "provision.sh: must run as root (try: sudo make setup)" >&2
+    exit 1
+fi
+
+in_chroot() {  # / is not the root of PID 1 (unknown, in some containers: not a chroot)
+    local init_root
+    init_root=$(stat -L -c %d:%i /proc/1/root 2>/dev/null) || return 1
+    [ "$(stat -c %d:%i /)" != "$init_root" ]
+}
+image_mode=0
+if [ "${HPNLAB_PROVISION:-}" = image ] || in_chroot; then
+    image_mode=1
+fi
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
@@ -44,6 +70,9 @@ fi
 #    that, OVS drops what the modeled queues would have held. Raise the
 #    default before OVS starts; restart an idle OVS that started with less.
 ovs_ctl=/usr/share/openvswitch/scripts/ovs-ctl
+if [ "$image_mode" = 1 ]; then
+    log "building an image (chroot): Open vSwitch and sysctls are left to its boot"
+else
 capabilities() {  # testbed/emulation/capabilities.py needs only the standard library
     PYTHONPATH="$repo" /usr/bin/python3 -c "from testbed.emulation import capabilities as c; $1"
 }
@@ -74,18 +103,23 @@ elif [ "$userspace" = 1 ] && ovs_small_buffer; then
     fi
 fi
 ovs-vsctl --timeout=5 show >/dev/null && log "Open vSwitch running"
+fi
 
 # 3. A virtualenv on the system Python (where Debian's Mininet lives).
 if [ ! -x "$venv/bin/python" ]; then
     log "creating virtualenv $venv"
     /usr/bin/python3 -m venv --system-site-packages "$venv"
 fi
+# The stamp holds a hash of what decides the dependencies, not a time: a
+# fresh clone is newer than any venv (a cached VM image's included), yet
+# needs no reinstall when these files did not change.
 stamp="$venv/.hpnlab-installed"
-if [ ! -f "$stamp" ] || [ "$repo/setup.cfg" -nt "$stamp" ] || [ "$repo/pyproject.toml" -nt "$stamp" ]; then
+deps=$(cat "$repo/setup.cfg" "$repo/pyproject.toml" | sha256sum | cut -d' ' -f1)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$deps" ]; then
     log "installing hpnlab and its dependencies into $venv"
     "$venv/bin/python" -m pip install -q --upgrade pip setuptools wheel
     "$venv/bin/python" -m pip install -q -e "$repo[test]"
-    touch "$stamp"
+    echo "$deps" > "$stamp"
 else
     log "hpnlab already installed in $venv"
 fi

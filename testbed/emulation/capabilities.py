@@ -180,6 +180,11 @@ def has(feats, name):
     return any(f.name == name and f.present for f in feats)
 
 
+def lacking(feats, *names):
+    """The names among `names` this machine lacks, in order."""
+    return [n for n in names if not has(feats, n)]
+
+
 def datapath(feats):
     """'kernel' when the OVS kernel module is there, else 'user'."""
     return "kernel" if has(feats, "openvswitch module") else "user"

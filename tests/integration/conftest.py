@@ -110,6 +110,28 @@ def leak_check():
     assert "controllers.run" not in ps, "controller process left running"
 
 
+@pytest.fixture(scope="session")
+def kernel_features():
+    """What this kernel can do (hpnlab doctor's probe), once per session."""
+    from testbed.emulation import capabilities
+    return capabilities.probe()
+
+
+@pytest.fixture
+def needs_kernel(kernel_features):
+    """needs_kernel("netem", ...): skip the test, naming what this kernel
+    lacks (the full-kernel tests: make test-vm runs them in a VM)."""
+    from testbed.emulation import capabilities
+
+    def check(*names):
+        missing = capabilities.lacking(kernel_features, *names)
+        if missing:
+            pytest.skip(f"this kernel lacks {', '.join(missing)} (hpnlab doctor); "
+                        "make test-vm runs this in a VM with the stock Debian kernel")
+        return kernel_features
+    return check
+
+
 @pytest.fixture
 def machine_state():
     """A function returning the fabric-shaped resources on the machine now."""

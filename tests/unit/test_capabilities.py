@@ -1,4 +1,5 @@
 """Reading what the machine offers, from tool output."""
+from testbed.emulation import capabilities
 from testbed.emulation.capabilities import ovs_send_buffers
 
 
@@ -14,3 +15,10 @@ def test_ovs_send_buffers_are_read_from_ss_in_either_layout():
     assert ovs_send_buffers(one_line) == [212992]
     assert ovs_send_buffers(two_lines) == [8388608]
     assert ovs_send_buffers("") == []
+
+
+def test_lacking_names_what_is_missing_in_order():
+    feats = [capabilities.Feature("netem", True, "ok", "delay"),
+             capabilities.Feature("red", False, "no", "marking")]
+    assert capabilities.lacking(feats, "red", "netem", "dctcp") == ["red", "dctcp"]
+    assert capabilities.lacking(feats, "netem") == []

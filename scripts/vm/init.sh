@@ -1,0 +1,53 @@
+#!/bin/bash
+# Runs inside the VM tier's VM (started by the image's /sbin/hpnlab-init,
+# with the clone mounted at /hpnlab): provision (no network is needed: the
+# image has everything, so this only loads the kernel modules and starts
+# Open vSwitch), run the full-kernel tests and `make demo`, and leave the
+# results and exit codes in results/vm/ for scripts/vm/run.sh on the host.
+set -u
+cd /hpnlab
+out=results/vm
+export HPNLAB_VENV=/opt/hpnlab/venv
+export PYTHONDONTWRITEBYTECODE=1   # the clone is the host's: leave no caches in it
+export TMPDIR=/var/tmp             # the VM's disk (a snapshot): room for captures, unlike /tmp (RAM)
+t0=$(cut -d' ' -f1 /proc/uptime)
+phase() {
+    printf '[vm +%ss] %s\n' "$(awk -v t0="$t0" '{printf "%d", $1 - t0}' /proc/uptime)" "$*"
+}
+# shellcheck disable=SC1091
+. "$out/request"   # HPNLAB_VM_TESTS, HPNLAB_VM_DEMO, HPNLAB_VM_DILATION, by run.sh
+echo "$(uname -r) $(nproc) CPUs" > "$out/started"
+phase "kernel $(uname -r), $(nproc) CPUs, $(awk '/MemTotal/ {print int($2/1024)}' /proc/meminfo) MiB"
+
+phase "provisioning (scripts/provision.sh)"
+bash scripts/provision.sh > "$out/provision.txt" 2>&1
+prov=$?
+tail -5 "$out/provision.txt"
+
+tests=1 demo=1
+if [ "$prov" -eq 0 ]; then
+    phase "hpnlab doctor"
+    "$HPNLAB_VENV/bin/hpnlab" doctor > "$out/doctor.txt" 2>&1
+    cat "$out/doctor.txt"
+    phase "pytest -rs $HPNLAB_VM_TESTS"
+    # shellcheck disable=SC2086  # the request holds several pytest arguments
+    "$HPNLAB_VENV/bin/python" -m pytest -rs -v -p no:cacheprovider \
+        -o junit_family=xunit1 --junitxml="$out/junit.xml" $HPNLAB_VM_TESTS 2>&1 | tee "$out/pytest.txt"
+    tests=${PIPESTATUS[0]}
+    if [ "$HPNLAB_VM_DEMO" = 1 ]; then
+        phase "make demo (dilation ${HPNLAB_VM_DILATION:-as the scenarios say})"
+        # Drills run on the VM's own disk: the controller's job channel is a
+        # Unix socket in the run directory, which a 9p share cannot hold.
+        make --no-print-directory demo VENV="$HPNLAB_VENV" DEMO=/var/tmp/hpnlab-demo \
+            DILATION="${HPNLAB_VM_DILATION:-}" 2>&1 | tee "$out/demo.txt"
+        demo=${PIPESTATUS[0]}
+        cp -r /var/tmp/hpnlab-demo "$out/demo"
+    else
+        demo=0
+    fi
+else
+    phase "provisioning failed (results/vm/provision.txt)"
+    cat "$out/provision.txt"
+fi
+printf 'provision=%d\ntests=%d\ndemo=%d\n' "$prov" "$tests" "$demo" > "$out/status"
+phase "done: provision $prov, tests $tests, demo $demo"
