@@ -34,6 +34,13 @@ if [ "$prov" -eq 0 ]; then
     "$HPNLAB_VENV/bin/python" -m pytest -rs -v -p no:cacheprovider \
         -o junit_family=xunit1 --junitxml="$out/junit.xml" $HPNLAB_VM_TESTS 2>&1 | tee "$out/pytest.txt"
     tests=${PIPESTATUS[0]}
+    # The drills' reports (not their run directories: sockets, captures),
+    # so that a failure can be read on the host after the VM is gone.
+    if [ -d /var/tmp/pytest-of-root ]; then
+        mkdir -p "$out/reports"
+        (cd /var/tmp/pytest-of-root && find . \( -name summary.md -o -name results.json -o -name '*.png' \) \
+            -not -path '*/run/*' -exec cp --parents {} "/hpnlab/$out/reports/" \;)
+    fi
     if [ "$HPNLAB_VM_DEMO" = 1 ]; then
         phase "make demo (dilation ${HPNLAB_VM_DILATION:-as the scenarios say})"
         # Drills run on the VM's own disk: the controller's job channel is a
