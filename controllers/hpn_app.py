@@ -88,12 +88,15 @@ class HpnController(BaseApp):
         with self.lock:
             down = frozenset(self.down)
             try:
-                answer, _, _ = placement.place(self.fabric, compute_routes(self.fabric, down), jobs,
-                                               down)
+                placed = placement.place(self.fabric, compute_routes(self.fabric, down), jobs, down)
             except (KeyError, TypeError, ValueError) as e:
                 reply({"error": f"cannot place the jobs: {type(e).__name__}: {e}"})
                 return
-            self.jobs, self.base_paths, self.placed = jobs, placement.chosen_paths(answer), {}
+            answer = placed[0]
+            # placing again while keeping these very paths gives the same
+            # result: the reprogramming below takes it from the cache
+            self.jobs, self.base_paths = jobs, placement.chosen_paths(answer)
+            self.placed = {down: placed}
             tmp = self.jobs_file + ".tmp"
             with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
                 json.dump({"announce": jobs, "paths": self.base_paths}, fh)

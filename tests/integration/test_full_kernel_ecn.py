@@ -19,6 +19,8 @@ from testbed.emulation.queues import HTB_MINOR_BASE
 from testbed.emulation.realize import FabricNet
 from testbed.fabric.scenario import load_scenario
 
+from test_full_kernel import ROUTE_TIMEOUT_S
+
 pytestmark = pytest.mark.full_kernel
 
 SCALE = 5000
@@ -26,9 +28,6 @@ K = 60_000            # bytes on this machine: 12 ms at 40 Mbit/s
 FRAME = 9_000
 SECONDS = 6
 SETTLE_S = 2.0        # DCTCP's slow start and first reaction, not judged
-# Bring-up deadline: under software emulation (the VM tier without KVM) the
-# switches once took more than the usual 30 s to acknowledge their routes.
-ROUTE_TIMEOUT_S = 120
 
 
 def _scenario(tmp_path, ecn):
@@ -49,7 +48,7 @@ traffic:
     return load_scenario(path)
 
 
-def _dctcp_backlog(fnet, port, red_marks=None):
+def _dctcp_backlog(fnet, port):
     """Backlog samples (bytes, after SETTLE_S) of class 0 at `port` while
     s0h0 and s0h2 send DCTCP to s0h1 for SECONDS; and the engine's marks."""
     for h in ("s0h0", "s0h1", "s0h2"):
