@@ -53,6 +53,7 @@ COALESCE_FRAMES = 6         # a wake-up comes at most every this many frame time
 MAX_RECV_PER_PASS = 256     # frames received per loop pass, so sending never starves
 MAX_FRAME = 9216            # no frame exceeds the largest MTU
 MAX_GAP_EVENTS = 20         # gap events kept per job and rank for the report
+RX_BUFFER = 4 << 20         # the receive socket's buffer: a few hundred jumbo frames
 IDLE = float("inf")
 
 
@@ -87,7 +88,8 @@ class Agent:
         self.port_of_sock = {port.sock: port for port in self.ports.values()}
         self.picker = PortPicker(self.nic["ports"])
         self.rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.rx.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+        self.rx_buffer = receive_buffer(self.rx, RX_BUFFER)
+        self.rx_overflows_at_start = udp_rcvbuf_errors()
         self.rx.setsockopt(socket.IPPROTO_IP, IP_RECVTOS, 1)
         self.rx.bind(("0.0.0.0", roce.ROCE_PORT))
         self.rx.setblocking(False)
@@ -538,8 +540,48 @@ class Agent:
                 "port_send_errors": {p.ifname: p.errors for p in self.ports.values()},
                 "control_frames_dropped": sum(p.ctrl_dropped for p in self.ports.values()),
                 "frames": dict(self.frames), "route_lookups": self.picker.lookups,
+                # Frames the kernel dropped because this agent did not read
+                # them in time (the host short of CPU): a loss the emulated
+                # network did not cause.
+                "rx_buffer_bytes": self.rx_buffer,
+                "rx_overflows": _delta(udp_rcvbuf_errors(), self.rx_overflows_at_start),
                 "time_dilation": self.dilation,
                 **extra}
+
+
+def receive_buffer(sock, want):
+    """Give `sock` a receive buffer of `want` bytes, past net.core.rmem_max
+    where allowed (the agents run as root; a stock kernel caps SO_RCVBUF at
+    208 KB, some twenty jumbo frames). Returns what the kernel granted."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUFFORCE, want)
+    except (OSError, AttributeError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, want)
+    return sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
+
+
+def parse_udp_rcvbuf_errors(snmp_text):
+    """UDP's RcvbufErrors from the text of /proc/net/snmp (None if absent)."""
+    rows = [line.split() for line in snmp_text.splitlines() if line.startswith("Udp:")]
+    if len(rows) < 2 or "RcvbufErrors" not in rows[0]:
+        return None
+    try:
+        return int(rows[1][rows[0].index("RcvbufErrors")])
+    except (IndexError, ValueError):
+        return None
+
+
+def udp_rcvbuf_errors():
+    """This network namespace's UDP receive-buffer drops so far."""
+    try:
+        with open("/proc/net/snmp") as fh:
+            return parse_udp_rcvbuf_errors(fh.read())
+    except OSError:
+        return None
+
+
+def _delta(end, start):
+    return None if end is None or start is None else end - start
 
 
 def main(argv=None):

@@ -196,7 +196,8 @@ def _results(sc, run, started, dilation_choice=None):
         m["generators"] = trust.generator_metrics(
             run.agent_results, pauses.paused_intervals(run.pauses) if run.pauses else None)
         trust.fold_generators(m["fidelity"], m["generators"])
-        lost = trust.unexplained_loss(m["jobs"], m["queue_drops"], faults)
+        lost = trust.unexplained_loss(m["jobs"], m["queue_drops"], faults,
+                                      m["generators"]["rx_overflows"])
         if lost:
             m["fidelity"]["unexplained_loss"] = lost
         m["dci_bytes"] = counters.dci_bytes(fabric, run.samples)

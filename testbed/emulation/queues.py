@@ -38,6 +38,7 @@ KICK_MINOR = 0x1f            # the class that drops wake-up frames (pfc.py, bpf/
 PAUSED_RATE_BPS = 8          # bytes/s of a paused class: no frame for hours
 MAX_TBF_RATE_BPS = 4_000_000_000
 UNLIMITED_FIFO = 64 << 20    # a class without a limit of its own (a host's lossless class)
+MIN_FRAME = 60               # the smallest frame a port carries (ACKs, CNPs), without FCS
 STAT_FIELDS = ("enq_bytes", "enq_pkts", "deq_bytes", "deq_pkts", "drop_bytes", "drop_pkts",
                "marks", "ect_pkts")
 _CFG = struct.Struct("=QQQIIQQQ")    # struct class_cfg
@@ -123,8 +124,11 @@ def class_lines(ifname, rate_mbit, mtu, classes, delay_s=0.0):
             lines.append(f"qdisc replace dev {ifname} parent 1:{minor:x} handle {minor:x}: tbf "
                          f"rate {open_rate_bps(rate_mbit) * 8}bit burst {frame} limit {fifo}")
         elif delay_s > 0:
+            # netem counts packets, not bytes: room for the FIFO's bytes in
+            # the smallest frames, so that ACKs queued among full frames do
+            # not make it drop before the engine's byte limit.
             lines.append(f"qdisc replace dev {ifname} parent 1:{minor:x} handle {minor:x}: netem "
-                         f"delay {delay_s * 1e3:.6g}ms limit {fifo // frame + 1}")
+                         f"delay {delay_s * 1e3:.6g}ms limit {fifo // MIN_FRAME + 1}")
         else:
             lines.append(f"qdisc replace dev {ifname} parent 1:{minor:x} handle {minor:x}: bfifo "
                          f"limit {fifo}")

@@ -207,9 +207,9 @@ def _section_trust(results):
             f"{name} {n}" for name, n in sorted(drops.items())) + ".")
     lost = fid.get("unexplained_loss")
     if lost:
-        parts.append("**Loss outside the modeled network:** " + lost["note"] + " ("
-                     + ", ".join(f"{job}: {n} gaps" for job, n in sorted(lost["gaps_seen"].items()))
-                     + ").")
+        gaps = ", ".join(f"{job}: {n} gaps" for job, n in sorted(lost["gaps_seen"].items()))
+        parts.append("**Loss outside the modeled network:** " + lost["note"]
+                     + (f" ({gaps})." if gaps else "."))
     cpu = metrics.get("host_cpu")
     if cpu:
         parts.append(f"Host CPU: {pct(cpu.get('mean_busy'))} busy on average, every core "

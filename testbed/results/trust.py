@@ -107,7 +107,20 @@ def generator_metrics(agent_results, paused=None):
             "too_little": [f"{h} {name} ({fmt(p['tx_s'] + p['lost_s'], ' s')})"
                            for h, pp in ports.items() for name, p in pp.items()
                            if not p["judged"]],
+            "rx_overflows": _rx_overflows(got.values()),
             "missing_results": sorted(h for h, r in agent_results.items() if r is None)}
+
+
+def _rx_overflows(results):
+    """Frames the agents' receive sockets dropped: the kernel counts them per
+    network namespace, so agents sharing a host report the same count."""
+    per_host = {}
+    for res in results:
+        n = res.get("rx_overflows")
+        if n is not None:
+            host = res.get("host")
+            per_host[host] = max(per_host.get(host, 0), n)
+    return sum(per_host.values())
 
 
 def fold_generators(fidelity, generators):
@@ -121,12 +134,18 @@ def fold_generators(fidelity, generators):
         fidelity["min"] = 0.0  # an agent that wrote nothing measured nothing
 
 
-def unexplained_loss(job_metrics, queue_drops, faults):
-    """Receivers that saw PSN gaps while no modeled queue dropped a packet
-    and no link failed: the packets were lost inside the emulator itself (a
-    switch or host short of CPU), not by the network being emulated. None
-    when the emulated network accounts for every loss (or there was none)."""
+def unexplained_loss(job_metrics, queue_drops, faults, rx_overflows=None):
+    """Packets lost inside the emulator itself (a switch or host short of
+    CPU), not by the network being emulated: frames the traffic agents'
+    receive sockets dropped because the agents did not read them in time
+    (counted by the kernel, so known even beside modeled drops), or PSN gaps
+    while no modeled queue dropped a packet and no link failed. None when
+    the emulated network accounts for every loss (or there was none)."""
     gaps = {name: jm["gaps_seen"] for name, jm in job_metrics.items() if jm.get("gaps_seen")}
+    if rx_overflows:
+        return {"gaps_seen": gaps, "rx_overflows": rx_overflows,
+                "note": f"the traffic agents' receive sockets dropped {rx_overflows} frames "
+                        "they did not read in time (the hosts were short of CPU)"}
     if not gaps or queue_drops or faults:
         return None
     return {"gaps_seen": gaps,
@@ -246,7 +265,11 @@ def _loss_check(metrics, faults):
         return _check("emulator_loss", what, None, "0", None,
                       note="no traffic agents counted gaps in this drill")
     seen = sum(jm.get("gaps_seen") or 0 for jm in jobs.values())
-    lost = unexplained_loss(jobs, metrics.get("queue_drops"), faults)
+    lost = unexplained_loss(jobs, metrics.get("queue_drops"), faults,
+                            (metrics.get("generators") or {}).get("rx_overflows"))
+    if lost and lost.get("rx_overflows"):
+        return _check("emulator_loss", what, seen, "0", False, threshold=0,
+                      reason=lost["note"] + f"; receivers saw {seen} packet gaps")
     if lost:
         per_job = ", ".join(f"{job}: {n}" for job, n in sorted(lost["gaps_seen"].items()))
         return _check("emulator_loss", what, seen, "0", False, threshold=0,

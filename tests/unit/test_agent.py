@@ -2,6 +2,8 @@
 integration tier, inside emulated hosts)."""
 from types import SimpleNamespace
 
+import pytest
+
 from traffic import agent, transport
 
 
@@ -53,3 +55,27 @@ def test_gaps_are_counted_and_the_first_few_kept_with_sender_and_psns():
     other = SimpleNamespace(counters={"gaps_seen": 0}, gap_events=[], start_mono=0.0)
     Agent._note_gap(rank, other, "10.9.9.9", qp, 0, 1, 1.0)
     assert other.gap_events[0]["from"] == "10.9.9.9"   # an unknown sender: its address
+
+
+SNMP = ("Ip: Forwarding DefaultTTL\nIp: 2 64\n"
+        "Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors\n"
+        "Udp: 1200 3 17 900 17 0 0\n"
+        "UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n"
+        "UdpLite: 0 0 0 0 99 0\n")
+
+
+def test_receive_buffer_drops_are_read_from_the_udp_counters():
+    assert agent.parse_udp_rcvbuf_errors(SNMP) == 17          # Udp's, not UdpLite's
+    assert agent.parse_udp_rcvbuf_errors("Ip: a\nIp: 1\n") is None
+    assert agent.parse_udp_rcvbuf_errors("Udp: InDatagrams\nUdp: 5\n") is None
+    assert agent._delta(30, 17) == 13 and agent._delta(None, 17) is None
+
+
+def test_the_receive_buffer_is_granted_past_rmem_max_for_root():
+    import os
+    import socket
+    if os.geteuid() != 0:
+        pytest.skip("SO_RCVBUFFORCE needs root (CAP_NET_ADMIN)")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        # the kernel reports twice what was asked (its bookkeeping overhead)
+        assert agent.receive_buffer(s, agent.RX_BUFFER) >= agent.RX_BUFFER

@@ -140,7 +140,8 @@ def test_class_lines_give_strict_priority_and_a_fifo_that_never_drops_first():
     assert fifos == ["qdisc replace dev x parent 1:10 handle 10: bfifo limit 68028",
                      "qdisc replace dev x parent 1:11 handle 11: bfifo limit 118028"]
     delayed = engine.class_lines("x", 40.0, 9000, classes, delay_s=0.005)
-    assert any("netem delay 5ms limit 8" in l for l in delayed)
+    # netem counts packets: the FIFO's 68028 bytes in 60-byte frames
+    assert any(l.endswith("netem delay 5ms limit 1134") for l in delayed)
 
 
 def test_host_ports_use_the_programs_that_know_a_port_by_its_mac():

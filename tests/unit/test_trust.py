@@ -205,6 +205,20 @@ def test_unexplained_gaps_make_the_run_untrustworthy():
     assert c["value"] == 3 and "ring8: 3" in c["reason"] and "emulator lost" in c["reason"]
 
 
+def test_frames_the_agents_did_not_read_in_time_are_emulator_loss_beside_modeled_drops():
+    results = agents()
+    # two agents in one host share its namespace's counter: 7 frames, not 14
+    results["s0h0"]["rx_overflows"] = 7
+    results["s0h0-rail1"] = {**results["s0h0"], "pacing": {**results["s0h0"]["pacing"]}}
+    results["s0h1"]["rx_overflows"] = 2
+    results["s0h2"]["rx_overflows"] = 0
+    out = assess(metrics_with(results, jobs=job_metrics_of(gaps=3),
+                              queue_drops={"d0b0~d1b0 (d0b0-e9 egress)": 40}))
+    assert out["trustworthy"] is False and out["failed"] == ["emulator_loss"]
+    assert "dropped 9 frames they did not read in time" in check(out, "emulator_loss")["reason"]
+    assert generator_metrics(agents())["rx_overflows"] == 0
+
+
 def test_gaps_a_modeled_queue_or_a_fault_explains_are_no_emulator_loss():
     drops = {"d0b0~d1b0 (d0b0-e9 egress)": 40}
     out = assess(metrics_with(agents(), jobs=job_metrics_of(gaps=3), queue_drops=drops))
