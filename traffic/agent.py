@@ -40,7 +40,7 @@ import time
 
 from . import roce, transport
 from .nic import Port, PortPicker
-from .transfers import InFlow, Job, OutFlow, qp_job, qp_number
+from .transfers import InFlow, Job, OutFlow, flow_sport, qp_job, qp_number
 
 IP_RECVTOS = getattr(socket, "IP_RECVTOS", 13)
 _BTH = roce._BTH
@@ -52,6 +52,8 @@ QUEUE_FRAMES = 12           # frames a port's data socket may have waiting in th
 COALESCE_FRAMES = 6         # a wake-up comes at most every this many frame times
 MAX_RECV_PER_PASS = 256     # frames received per loop pass, so sending never starves
 MAX_FRAME = 9216            # no frame exceeds the largest MTU
+WARM_LEAD_S = 0.1           # a job's paths are warmed again this long before it starts
+WARM_QP = 0x7FFFFF          # no queue pair's number (theirs have the top bit set): ignored
 MAX_GAP_EVENTS = 20         # gap events kept per job and rank for the report
 RX_BUFFER = 4 << 20         # the receive socket's buffer: a few hundred jumbo frames
 IDLE = float("inf")
@@ -108,7 +110,8 @@ class Agent:
             for p in job.peers:
                 self.peer_by_ip[p["ip"]] = p
         self.qp_map = self._qp_map()
-        self.frames = {"data_sent": 0, "ctrl_sent": 0, "received": 0}
+        self.frames = {"data_sent": 0, "ctrl_sent": 0, "warm_sent": 0, "received": 0}
+        self.warm_lead_s = WARM_LEAD_S * d
         self.stop = False
 
     def _qp_map(self):
@@ -134,7 +137,7 @@ class Agent:
         start_mono = time.monotonic() + (start_at - time.time())
         for job in self.jobs:
             job.start_mono += start_mono
-            job.wake_at = job.start_mono
+            job.wake_at = job.start_mono - self.warm_lead_s   # see _advance: warm, then start
         self.deadline = start_mono + self.cfg["deadline_s"]
 
     # --- main loop ---------------------------------------------------------
@@ -230,7 +233,11 @@ class Agent:
             job.wake_at = IDLE
             return
         if now < job.start_mono:
-            job.wake_at = job.start_mono
+            warm_at = job.start_mono - self.warm_lead_s
+            if not job.warmed and now >= warm_at:
+                self.warm(job)
+                job.warmed = True
+            job.wake_at = job.start_mono if job.warmed else warm_at
             return
         if job.iter < 0:
             job.begin_iteration(now)
@@ -376,6 +383,33 @@ class Agent:
             counters["packets_sent"] += 1
             self.frames["data_sent"] += 1
         return True
+
+    def warm(self, job):
+        """Send one small frame down every path this job's connections will
+        take: each data connection's (its source port, its pinned port) and
+        the control connection's (ACKs and NAKs) toward every peer.
+
+        Why: Open vSwitch's kernel datapath sends the first frame of a flow
+        it has no entry for up to ovs-vswitchd and forwards it when that has
+        answered, while the frames after it, once the entry is in, go
+        straight through and overtake it: a RoCE receiver takes that for
+        loss. Frames that set the entries up before the job starts keep the
+        job's own frames in order. They carry a QP number no receiver knows,
+        so they are ignored on arrival."""
+        sends = {s.peer for s in job.steps if s.kind == "send"}
+        for rank in sorted({s.peer for s in job.steps}):
+            peer = job.peers[rank]
+            tpl = self.template(peer, job.dscp, 0, roce.ACK)
+            paths = [(roce.ROCE_PORT, None)]
+            if rank in sends:
+                paths.append((flow_sport(job.id, rank, job.rank), job.pins.get(rank, job.port)))
+            for sport, pinned in paths:
+                port = self.picker.pick(self.nic["ip"], peer["ip"], sport, pinned)
+                if port is None:
+                    continue
+                frame = tpl.retarget(sport, WARM_QP).frame(0, syndrome=roce.ACK_SYNDROME, msn=0)
+                if self.ports[port].send_ctrl(frame):
+                    self.frames["warm_sent"] += 1
 
     def _send_ctrl(self, peer_ip, qp, dscp, opcode, psn=0, syndrome=None, now=0.0):
         key = (peer_ip, qp, opcode)
@@ -600,7 +634,12 @@ def main(argv=None):
         agent.stop = True
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    # Tell the runner we are set up, then wait for the common start time.
+    # Set up the switches' entries for every path now (see Agent.warm);
+    # a job that starts later warms its paths again just before, since
+    # idle entries expire. Then tell the runner we are set up, and wait for
+    # the common start time.
+    for job in agent.jobs:
+        agent.warm(job)
     print(json.dumps({"event": "ready", "host": cfg["host"]}), flush=True)
     line = sys.stdin.readline()
     if not line:

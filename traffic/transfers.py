@@ -97,6 +97,7 @@ class Job:
         self.steps = self.schedule.steps[self.rank]
         tags = sorted({s.tag for steps in self.schedule.steps.values() for s in steps})
         self.tag_index = {t: i for i, t in enumerate(tags)}
+        self.warmed = False   # its paths set up just before its start (Agent.warm)
         self.start_mono = start_mono + spec.get("start", 0.0)
         self.iter = -1
         self.records = []

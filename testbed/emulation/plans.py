@@ -74,12 +74,43 @@ def rail_prefixes(fabric, rail):
     return [str(ipaddress.IPv4Network(f"10.{dc * 16 + rail}.0.0/16")) for dc in dcs]
 
 
-def host_script(fabric, host, engine=None):
+def cpu_mask(ncpus):
+    """The sysfs CPU-mask text that names CPUs 0..ncpus-1 (32-bit words,
+    most significant first, comma-separated)."""
+    if ncpus < 1:
+        raise ValueError("a CPU mask needs at least one CPU")
+    bits = (1 << ncpus) - 1
+    words = []
+    while bits:
+        words.append(f"{bits & 0xFFFFFFFF:08x}")
+        bits >>= 32
+    return ",".join(reversed(words))
+
+
+def steering_script(ifnames, mask, sysfs="/sys"):
+    """Shell that steers every receive queue of `ifnames` by flow hash
+    (RPS) over the CPUs of `mask`.
+
+    Why: on the kernel datapath a frame crosses each veth by being queued
+    on the backlog of whichever CPU sent it, and the CPU that dequeues a
+    shaped port changes from frame to frame (the enqueuer, or the qdisc
+    watchdog's softirq). Two frames of one connection then wait on two
+    CPUs' backlogs and may leave in either order, which a RoCE receiver
+    takes for loss. With RPS every frame of a connection is queued on the
+    one CPU its hash picks, so each connection keeps its order at every hop."""
+    return "\n".join(f"for q in {sysfs}/class/net/{i}/queues/rx-*/rps_cpus; do echo {mask} > $q; done"
+                      for i in ifnames)
+
+
+def host_script(fabric, host, engine=None, rps_mask=None):
     """One shell script that configures a host: addresses, MTU, offloads
     (TCP through the userspace datapath needs them off), shaping of its
     egress, and the multipath route that spreads flows over the NIC's ports
     (hashing on L4, skipping a port whose link is down). With a queue
-    engine, TCP negotiates ECN."""
+    engine, TCP negotiates ECN. With `rps_mask`, its ports' receive queues
+    are steered by flow hash (see steering_script): from a private mount
+    namespace, since only a sysfs mounted from inside the host's network
+    namespace shows its interfaces."""
     sysctls = ["net.ipv4.tcp_ecn=1"] if engine is not None else []
     sysctls += ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
                "net.ipv4.fib_multipath_hash_policy=1",
@@ -100,6 +131,14 @@ def host_script(fabric, host, engine=None):
         hops = " ".join(f"nexthop dev {p}" for p in nic.ports)
         for prefix in rail_prefixes(fabric, nic.rail):
             ip_lines.append(f"route replace {prefix} {hops}")
+    if rps_mask is not None:
+        ports = [p for nic in fabric.nics_of(host) for p in nic.ports]
+        # On a mount point of its own: a kernel may refuse sysfs over /sys.
+        lines.append("unshare -m sh -e <<'HPNLAB_RPS'\n"
+                     "d=$(mktemp -d)\n"
+                     "trap 'umount \"$d\" 2>/dev/null; rmdir \"$d\"' EXIT\n"
+                     "mount -t sysfs hpnlab-sysfs \"$d\"\n"
+                     + steering_script(ports, rps_mask, sysfs="$d") + "\nHPNLAB_RPS")
     # set -e: a failed address, route or qdisc must fail the bring-up, not
     # hide behind the last command's status.
     return "\n".join(["set -e", _batch("ip", ip_lines)] + lines + [_batch("tc", tc_lines)]) + "\n"

@@ -144,17 +144,33 @@ class FabricNet:
                  f"datapath), {len(f.links)} links up in {self.timings['routes']:.1f} s")
         return self
 
+    def _rps_mask(self):
+        """Receive steering for the kernel datapath only (see
+        plans.steering_script): the userspace datapath reads every port in
+        one thread, and on it steering would only add cross-CPU wake-ups."""
+        if self.datapath != "kernel":
+            return None
+        return plans.cpu_mask(os.cpu_count() or 1)
+
     def _configure_switch_ports(self):
         ip_lines, tc_lines = plans.switch_port_plan(self.fabric, self.queues)
         _batch(["ip", "-batch", "-"], ip_lines)
         _batch(["tc", "-batch", "-"], tc_lines)
+        mask = self._rps_mask()
+        if mask is not None:
+            f = self.fabric
+            ports = [e.ifname for l in f.links for e in (l.a, l.b) if f.nodes[e.node].is_switch]
+            r = subprocess.run(["sh", "-e"], input=plans.steering_script(ports, mask) + "\n",
+                               capture_output=True, text=True)
+            if r.returncode != 0:
+                raise RuntimeError(f"steering the switch ports' receive queues failed: {r.stderr.strip()}")
 
     def _configure_hosts(self):
         hosts = [self.net.get(h.name) for h in self.fabric.hosts()]
         for h in hosts:  # all hosts work in parallel; collect afterwards
             script = os.path.join(self.run_dir, f"host-{h.name}.sh")
             with open(script, "w") as fh:
-                fh.write(plans.host_script(self.fabric, h.name, self.queues))
+                fh.write(plans.host_script(self.fabric, h.name, self.queues, self._rps_mask()))
             h.sendCmd(f"bash {script}; echo HPNLAB_DONE $?")
         for h in hosts:
             out = h.waitOutput()

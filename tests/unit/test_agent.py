@@ -79,3 +79,70 @@ def test_the_receive_buffer_is_granted_past_rmem_max_for_root():
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         # the kernel reports twice what was asked (its bookkeeping overhead)
         assert agent.receive_buffer(s, agent.RX_BUFFER) >= agent.RX_BUFFER
+
+
+def _warming_agent():
+    """An agent stand-in with what Agent.warm touches: a picker that answers
+    port p1 for the pinned path and p0 otherwise, ports that keep the frames."""
+    sent = {"p0": [], "p1": []}
+    picks = []
+
+    def pick(src, dst, sport, pinned=None):
+        picks.append((dst, sport, pinned))
+        return pinned or "p0"
+    ports = {p: SimpleNamespace(send_ctrl=lambda f, p=p: sent[p].append(bytes(f)) or True) for p in sent}
+    fake = SimpleNamespace(nic={"ip": "10.0.0.1", "mac": "02:00:0a:00:00:01"}, templates={},
+                           picker=SimpleNamespace(pick=pick), ports=ports,
+                           frames={"warm_sent": 0}, warm_lead_s=0.4)
+    fake.template = lambda *a, **k: agent.Agent.template(fake, *a, **k)
+    fake.warm = lambda job: agent.Agent.warm(fake, job)
+    return fake, sent, picks
+
+
+def _warm_job(start_mono=10.0):
+    peers = [{"ip": f"10.0.0.{i + 1}", "mac": f"02:00:0a:00:00:0{i + 1}"} for i in range(3)]
+    steps = [SimpleNamespace(kind="send", peer=1), SimpleNamespace(kind="recv", peer=2),
+             SimpleNamespace(kind="send", peer=1)]
+    return SimpleNamespace(id=2, rank=0, peers=peers, steps=steps, dscp=26, pins={1: "p1"},
+                           port=None, start_mono=start_mono, warmed=False, done=False,
+                           wake_at=0.0)
+
+
+def test_warming_sends_one_frame_down_each_path_of_the_job():
+    from traffic import roce
+    from traffic.transfers import flow_sport
+    fake, sent, picks = _warming_agent()
+    agent.Agent.warm(fake, _warm_job())
+    # data connection to rank 1 (its own source port, pinned to p1); control
+    # connections (source port 4791) to both peers, unpinned
+    assert sorted(picks) == sorted([("10.0.0.2", roce.ROCE_PORT, None),
+                                    ("10.0.0.2", flow_sport(2, 1, 0), "p1"),
+                                    ("10.0.0.3", roce.ROCE_PORT, None)])
+    assert fake.frames["warm_sent"] == 3 and len(sent["p1"]) == 1 and len(sent["p0"]) == 2
+    (data,) = sent["p1"]
+    f = roce.dissect(data)
+    assert f["UDP"].sport == flow_sport(2, 1, 0) and f["IP"].tos >> 2 == 26
+    opcode, qp, *_ = roce.parse_bth(data[roce.BTH_OFF:])
+    assert opcode == roce.ACK and qp == agent.WARM_QP
+    # a receiver finds no transfer under that QP: the frame changes nothing
+    rx = SimpleNamespace(outflows={}, job_by_id={})
+    agent.Agent._dispatch(rx, data[roce.BTH_OFF:], "10.0.0.1", 0, 0.0)
+    assert agent.WARM_QP < 0x800000 <= agent.qp_number(0, 0, 0)   # never a transfer's QP
+
+
+def test_a_later_job_warms_its_paths_just_before_it_starts(monkeypatch):
+    fake, sent, _ = _warming_agent()
+    job = _warm_job(start_mono=10.0)
+    # the start time given, the loop first wakes for the job one lead before it
+    fake.jobs, fake.cfg = [job], {"deadline_s": 100.0}
+    monkeypatch.setattr(agent.time, "monotonic", lambda: 1000.0)
+    monkeypatch.setattr(agent.time, "time", lambda: 5000.0)
+    agent.Agent.set_start(fake, 5000.0)
+    assert job.wake_at == pytest.approx(1009.6)
+    job.start_mono, job.wake_at = 10.0, 0.0
+    agent.Agent._advance(fake, job, 5.0)
+    assert job.wake_at == pytest.approx(9.6) and not job.warmed and fake.frames["warm_sent"] == 0
+    agent.Agent._advance(fake, job, 9.6)
+    assert job.warmed and fake.frames["warm_sent"] == 3 and job.wake_at == 10.0
+    agent.Agent._advance(fake, job, 9.8)      # once only
+    assert fake.frames["warm_sent"] == 3

@@ -1,5 +1,6 @@
 """Pure planning modules: host/switch command plans, capability checks, the
 resource ledger (with a stand-in ovs-vsctl; nothing real is touched)."""
+import glob
 import json
 import os
 import re
@@ -75,6 +76,50 @@ def test_host_script_for_a_dual_port_nic():
         assert mine[2] == f"qdisc replace dev {p} parent 1:1 handle 10: bfifo limit {limit}"
         assert len(mine) == 3
     assert not any("netem" in l for l in tc)
+
+
+def test_cpu_mask_names_the_first_n_cpus_in_32_bit_words():
+    assert plans.cpu_mask(1) == "00000001"
+    assert plans.cpu_mask(2) == "00000003"
+    assert plans.cpu_mask(32) == "ffffffff"
+    assert plans.cpu_mask(40) == "000000ff,ffffffff"
+    with pytest.raises(ValueError):
+        plans.cpu_mask(0)
+
+
+def test_host_script_steers_its_ports_only_when_asked():
+    fabric = build_fabric({"kind": "hpn"})
+    assert "rps_cpus" not in plans.host_script(fabric, "s0h0")
+    script = plans.host_script(fabric, "s0h0", rps_mask="00000003")
+    block = script[script.index("unshare -m"):script.index("HPNLAB_RPS\n", script.index("sysfs")) + 10]
+    # sysfs mounted inside the host's namespaces, each port's every queue
+    assert 'mount -t sysfs hpnlab-sysfs "$d"' in block
+    for p in ("s0h0-n0p0", "s0h0-n0p1"):
+        assert f"$d/class/net/{p}/queues/rx-*/rps_cpus; do echo 00000003 > $q" in block
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root (a throw-away network namespace)")
+def test_steering_sets_every_receive_queue_inside_a_namespace():
+    """The host-side snippet, run for real in a throw-away network namespace:
+    a veth's receive queues read back the mask, and the root's sysfs is
+    untouched (the mount stays private)."""
+    fabric = build_fabric({"kind": "hpn"})
+    script = plans.host_script(fabric, "s0h0", rps_mask="00000001")
+    start = script.index("unshare -m")
+    snippet = script[start:script.index("HPNLAB_RPS", script.index("sysfs")) + len("HPNLAB_RPS")]
+    snippet = snippet.replace("s0h0-n0p0", "hpnrpsa").replace("s0h0-n0p1", "hpnrpsb")
+    check = ("unshare -m sh -ec 'd=$(mktemp -d); mount -t sysfs check \"$d\"; "
+             "cat \"$d\"/class/net/hpnrps?/queues/rx-*/rps_cpus; umount \"$d\"; rmdir \"$d\"'")
+    mounts = open("/proc/self/mounts").read()
+    before = set(glob.glob("/tmp/tmp.*"))
+    r = subprocess.run(["unshare", "-n", "sh", "-ec",
+                        "ip link add hpnrpsa type veth peer name hpnrpsb\n" + snippet + "\n" + check],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    values = r.stdout.split()
+    assert values and all(int(v, 16) == 1 for v in values), values
+    assert open("/proc/self/mounts").read() == mounts
+    assert set(glob.glob("/tmp/tmp.*")) <= before     # its mount point is gone too
 
 
 def test_host_script_with_two_rails_routes_each_rail_over_its_own_nic():
