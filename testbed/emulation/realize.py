@@ -35,10 +35,14 @@ def unreachable(reach):
 
 JOBS_SOCKET = "jobs.sock"     # the controller's job channel, in the run directory
 RECONNECT_MAX_MS = 1000     # a switch retries its lost controller at least every second
+# How long the switches may take to connect and acknowledge their routes:
+# about 1 s natively, 15-17 s for 12 switches on the kernel datapath in a
+# VM under software emulation, which once took more than 30 s.
+ROUTE_TIMEOUT_S = 60.0
 
 
 class FabricNet:
-    def __init__(self, fabric, run_dir, log=print, feats=None, route_timeout=30.0):
+    def __init__(self, fabric, run_dir, log=print, feats=None, route_timeout=ROUTE_TIMEOUT_S):
         self.fabric = fabric
         self.run_dir = run_dir
         self.log = log

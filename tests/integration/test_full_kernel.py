@@ -19,7 +19,7 @@ from testbed.fabric.scenario import load_scenario, load_topology
 pytestmark = pytest.mark.full_kernel
 
 # Bring-up deadline: under software emulation (the VM tier without KVM) the
-# switches take longer than the usual 30 s to acknowledge their routes;
+# switches may take longer than the default 60 s to acknowledge their routes;
 # bring-up time is not what these tests judge.
 ROUTE_TIMEOUT_S = 120
 
