@@ -148,6 +148,11 @@ class FabricNet:
                  f"datapath), {len(f.links)} links up in {self.timings['routes']:.1f} s")
         return self
 
+    def _switch_ports(self):
+        """Every switch-side interface of the fabric's links."""
+        f = self.fabric
+        return [e.ifname for l in f.links for e in (l.a, l.b) if f.nodes[e.node].is_switch]
+
     def _rps_mask(self):
         """Receive steering for the kernel datapath only (see
         plans.steering_script): the userspace datapath reads every port in
@@ -162,9 +167,7 @@ class FabricNet:
         _batch(["tc", "-batch", "-"], tc_lines)
         mask = self._rps_mask()
         if mask is not None:
-            f = self.fabric
-            ports = [e.ifname for l in f.links for e in (l.a, l.b) if f.nodes[e.node].is_switch]
-            r = subprocess.run(["sh", "-e"], input=plans.steering_script(ports, mask) + "\n",
+            r = subprocess.run(["sh", "-e"], input=plans.steering_script(self._switch_ports(), mask) + "\n",
                                capture_output=True, text=True)
             if r.returncode != 0:
                 raise RuntimeError(f"steering the switch ports' receive queues failed: {r.stderr.strip()}")
@@ -185,7 +188,7 @@ class FabricNet:
         """Load the queue engine on every port (hosts' from this mount
         namespace, see QueueEngine.port_lines) and fill its maps."""
         f = self.fabric
-        switch_ifs = [e.ifname for l in f.links for e in (l.a, l.b) if f.nodes[e.node].is_switch]
+        switch_ifs = self._switch_ports()
         _batch(["tc", "-batch", "-"], self.queues.attach_lines(switch_ifs))
         ifindex = {i: socket.if_nametoindex(i) for i in switch_ifs}
         procs = {}
