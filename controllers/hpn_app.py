@@ -16,6 +16,9 @@ is reported as JSON lines on stdout, which `testbed` reads:
                                              `changes` flow and group changes since
                                              the last such event
   {"event": "port", "switch": ..., "port": n, "up": bool}
+  {"event": "refused", "switch": ..., "reason": ...}
+                                             a connection claiming a connected switch's
+                                             datapath id was closed unheard
   {"event": "jobs", "jobs": n, "flows": n, "pinned": n}
                                              jobs were announced on the job channel
                                              ($HPNLAB_JOBS_SOCKET, see channel.py); they
@@ -116,6 +119,16 @@ class HpnController(BaseApp):
             self.logger.warning("ignoring unknown datapath %016x", dp.id)
             return
         with self.lock:
+            current = self.datapaths.get(name)
+            if current is not None and current is not dp and current.is_active:
+                # Only one connection per switch: a second one claiming a
+                # connected switch's datapath id is someone else's (the
+                # switch itself reconnects only after its old connection
+                # closed). Refused and said, never obeyed.
+                emit(event="refused", switch=name, reason="a second connection with the "
+                     "datapath id of a connected switch")
+                dp.close()
+                return
             self.datapaths[name] = dp
             self.programs.pop(name, None)
             self.reading[name] = {"flows": [], "groups": [], "waiting": {"flows", "groups"}}

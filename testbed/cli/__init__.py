@@ -4,21 +4,21 @@ Each subcommand is a pair of functions: one that adds its parser, one that
 runs it and returns the exit status. Adding a subcommand means writing the
 pair and listing the first in its module's COMMANDS.
 
-Exit status: 0 success, 1 invalid input or a failed run, 2 usage error
-(argparse's own), 3 this kernel lacks a feature the file needs.
+Exit statuses: see common.EXIT_STATUSES (printed by --help).
 """
 import argparse
 import sys
 
 from . import crux, drill, files, machine, plan
-from .common import USAGE
+from .common import EXIT_STATUSES, USAGE
 
 COMMANDS = files.COMMANDS + plan.COMMANDS + crux.COMMANDS + machine.COMMANDS + drill.COMMANDS
 
 
 def build_parser():
     parser = argparse.ArgumentParser(
-        prog="hpnlab", description="Packet-level emulation testbed for AI-training data-center networks.")
+        prog="hpnlab", description="Packet-level emulation testbed for AI-training data-center networks.",
+        epilog=EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in COMMANDS:
         add(subparsers)

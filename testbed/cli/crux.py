@@ -5,16 +5,16 @@ imports the controller)."""
 import json
 import os
 import subprocess
-import sys
 import tempfile
 
 from testbed.drill.announce import announcement
+from testbed.emulation.procs import own_module
 from testbed.fabric.problems import ConfigError
 from testbed.fabric.queues import MAX_CLASSES
 from testbed.fabric.scenario import load_scenario
 from testbed.plan.crux import render_crux_plan
 
-from .common import OK, err, print_problems
+from .common import INVALID, OK, add_topology_dir_option, err, print_problems
 
 
 def add_crux(sub):
@@ -27,18 +27,20 @@ def add_crux(sub):
                       help="priority levels to compress into (default: the scenario's queue "
                            f"classes, or {MAX_CLASSES} without queues)")
     plan.add_argument("--json", action="store_true", help="the plan as JSON")
+    add_topology_dir_option(plan)
     plan.set_defaults(run=run_crux_plan)
 
 
 def run_crux_plan(args):
     try:
-        sc = load_scenario(args.scenario)
+        sc = load_scenario(args.scenario, args.topology_dir)
     except ConfigError as e:
         return print_problems(e)
     if not sc.jobs:
-        return err(f"{args.scenario}: jobs: expected at least one training job to plan, got none")
+        return err(f"{args.scenario}: jobs: expected at least one training job to plan, got none",
+                   INVALID)
     if args.levels is not None and args.levels < 1:
-        return err(f"--levels: expected a whole number >= 1, got {args.levels}")
+        return err(f"--levels: expected a whole number >= 1, got {args.levels}", INVALID)
     if args.levels is not None:
         levels, source = args.levels, "--levels"
     elif sc.fabric.queues is not None:
@@ -49,8 +51,8 @@ def run_crux_plan(args):
         fabric_json = os.path.join(tmp, "fabric.json")
         with open(fabric_json, "w") as fh:
             json.dump(sc.fabric.to_dict(), fh)
-        r = subprocess.run([sys.executable, "-m", "controllers.placement", "--fabric", fabric_json,
-                            "--levels", str(levels)],
+        r = subprocess.run(own_module("controllers.placement", "--fabric", fabric_json,
+                                      "--levels", levels), cwd="/",
                            input=json.dumps(announcement(sc.fabric, sc.jobs)),
                            capture_output=True, text=True)
     if r.returncode != 0:

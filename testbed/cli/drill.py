@@ -1,8 +1,9 @@
 """Subcommands about drills: run (needs root) and compare (reads results)."""
+import argparse
 import os
 
 from testbed.fabric.dilation import dilate
-from testbed.fabric.problems import ConfigError
+from testbed.fabric.problems import ConfigError, printable
 from testbed.fabric.scenario import load_scenario
 from testbed.plan import budget, calibration
 from testbed.results import store
@@ -10,17 +11,24 @@ from testbed.results.compare import render_side_by_side
 from testbed.results.text import fmt
 from testbed.results.trust import WARN, failed_checks, verdict
 
-from .common import CANNOT_RUN_HERE, FAILED, OK, err, need_root, print_problems
-from .machine import default_dir, sigterm_as_interrupt
+from .common import (CANNOT_RUN_HERE, EXIT_STATUSES, FAILED, INVALID, NOT_RUN, OK, UNTRUSTWORTHY,
+                     add_topology_dir_option, err, interrupted_status, need_root, print_problems)
+from .machine import default_dir, prepare_report, sigterm_as_interrupt
 from .plan import add_calibration_option, dilation_arg
 
 
 # --- run / compare ----------------------------------------------------------
 
 def add_run(sub):
-    p = sub.add_parser("run", help="run a drill scenario and write its report")
+    p = sub.add_parser("run", help="run a drill scenario and write its report",
+                       epilog=EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("scenario", metavar="SCENARIO.yaml")
-    p.add_argument("--out", default=None, help="report folder (default: results/NAME-TIME)")
+    p.add_argument("--out", default=None,
+                   help="report folder, new or empty (default: results/NAME-TIME)")
+    p.add_argument("--force", action="store_true",
+                   help="replace an earlier report in --out (only a folder holding nothing "
+                        "but hpnlab's report files)")
+    add_topology_dir_option(p)
     p.add_argument("--dilation", type=dilation_arg, default=None, metavar="N|auto",
                    help="time dilation: rates /N and times xN on this machine, reported in "
                         "emulated time; auto: the capacity plan's choice (overrides the "
@@ -31,17 +39,20 @@ def add_run(sub):
 
 def run_run(args):
     try:
-        emulated = load_scenario(args.scenario)
+        emulated = load_scenario(args.scenario, args.topology_dir)
         n, choice = budget.resolve(emulated, args.dilation,
                                    lambda: calibration.load_or_defaults(args.calibration))
     except ConfigError as e:
         return print_problems(e)
     if need_root("run"):
-        return FAILED
+        return NOT_RUN
     from testbed.drill.runner import ReachabilityError, run_scenario
     from testbed.emulation.realize import CapabilityError
     sc = dilate(emulated, n)
     out = args.out or default_dir("results", sc.name)
+    problem = prepare_report(out, args.force)
+    if problem:
+        return err(problem, INVALID)
     if choice["from"] == "auto":
         plan = choice["plan"]
         print(f"time dilation auto: {n:g} ({fmt(plan['cores_asked'])} cores asked at dilation 1, "
@@ -50,18 +61,20 @@ def run_run(args):
     sigterm_as_interrupt()
     try:
         results = run_scenario(sc, out, dilation_choice=choice)
-    except KeyboardInterrupt:
-        return err("interrupted; the fabric was torn down")
+    except KeyboardInterrupt as e:
+        err("interrupted; the fabric was torn down")
+        return interrupted_status(e)
     except CapabilityError as e:
-        err(str(e))
-        return CANNOT_RUN_HERE
+        return err(str(e), CANNOT_RUN_HERE)
     except (ReachabilityError, RuntimeError, TimeoutError) as e:
         return err(str(e))
+    except OSError as e:   # a full disk, a folder gone: one line, not a traceback
+        return err(f"writing the report in {out} failed: {e.strerror or e}")
     for e in results["expectations"]:
-        print(f"  {e['status'].upper():13} {e['name']}: expected {e['expected']}, "
-              f"measured {fmt(e['measured'])}")
+        print(printable(f"  {e['status'].upper():13} {e['name']}: expected {e['expected']}, "
+                        f"measured {fmt(e['measured'])}"))
     for problem in results.get("problems") or []:
-        print(f"  PROBLEM       {problem}")
+        print(printable(f"  PROBLEM       {problem}"))
     for check in failed_checks(results):
         word = "WARNING" if check["severity"] == WARN else "UNTRUSTED"
         print(f"  {word:13} {check['name']}: {check['reason']}")
@@ -69,7 +82,18 @@ def run_run(args):
     print(f"fidelity {fmt(fid)}; {verdict(results)}; "
           f"report: {os.path.join(out, 'summary.md')}")
     _calibrate_from_first_run(results, args.calibration, out)
-    return OK if results["passed"] else FAILED
+    return run_status(results)
+
+
+def run_status(results):
+    """The exit status a drill's results call for (see common.py)."""
+    if results["passed"]:
+        return OK
+    if results.get("problems"):
+        return NOT_RUN         # it did not do what the scenario asked
+    if not results.get("trustworthy", True):
+        return UNTRUSTWORTHY   # the machine could not judge
+    return FAILED
 
 
 def _length(emulated, sc):

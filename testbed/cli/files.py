@@ -5,7 +5,9 @@ from testbed.fabric.problems import ConfigError
 from testbed.fabric.scenario import load_fabric
 from testbed.fabric.units import format_rate
 
-from .common import INVALID, OK, print_problems
+from testbed.fabric.problems import printable
+
+from .common import INVALID, OK, add_topology_dir_option, print_problems
 
 
 # --- check -------------------------------------------------------------------
@@ -15,6 +17,7 @@ def add_check(subparsers):
         "check", help="validate topology and scenario files (no root needed)",
         description="Validate each FILE as a scenario (it has a 'topology' key) or a topology.")
     p.add_argument("files", nargs="+", metavar="FILE")
+    add_topology_dir_option(p)
     p.set_defaults(run=run_check)
 
 
@@ -22,13 +25,13 @@ def run_check(args):
     status = OK
     for path in args.files:
         try:
-            kind, fabric = load_fabric(path)
+            kind, fabric = load_fabric(path, args.topology_dir)
         except ConfigError as e:
             print_problems(e)
             status = INVALID
             continue
-        print(f"OK {path} ({kind}: {len(fabric.hosts())} hosts, "
-              f"{len(fabric.switches())} switches, {len(fabric.links)} links)")
+        print(printable(f"OK {path} ({kind}: {len(fabric.hosts())} hosts, "
+              f"{len(fabric.switches())} switches, {len(fabric.links)} links)"))
     return status
 
 

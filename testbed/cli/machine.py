@@ -12,15 +12,29 @@ from testbed.fabric.scenario import load_fabric, load_scenario
 from testbed.plan import calibration
 from testbed.results.text import fmt
 
-from .common import CANNOT_RUN_HERE, FAILED, OK, err, need_root, print_problems
+from .common import (CANNOT_RUN_HERE, FAILED, INVALID, NOT_RUN, OK, Terminated, add_topology_dir_option,
+                     err, interrupted_status, need_root, print_problems)
 
 
 def sigterm_as_interrupt():
     """`hpnlab down` stops a running `up` with SIGTERM: unwind like Ctrl-C
     so the same teardown runs."""
     def handler(signum, frame):
-        raise KeyboardInterrupt
+        raise Terminated
     signal.signal(signal.SIGTERM, handler)
+
+
+def prepare_report(out, force):
+    """Make `out` ready for a report (rundir.prepare_report_dir); the
+    reason as one line when it cannot be, else None."""
+    from testbed.emulation.rundir import FolderError, prepare_report_dir
+    try:
+        prepare_report_dir(out, force)
+    except FolderError as e:
+        return f"--out: {e}"
+    except OSError as e:
+        return f"--out: cannot use {out}: {e.strerror or e}"
+    return None
 
 
 # --- doctor ------------------------------------------------------------------
@@ -58,17 +72,20 @@ def run_doctor(args):
               f" ({'kernel module present' if capabilities.datapath(feats) == 'kernel' else 'userspace: no openvswitch module'})")
         if missing:
             print(f"missing and required: {', '.join(missing)} (run: make setup)")
-    return FAILED if missing else OK
+    return CANNOT_RUN_HERE if missing else OK
 
 
 def run_calibrate(args):
     """Run the built-in calibration drill through the normal runner and
     store what its results measured per packet."""
     if need_root("doctor --calibrate"):
-        return FAILED
+        return NOT_RUN
     from testbed.drill.runner import ReachabilityError, run_scenario
     from testbed.emulation.realize import CapabilityError
     out = default_dir("results", "calibration")
+    problem = prepare_report(out, force=False)
+    if problem:
+        return err(problem)
     try:
         sc = load_scenario(calibration.write_drill(out))
     except ConfigError as e:
@@ -80,12 +97,12 @@ def run_calibrate(args):
         results = run_scenario(sc, out)
         cal = calibration.from_results(results, "hpnlab doctor --calibrate",
                                        os.path.join(out, "results.json"))
-    except KeyboardInterrupt:
-        return err("interrupted; the fabric was torn down, nothing was stored")
+    except KeyboardInterrupt as e:
+        err("interrupted; the fabric was torn down, nothing was stored")
+        return interrupted_status(e)
     except CapabilityError as e:
-        err(str(e))
-        return CANNOT_RUN_HERE
-    except (ReachabilityError, RuntimeError, TimeoutError, ValueError) as e:
+        return err(str(e), CANNOT_RUN_HERE)
+    except (ReachabilityError, RuntimeError, TimeoutError, ValueError, OSError) as e:
         return err(f"calibration failed, nothing was stored: {e}")
     try:
         cal = calibration.save(cal, args.calibration)
@@ -105,19 +122,26 @@ def add_up(sub):
     p.add_argument("--check", action="store_true",
                    help="verify all-pairs reachability over every port, print a summary, tear down")
     p.add_argument("--json", action="store_true", help="machine-readable summary (with --check)")
-    p.add_argument("--run-dir", default=None, help="where logs go (default: a temporary folder)")
+    p.add_argument("--run-dir", default=None,
+                   help="where logs go: a new or empty folder (default: a new private folder "
+                        "in /tmp)")
+    add_topology_dir_option(p)
     p.set_defaults(run=run_up)
 
 
 def run_up(args):
     try:
-        _, fabric = load_fabric(args.file)
+        _, fabric = load_fabric(args.file, args.topology_dir)
     except ConfigError as e:
         return print_problems(e)
     if need_root("up"):
-        return FAILED
+        return NOT_RUN
     from testbed.emulation.realize import CapabilityError, FabricNet
-    run_dir = args.run_dir or default_dir("/tmp", f"hpnlab-{fabric.name}")
+    from testbed.emulation.rundir import FolderError, new_private_dir
+    try:
+        run_dir = args.run_dir or new_private_dir("/tmp", f"hpnlab-{fabric.name}")
+    except OSError as e:
+        return err(f"cannot make a run folder in /tmp: {e.strerror or e}")
     log = (lambda m: print(m, file=sys.stderr)) if args.json else print
     sigterm_as_interrupt()
     try:
@@ -131,9 +155,10 @@ def run_up(args):
         print("torn down", file=sys.stderr)
         return OK
     except CapabilityError as e:
-        err(str(e))
-        return CANNOT_RUN_HERE
-    except (RuntimeError, TimeoutError) as e:
+        return err(str(e), CANNOT_RUN_HERE)
+    except FolderError as e:
+        return err(f"--run-dir: {e}", INVALID)
+    except (RuntimeError, TimeoutError, OSError) as e:
         return err(str(e))
 
 
@@ -166,16 +191,22 @@ def _check(fnet, fabric, as_json):
 
 def add_down(sub):
     p = sub.add_parser("down", help="tear down the fabric left running by 'hpnlab up'")
+    p.add_argument("--any-user", action="store_true",
+                   help="also stop a fabric another user started")
     p.set_defaults(run=run_down)
 
 
 def run_down(args):
     if need_root("down"):
-        return FAILED
+        return NOT_RUN
     led = ledger_mod.load()
     if led is None:
         print("no fabric is running")
         return OK
+    started_by, me = led.data.get("user"), ledger_mod.invoking_user()
+    if started_by and started_by != me and not args.any_user:
+        return err(f"fabric {led.data.get('fabric')!r} was started by {started_by}, not by {me}; "
+                   "pass --any-user to stop it anyway")
     owner = led.data["owner"]
     if owner != os.getpid() and ledger_mod.signal_process(owner, led.data.get("owner_start"),
                                                           signal.SIGTERM):
@@ -191,8 +222,13 @@ def run_down(args):
 
 
 def default_dir(base, name):
+    """base/NAME-TIME, with a number added when two runs start in one second."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return os.path.join(base, f"{name}-{stamp}")
+    path, n = os.path.join(base, f"{name}-{stamp}"), 1
+    while os.path.lexists(path):
+        n += 1
+        path = os.path.join(base, f"{name}-{stamp}-{n}")
+    return path
 
 
 COMMANDS = (add_doctor, add_up, add_down)

@@ -10,7 +10,7 @@ from testbed.fabric.scenario import load_scenario
 from testbed.plan import budget, calibration
 from testbed.plan.report import render_plan
 
-from .common import OK, print_problems
+from .common import OK, add_topology_dir_option, print_problems
 
 
 def dilation_arg(text):
@@ -33,13 +33,14 @@ def add_plan(sub):
     p.add_argument("--dilation", type=dilation_arg, default=None, metavar="N",
                    help="also say how dilation N would fare")
     add_calibration_option(p)
+    add_topology_dir_option(p)
     p.add_argument("--json", action="store_true", help="the plan's numbers as JSON")
     p.set_defaults(run=run_plan)
 
 
 def run_plan(args):
     try:
-        sc = load_scenario(args.scenario)
+        sc = load_scenario(args.scenario, args.topology_dir)
         cal = calibration.load_or_defaults(args.calibration)
     except ConfigError as e:
         return print_problems(e)

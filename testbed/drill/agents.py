@@ -4,11 +4,10 @@ followed for progress, waited for and ended."""
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 
-from testbed.emulation.procs import end as end_process
+from testbed.emulation.procs import end as end_process, own_module
 
 
 class JobAgents:
@@ -28,7 +27,7 @@ class JobAgents:
             with open(path, "w") as fh:
                 json.dump(cfg, fh, indent=1)
             with open(os.path.join(self.run_dir, f"agent-{host}.log"), "w") as err:
-                proc = self.fnet.popen_in(host, [sys.executable, "-m", "traffic.agent", path],
+                proc = self.fnet.popen_in(host, own_module("traffic.agent", path),
                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                           stderr=err, text=True)
             self.procs[host] = proc

@@ -4,9 +4,8 @@ source host that starts sending at the drill's zero (traffic/probe.py)."""
 import json
 import os
 import subprocess
-import sys
 
-from testbed.emulation.procs import end as end_process
+from testbed.emulation.procs import end as end_process, own_module
 
 BASE_PORT = 7100          # UDP destination port of probe i: BASE_PORT + i
 SOURCE_BASE = 20000       # UDP source ports of probe i: SOURCE_BASE + 100 i + flow
@@ -31,9 +30,9 @@ class Probes:
         until the deadline start_senders() gives it."""
         for i, p in enumerate(self.probes):
             _, dst = self._nics(p)
-            proc = self.fnet.popen_in(p["dst"], [sys.executable, "-m", "traffic.probe", "recv",
-                                                 "--bind", dst.ip, "--port", str(BASE_PORT + i),
-                                                 "--out", self._file(i, "recv")],
+            proc = self.fnet.popen_in(p["dst"], own_module(
+                "traffic.probe", "recv", "--bind", dst.ip, "--port", BASE_PORT + i,
+                "--out", self._file(i, "recv")),
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
             self.receivers.append(proc)
         for i, proc in enumerate(self.receivers):
@@ -50,11 +49,11 @@ class Probes:
             proc.stdin.close()
         for i, p in enumerate(self.probes):
             src, dst = self._nics(p)
-            self.senders.append(self.fnet.popen_in(p["src"], [
-                sys.executable, "-m", "traffic.probe", "send", "--src", src.ip, "--dst", dst.ip,
-                "--port", str(BASE_PORT + i), "--sport", str(SOURCE_BASE + 100 * i),
-                "--rate", str(p["rate"]), "--flows", str(p["flows"]),
-                "--start", f"{t0:.6f}", "--until", f"{until:.6f}", "--out", self._file(i, "send")]))
+            self.senders.append(self.fnet.popen_in(p["src"], own_module(
+                "traffic.probe", "send", "--src", src.ip, "--dst", dst.ip,
+                "--port", BASE_PORT + i, "--sport", SOURCE_BASE + 100 * i,
+                "--rate", p["rate"], "--flows", p["flows"],
+                "--start", f"{t0:.6f}", "--until", f"{until:.6f}", "--out", self._file(i, "send"))))
 
     def wait(self, timeout):
         """Wait for every probe process to finish on its own; the problems."""

@@ -61,7 +61,7 @@ def run_scenario(sc, out_dir, log=print, dilation_choice=None):
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     run = _run(sc, out_dir, log)
     results = _results(sc, run, started, dilation_choice)
-    _write(sc, run, results, out_dir)
+    _write(sc, run, results, out_dir, log)
     return results
 
 
@@ -151,6 +151,9 @@ def _run(sc, out_dir, log):
         problems += [f"switch {ev.get('switch')} rejected an OpenFlow message from the controller "
                      f"(error type {ev.get('type')}, code {ev.get('code')})"
                      for ev in events if ev["event"] == "error"]
+        problems += [f"the controller refused a connection that claimed to be switch "
+                     f"{ev.get('switch')} ({ev.get('reason')})"
+                     for ev in events if ev["event"] == "refused"]
         return _Run(t0=t0, ran_s=ran_s, faults=faults, problems=problems, events=events,
                     flows=flows, samples=samp.samples, cpu=samp.cpu,
                     agent_results=agents.results() if agents else None,
@@ -250,22 +253,28 @@ def _results(sc, run, started, dilation_choice=None):
     }
 
 
-def _write(sc, run, results, out_dir):
-    """The plots first (the summary links them), then results and summary."""
-    plot = plots.plot_throughput(out_dir, results["series"], results["faults"],
-                                 f"{sc.name}: throughput per flow",
-                                 flow_info=results["series"]["flow_info"],
-                                 time_dilation=results["time_dilation"])
-    results["files"] = {"results": "results.json", "summary": "summary.md",
-                        "plot": os.path.basename(plot)}
+def _write(sc, run, results, out_dir, log=print):
+    """results.json and summary.md first, so that a plot that fails cannot
+    lose a finished run; then the plots, and the two again with the plots
+    linked. A plot that fails is said in the results and on the terminal."""
+    results["files"] = {"results": "results.json", "summary": "summary.md"}
     if run.capture_files:
         results["files"]["captures"] = [os.path.basename(p) for p in run.capture_files if p]
-    iterations = plots.plot_iterations(out_dir, results)
-    if iterations:
-        results["files"]["iterations"] = os.path.basename(iterations)
-    for key, plot_of in (("queues", plots.plot_queues), ("marks", plots.plot_marks),
-                         ("pauses", plots.plot_pauses)):
-        path = plot_of(out_dir, results)
+    store.write_results(out_dir, results)
+    drawings = (("plot", lambda: plots.plot_throughput(
+                    out_dir, results["series"], results["faults"], f"{sc.name}: throughput per flow",
+                    flow_info=results["series"]["flow_info"], time_dilation=results["time_dilation"])),
+                ("iterations", lambda: plots.plot_iterations(out_dir, results)),
+                ("queues", lambda: plots.plot_queues(out_dir, results)),
+                ("marks", lambda: plots.plot_marks(out_dir, results)),
+                ("pauses", lambda: plots.plot_pauses(out_dir, results)))
+    for key, draw in drawings:
+        try:
+            path = draw()
+        except Exception as e:   # noqa: BLE001 - the run's results stand without the plot
+            results.setdefault("plot_errors", []).append(f"{key}: {type(e).__name__}: {e}")
+            log(f"warning: the {key} plot failed ({type(e).__name__}: {e}); results.json is complete")
+            continue
         if path:
             results["files"][key] = os.path.basename(path)
     store.write_results(out_dir, results)

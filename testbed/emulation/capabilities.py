@@ -204,6 +204,9 @@ def missing_for(fabric, feats):
     """One message per required feature the machine lacks."""
     module = {name: mod for name, (mod, _, _) in QDISCS.items()}
     out = []
+    if any(f.name == "ovsdb running" for f in feats) and not has(feats, "ovsdb running"):
+        out.append("Open vSwitch is not running (ovs-vsctl show failed): start it with "
+                   "'make setup', or /usr/share/openvswitch/scripts/ovs-ctl start")
     for name, why in required_features(fabric):
         if has(feats, name):
             continue

@@ -5,31 +5,25 @@ thread collects them so the testbed can wait on real events (every switch
 connected, routes acknowledged) instead of sleeping.
 """
 import json
-import os
-import socket
 import subprocess
-import sys
 import threading
 import time
 
-from .procs import end
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from .procs import end, own_module
 
 
 class ControllerProcess:
-    def __init__(self, fabric_json, log_path, on_routes=None, on_exit=None, jobs_socket=None):
-        # on_routes: called from the reader thread with each "overrides" and
-        # "routes" event, before the event is recorded
-        self.port = free_port()
+    def __init__(self, fabric_json, log_path, listen, on_routes=None, on_exit=None,
+                 jobs_socket=None):
+        # listen: the Unix socket the switches connect to (in the run's
+        # private folder: see controllers/run.py); on_routes: called from
+        # the reader thread with each "overrides" and "routes" event, before
+        # the event is recorded
+        self.listen = listen
+        self.target = f"unix:{listen}"   # what Open vSwitch connects to
         self.log_path = log_path
         self.jobs_socket = jobs_socket
-        self.argv = [sys.executable, "-m", "controllers.run", "--fabric", fabric_json,
-                     "--host", "127.0.0.1", "--port", str(self.port)]
+        self.argv = own_module("controllers.run", "--fabric", fabric_json, "--listen", listen)
         if jobs_socket:
             self.argv += ["--jobs-socket", jobs_socket]
         self.events = []
@@ -44,9 +38,8 @@ class ControllerProcess:
         """Start the controller (again, after stop(): same port, so the
         switches find it on their next reconnection attempt; the log goes on)."""
         self._log = open(self.log_path, "a" if self.starts else "w")
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=self._log,
-                                     text=True, env=env, start_new_session=True)
+                                     text=True, start_new_session=True, cwd="/")
         self.starts += 1
         with self.cond:
             self.events.append({"event": "start", "pid": self.proc.pid, "t": time.monotonic()})

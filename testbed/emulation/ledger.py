@@ -9,12 +9,19 @@ and interfaces it will create may exist (`already_present`), so nothing it
 later removes can have been someone else's; and a process is recorded by
 its PID and start time, so a PID the kernel gave to another process after
 ours ended is never signalled. The record lives at one fixed place per
-machine, so two fabrics can never run at once and share names.
+machine, so two fabrics can never run at once and share names: a claim
+takes an exclusive lock (flock) on a file beside it and holds it for the
+fabric's life, so two runs started together cannot both claim the machine,
+and the lock goes when its holder dies, however it dies. The record is
+root's alone (0600): it names the switches' datapath ids.
 """
+import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 
 STATE_FILE = "/run/hpnlab/fabric.json"
@@ -46,23 +53,86 @@ def is_same_process(pid, start):
     return start is not None and start_time(pid) == start
 
 
+_HELD = {}   # lock file -> its open descriptor, for the claims this process holds
+
+
+def _who(path):
+    """'fabric NAME (pid N, started by USER)' from the record at `path`."""
+    other = load(path)
+    if other is None:
+        return "another fabric"
+    user = other.data.get("user")
+    return (f"fabric {other.data.get('fabric')!r} (pid {other.data.get('owner')}"
+            + (f", started by {user}" if user else "") + ")")
+
+
+def _take_lock(path):
+    """Hold the machine's fabric lock (this process may already hold it);
+    RuntimeError naming the holder when another process does."""
+    lock = path + ".lock"
+    if lock in _HELD:
+        return
+    os.makedirs(os.path.dirname(lock), mode=0o700, exist_ok=True)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise RuntimeError(f"{_who(path)} is already running; stop it first with: "
+                           "hpnlab down") from None
+    _HELD[lock] = fd
+
+
+def _drop_lock(path):
+    fd = _HELD.pop(path + ".lock", None)
+    if fd is not None:
+        os.close(fd)   # closing the descriptor releases the lock
+
+
+def lock_is_held(path=STATE_FILE):
+    """True while some process holds the fabric lock (a fabric is up)."""
+    try:
+        fd = os.open(path + ".lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def invoking_user():
+    """Who asked for this run: the user behind sudo, else this process's."""
+    return os.environ.get("SUDO_USER") or str(os.geteuid())
+
+
 class Ledger:
     def __init__(self, path=STATE_FILE):
         self.path = path
         self.data = {"owner": os.getpid(), "bridges": [], "interfaces": [], "processes": [],
-                     "files": [], "mounts": [], "run_dir": None, "fabric": None}
+                     "files": [], "dirs": [], "mounts": [], "run_dir": None, "fabric": None}
 
     # --- recording ---------------------------------------------------------
     def claim(self, fabric_name, run_dir):
         """Take the machine for one fabric; refuse when another is running."""
-        other = load(self.path)
-        if other and other.owner_running() and other.data["owner"] != os.getpid():
-            raise RuntimeError(f"fabric {other.data['fabric']!r} is already running (pid "
-                               f"{other.data['owner']}); stop it first with: hpnlab down")
-        if other:  # a dead owner left a record: sweep it before we start
-            other.sweep()
-        self.data.update(fabric=fabric_name, run_dir=run_dir, owner_start=start_time(os.getpid()))
-        self.save()
+        _take_lock(self.path)
+        try:
+            other = load(self.path)
+            if other and other.owner_running() and other.data["owner"] != os.getpid():
+                # a record whose owner lives without the lock (an older hpnlab)
+                raise RuntimeError(f"{_who(self.path)} is already running; stop it first "
+                                   "with: hpnlab down")
+            if other:  # a dead owner left a record: sweep it before we start
+                other.sweep()
+            self.data.update(fabric=fabric_name, run_dir=run_dir, user=invoking_user(),
+                             owner_start=start_time(os.getpid()))
+            self.save()
+        except BaseException:
+            _drop_lock(self.path)
+            raise
 
     def owner_running(self):
         """The process that made this record is still the one with its PID
@@ -83,10 +153,11 @@ class Ledger:
         self.save()
 
     def save(self):
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        tmp = self.path + ".tmp"
+        directory = os.path.dirname(self.path)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".fabric-", dir=directory)   # 0600, a name of its own
         try:
-            with open(tmp, "w") as fh:
+            with os.fdopen(fd, "w") as fh:
                 json.dump(self.data, fh, indent=1)
             os.replace(tmp, self.path)
         except BaseException:   # an interrupt half-way must not leave the temporary file
@@ -120,6 +191,10 @@ class Ledger:
             if os.path.exists(path):
                 leftover.append(f"file {path}")
                 os.unlink(path)
+        for path in self.data.get("dirs", []):    # the controller's socket folder
+            if os.path.isdir(path) and not os.path.islink(path):
+                leftover += [f"file {os.path.join(path, f)}" for f in os.listdir(path)]
+                shutil.rmtree(path)
         for mnt in self.data.get("mounts", []):    # bpffs, if hpnlab mounted it
             if os.path.ismount(mnt):
                 leftover.append(f"mount {mnt}")
@@ -136,6 +211,7 @@ class Ledger:
             os.unlink(self.path)
         except FileNotFoundError:
             pass
+        _drop_lock(self.path)
 
 
 def load(path=STATE_FILE):

@@ -5,10 +5,9 @@ import json
 import os
 import select
 import subprocess
-import sys
 import time
 
-from .procs import end
+from .procs import end, own_module
 from .queues import PIN_DIR
 
 READY_TIMEOUT_S = 10.0
@@ -21,7 +20,7 @@ class PauseProcess:
         self.log_path = os.path.join(run_dir, "pfc.log")
         with open(self.config_path, "w") as fh:
             json.dump({"pin_dir": PIN_DIR, "ports": targets}, fh)
-        self.argv = [sys.executable, "-m", "testbed.emulation.pfc", self.config_path, self.out_path]
+        self.argv = own_module("testbed.emulation.pfc", self.config_path, self.out_path)
         self.proc = None
         self.ready = None
         self.result = None

@@ -3,7 +3,20 @@ interrupts while something must not be cut short."""
 import contextlib
 import signal
 import subprocess
+import sys
 import threading
+
+
+def own_module(module, *args):
+    """The argv that runs hpnlab's own `module` as a child process.
+
+    Children run as root, so they must import hpnlab's code only: `-I`
+    (isolated mode) leaves the working directory off the module path and
+    ignores PYTHONPATH, PYTHONSTARTUP and the user's site-packages, so a
+    folder named `controllers/` where the user stands, or an environment
+    set by someone else, cannot replace a module. `-u`: the child's output
+    arrives line by line (-I also ignores PYTHONUNBUFFERED)."""
+    return [sys.executable, "-I", "-u", "-m", module, *map(str, args)]
 
 
 def end(proc, grace=5.0):

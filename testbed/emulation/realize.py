@@ -8,8 +8,10 @@ recorded.
 """
 import json
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 import time
 
 from . import capabilities, jobchannel, plans
@@ -18,6 +20,7 @@ from .ledger import Ledger, already_present
 from .procs import end, signals_held
 from .pause_process import PauseProcess
 from .queues import QueueEngine, parse_ifindexes
+from .rundir import make_private_dir, write_private
 
 
 class CapabilityError(RuntimeError):
@@ -34,11 +37,20 @@ def unreachable(reach):
 
 
 JOBS_SOCKET = "jobs.sock"     # the controller's job channel, in the run directory
+# Where the switches reach the controller: a Unix socket in a folder only
+# root may enter, under Open vSwitch's run directory (the only place its
+# switches connect to a socket controller: anywhere else it refuses, for
+# fear of a socket someone else placed).
+OVS_RUNDIR = "/var/run/openvswitch"
+OPENFLOW_SOCKET = "of.sock"
 RECONNECT_MAX_MS = 1000     # a switch retries its lost controller at least every second
 # How long the switches may take to connect and acknowledge their routes:
 # about 1 s natively, 15-17 s for 12 switches on the kernel datapath in a
 # VM under software emulation, which once took more than 30 s.
 ROUTE_TIMEOUT_S = 60.0
+# How long a teardown's steps may take before the rest is left to the
+# ledger's sweep (each step bounds its own waits; this bounds their sum).
+TEARDOWN_DEADLINE_S = 60.0
 
 
 class FabricNet:
@@ -56,6 +68,7 @@ class FabricNet:
         self.pauses = None           # PauseProcess when a class is lossless
         self.overrides = {}          # host -> {dst ip: ports} applied now
         self.route_errors = []       # host-route updates that failed (fail the run)
+        self.of_dir = None           # the folder of the controller's OpenFlow socket
         self.timings = {}
 
     # --- bring-up ----------------------------------------------------------
@@ -77,6 +90,7 @@ class FabricNet:
         if missing:
             raise CapabilityError(missing[0])
         self.datapath = capabilities.datapath(feats)
+        make_private_dir(self.run_dir)   # before anything is built or claimed
         small = [f for f in feats if f.name == capabilities.OVS_TX_FEATURE and not f.present]
         if small:
             self.log(f"warning: {small[0].detail}: Open vSwitch will drop packets the modeled "
@@ -95,16 +109,16 @@ class FabricNet:
         # still leaves a complete list for the sweep.
         self.ledger.add("bridges", *bridges)
         self.ledger.add("interfaces", *interfaces)
-        os.makedirs(self.run_dir, exist_ok=True)
         if f.queues is not None:
             self.queues = QueueEngine(f, self.ledger)
             self.queues.prepare()
 
-        self._remove_job_channel()     # a previous run's, in a reused directory
         fabric_json = os.path.join(self.run_dir, "fabric.json")
-        with open(fabric_json, "w") as fh:
-            json.dump(f.to_dict(), fh, indent=1)
+        write_private(fabric_json, json.dumps(f.to_dict(), indent=1))
+        self.of_dir = of_dir = tempfile.mkdtemp(prefix="hpnlab-", dir=OVS_RUNDIR)
+        self.ledger.add("dirs", of_dir)
         self.controller = ControllerProcess(fabric_json, os.path.join(self.run_dir, "controller.log"),
+                                            listen=os.path.join(of_dir, OPENFLOW_SOCKET),
                                             on_routes=self._apply_overrides,
                                             on_exit=self._controller_exited,
                                             jobs_socket=os.path.join(self.run_dir, JOBS_SOCKET))
@@ -113,11 +127,12 @@ class FabricNet:
         from mininet.link import Link
         from mininet.log import setLogLevel
         from mininet.net import Mininet
-        from mininet.node import Host, OVSSwitch, RemoteController
-        setLogLevel("error")  # Mininet warns before our controller listens
+        from mininet.node import Host, OVSSwitch
+        setLogLevel("error")
+        # No controller for Mininet to configure: the switches get theirs
+        # once built (_connect_switches), on a Unix socket.
         self.net = net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False,
                                  waitConnected=False, link=Link)
-        net.addController(RemoteController("c0", ip="127.0.0.1", port=self.controller.port))
         for sw in f.switches():
             net.addSwitch(sw.name, cls=OVSSwitch, datapath=self.datapath, dpid=f"{sw.dpid:016x}",
                           protocols="OpenFlow13", failMode="secure")
@@ -135,7 +150,7 @@ class FabricNet:
         net.start()
         self.timings["mininet_start"] = time.monotonic() - t0
         self._configure_switch_ports()
-        self._configure_reconnection()
+        self._connect_switches()
         self._configure_hosts()
         if self.queues is not None:
             self._attach_queue_engine()
@@ -173,16 +188,24 @@ class FabricNet:
                 raise RuntimeError(f"steering the switch ports' receive queues failed: {r.stderr.strip()}")
 
     def _configure_hosts(self):
-        hosts = [self.net.get(h.name) for h in self.fabric.hosts()]
-        for h in hosts:  # all hosts work in parallel; collect afterwards
-            script = os.path.join(self.run_dir, f"host-{h.name}.sh")
-            with open(script, "w") as fh:
-                fh.write(plans.host_script(self.fabric, h.name, self.queues, self._rps_mask()))
-            h.sendCmd(f"bash {script}; echo HPNLAB_DONE $?")
-        for h in hosts:
-            out = h.waitOutput()
-            if "HPNLAB_DONE 0" not in out:
-                raise RuntimeError(f"configuring host {h.name} failed: {out.strip()[-300:]}")
+        """Run each host's script (plans.host_script) in its namespace, all
+        hosts at once. The script travels as an argument, never as a file
+        that is run by path, and no path enters a shell: nothing can swap
+        it or break its command line. A copy is kept for people to read."""
+        procs = {}
+        for h in self.fabric.hosts():
+            script = plans.host_script(self.fabric, h.name, self.queues, self._rps_mask())
+            write_private(os.path.join(self.run_dir, f"host-{h.name}.sh"), script)
+            procs[h.name] = subprocess.Popen(self.ns_argv(h.name, ["bash", "-c", script]),
+                                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                             text=True, cwd="/")
+        failed = []
+        for name, proc in procs.items():
+            out, _ = proc.communicate()
+            if proc.returncode != 0:
+                failed.append(f"configuring host {name} failed: {out.strip()[-300:]}")
+        if failed:
+            raise RuntimeError(failed[0])
 
     def _attach_queue_engine(self):
         """Load the queue engine on every port (hosts' from this mount
@@ -252,7 +275,7 @@ class FabricNet:
             pairs = [f"{port}:{dst.ip}" for nic in self.fabric.nics_of(h.name) for port in nic.ports
                      for dst in self.fabric.nics if dst.host != h.name and dst.rail == nic.rail]
             procs[h.name] = subprocess.Popen(
-                self.ns_argv(h.name, [sys.executable, prober, str(timeout)] + pairs),
+                self.ns_argv(h.name, [sys.executable, "-I", prober, str(timeout)] + pairs),
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         results = {}
         try:
@@ -287,19 +310,21 @@ class FabricNet:
         return proc
 
     # --- the controller going away and coming back ---------------------------
-    def _configure_reconnection(self):
-        """Switches retry a lost controller connection with a backoff that
-        grows to 8 s by default; cap it at 1 s so that a restarted
-        controller is found within a second. While none is connected they
-        keep their flows (fail-mode secure), so traffic goes on."""
-        found = subprocess.run(["ovs-vsctl", "--bare", "--columns=_uuid", "find", "controller",
-                                f"target=\"tcp:127.0.0.1:{self.controller.port}\""],
-                               check=True, capture_output=True, text=True).stdout.split()
-        if found:
-            argv = ["ovs-vsctl"]
-            for uuid in found:
-                argv += ["--", "set", "controller", uuid, f"max_backoff={RECONNECT_MAX_MS}"]
-            subprocess.run(argv, check=True, capture_output=True)
+    def _connect_switches(self):
+        """Point every switch at the controller's Unix socket (only root can
+        reach it: controllers/run.py), all in one transaction. A switch
+        retries a lost controller with a backoff that grows to 8 s by
+        default; capped at 1 s, a restarted controller is found within a
+        second. While none is connected the switches keep their flows
+        (fail-mode secure), so traffic goes on."""
+        argv = ["ovs-vsctl", "--timeout=30"]
+        for i, sw in enumerate(self.fabric.switches()):
+            argv += ["--", f"--id=@c{i}", "create", "Controller",
+                     "target=" + json.dumps(self.controller.target, ensure_ascii=False), f"max_backoff={RECONNECT_MAX_MS}",
+                     "--", "set", "Bridge", sw.name, f"controller=[@c{i}]"]
+        r = subprocess.run(argv, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"connecting the switches to the controller failed: {r.stderr.strip()}")
 
     def _controller_exited(self, event):
         """Said at once, from the reader thread: after this, nothing reroutes."""
@@ -351,30 +376,54 @@ class FabricNet:
             return self._teardown()
 
     def _teardown(self):
-        leftover = []
-        if self.controller is not None:
-            # First, so that links going away do not make it recompute routes
-            # into namespaces that are being torn down.
-            self.controller.stop()
-            self.controller = None
-            self._remove_job_channel()
-        if self.net is not None:
+        """Each step on its own (one that fails or overruns does not stop
+        the next), the ledger's sweep always last: it removes whatever the
+        steps before left, by what was recorded."""
+        deadline = time.monotonic() + TEARDOWN_DEADLINE_S
+        steps = (("controller", self._stop_controller_for_good),   # first: links going away
+                 ("Mininet", self._stop_net),                       # must not make it reroute
+                 ("pause daemon", self._stop_pauses),
+                 ("queue engine", self._close_queues))
+        for what, step in steps:
+            if time.monotonic() > deadline:
+                self.log(f"warning: teardown passed {TEARDOWN_DEADLINE_S:.0f} s; skipping to "
+                         f"the sweep of what was recorded ({what} and later steps skipped)")
+                break
             try:
-                self.net.stop()
-            except Exception as e:  # the ledger sweep below still runs
-                self.log(f"warning: Mininet stop: {e}")
-            self.net = None
-        if self.pauses is not None:
-            self.pauses.stop()
-            self.pauses = None
-        if self.queues is not None:
-            self.queues.close()
-            self.queues = None
+                step()
+            except Exception as e:  # noqa: BLE001 - the sweep below still runs
+                self.log(f"warning: stopping the {what} failed: {type(e).__name__}: {e}")
+        leftover = []
         if self.ledger is not None:
-            leftover = self.ledger.sweep()
-            self.ledger.release()
-            self.ledger = None
+            try:
+                leftover = self.ledger.sweep()
+            finally:
+                self.ledger.release()
+                self.ledger = None
         return leftover
+
+    def _stop_controller_for_good(self):
+        if self.controller is not None:
+            controller, self.controller = self.controller, None
+            controller.stop()
+        if self.of_dir is not None:   # set once the run folder was made ours
+            self._remove_job_channel()
+            shutil.rmtree(self.of_dir, ignore_errors=True)
+
+    def _stop_net(self):
+        if self.net is not None:
+            net, self.net = self.net, None
+            net.stop()
+
+    def _stop_pauses(self):
+        if self.pauses is not None:
+            pauses, self.pauses = self.pauses, None
+            pauses.stop()
+
+    def _close_queues(self):
+        if self.queues is not None:
+            queues, self.queues = self.queues, None
+            queues.close()
 
 
 def _batch(argv, lines):

@@ -72,6 +72,14 @@ def _yaml_message(err):
     return text
 
 
+def kind_of(value):
+    """'a list', 'a string', ...: what a value is, without what it says."""
+    if value is None or isinstance(value, (dict, list)):
+        return describe(value)
+    return {bool: "a boolean", int: "a number", float: "a number", str: "a string"}.get(
+        type(value), f"a {type(value).__name__}")
+
+
 def load_yaml(path):
     """The mapping in the YAML file `path`; ConfigError with one problem if not."""
     name = str(path)
@@ -83,7 +91,9 @@ def load_yaml(path):
     if doc is None:
         raise fail(name, TOP, "the file is empty, expected a mapping of fields")
     if not isinstance(doc, dict):
-        raise fail(name, TOP, f"expected a mapping of fields at the top level, got {describe(doc)}")
+        # the kind of value only: a file that is not ours (a scenario may name
+        # any path) must not have its content echoed
+        raise fail(name, TOP, f"expected a mapping of fields at the top level, got {kind_of(doc)}")
     return doc
 
 

@@ -20,7 +20,21 @@ class Problem:
     def __str__(self):
         # Always one line, so that output can be grepped and counted.
         text = f"{self.file}: {self.field or TOP}: {self.message}"
-        return re.sub(r"\s*\n\s*", " ", text)
+        return printable(re.sub(r"\s*\n\s*", " ", text))
+
+
+# C0 and C1 control characters and DEL: what a terminal acts on (colours,
+# cursor moves, a cleared line that hides what came before) instead of
+# showing; and the bidirectional overrides and line separators, which make
+# text read differently from what it is
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def printable(text):
+    """`text` with every control character shown as an escape (`\\x1b`), so
+    that a name or message from a file cannot drive the terminal that
+    prints it: no colours, no cursor moves, no line overwritten."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], str(text))
 
 
 class ConfigError(Exception):

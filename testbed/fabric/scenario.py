@@ -8,6 +8,8 @@ need the built fabric (semantics.py). Every problem found is reported, one
 line each; nothing is built from a file with problems.
 """
 import dataclasses
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,18 +17,20 @@ from . import queues, semantics
 from .build import ModelError, build_fabric
 from .loader import SCENARIO, TOPOLOGY, detect_kind, load_yaml
 from .model import Fabric
-from .problems import TOP, ConfigError, Problem, fail
+from .problems import TOP, ConfigError, fail, show
 from .schema import schema_problems
 from .units import parse_bytes, parse_time
 
 
 # --- whole files -------------------------------------------------------------
 
-def load_fabric(path):
-    """(kind, Fabric) for a topology or scenario file; kind says which it was."""
+def load_fabric(path, topology_dirs=()):
+    """(kind, Fabric) for a topology or scenario file; kind says which it was.
+    `topology_dirs`: folders a scenario's `topology:` may name files in,
+    besides its own folder and hpnlab's topologies (see topology_roots)."""
     doc = load_yaml(path)
     if detect_kind(doc) == SCENARIO:
-        return SCENARIO, _scenario_from_doc(Path(path), doc).fabric
+        return SCENARIO, _scenario_from_doc(Path(path), doc, topology_dirs).fabric
     return TOPOLOGY, _topology_from_doc(path, doc)[1]
 
 
@@ -39,6 +43,48 @@ def check_files(paths):
         except ConfigError as e:
             problems += e.problems
     return problems
+
+
+# --- names and paths that come from files ---------------------------------------
+
+# A fabric built from a topology file is named after the file, and that name
+# ends up in folder names and logs: only plain characters, so that nothing a
+# file is called can reach a shell or a path as anything but a name.
+FABRIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+# hpnlab's own topologies (the scenarios it ships name them as ../topologies/...)
+SHIPPED_TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
+
+
+def fabric_name_from(path):
+    """The name of the fabric a topology file builds: its file name without
+    the extension; ConfigError when that is not a plain name."""
+    stem = Path(path).stem
+    if not FABRIC_NAME.fullmatch(stem):
+        raise fail(path, TOP, f"the file name {show(stem)} cannot name a fabric: expected a name "
+                              "of letters, digits, '.', '_' and '-' (starting with a letter or "
+                              "digit, at most 64): rename the file")
+    return stem
+
+
+def topology_roots(scenario_path, extra=()):
+    """The folders a scenario's `topology:` may name a file in: the
+    scenario's own folder tree, hpnlab's shipped topologies, and those given
+    on the command line. Anything else (an absolute path, `..` out of the
+    tree, a symbolic link pointing away) is never opened: a scenario written
+    by someone else must not make hpnlab, running as root, read a file."""
+    return [Path(os.path.realpath(scenario_path)).parent, SHIPPED_TOPOLOGIES.resolve()] + \
+        [Path(os.path.realpath(d)) for d in extra]
+
+
+def allowed_topology_path(scenario_path, topo, extra=()):
+    """The resolved path of `topo` when it lies under one of topology_roots,
+    else None (then nothing about it was read)."""
+    target = Path(os.path.realpath(Path(scenario_path).parent / topo))
+    for root in topology_roots(scenario_path, extra):
+        if target == root or root in target.parents:
+            return target
+    return None
 
 
 # --- topologies --------------------------------------------------------------
@@ -73,7 +119,7 @@ def _topology_from_doc(path, doc):
     problems = schema_problems(path, doc, TOPOLOGY)
     if problems:
         raise ConfigError(problems)
-    return doc, _build(str(path), doc, Path(path).stem, prefix="")
+    return doc, _build(str(path), doc, fabric_name_from(path), prefix="")
 
 
 # --- scenarios ---------------------------------------------------------------
@@ -106,12 +152,13 @@ class Scenario:
         return bool(self.jobs) and not self.traffic
 
 
-def load_scenario(path):
-    """The Scenario in file `path`; ConfigError listing every problem if invalid."""
-    return _scenario_from_doc(Path(path), load_yaml(path))
+def load_scenario(path, topology_dirs=()):
+    """The Scenario in file `path`; ConfigError listing every problem if invalid.
+    `topology_dirs`: see load_fabric."""
+    return _scenario_from_doc(Path(path), load_yaml(path), topology_dirs)
 
 
-def _scenario_from_doc(path, doc):
+def _scenario_from_doc(path, doc, topology_dirs=()):
     file = str(path)
     problems = schema_problems(file, doc, SCENARIO)
     topo = doc.get(TOPOLOGY)
@@ -119,10 +166,10 @@ def _scenario_from_doc(path, doc):
     if isinstance(topo, str) and topo:
         topo_path = path.parent / topo
         try:
-            params = load_yaml(topo_path)
+            params = _read_topology(file, path, topo, topology_dirs)
             problems += schema_problems(topo_path, params, TOPOLOGY)
         except ConfigError as e:
-            problems += _missing_topology(file, topo, e.problems)
+            problems += e.problems
     if problems:
         raise ConfigError(problems)
 
@@ -140,7 +187,7 @@ def _scenario_from_doc(path, doc):
         if topo_path is None:
             fabric = _build(file, params, doc["name"], prefix=TOPOLOGY)
         else:
-            fabric = _build(str(topo_path), params, topo_path.stem, prefix="")
+            fabric = _build(str(topo_path), params, fabric_name_from(topo_path), prefix="")
     except ConfigError as e:
         problems += e.problems
     problems += semantics.duration_problems(file, doc["duration"], duration)
@@ -181,12 +228,22 @@ def _dilation_entry(raw):
     return raw if isinstance(raw, str) else float(raw)
 
 
-def _missing_topology(file, topo, problems):
-    """A missing topology file is the scenario's problem; other ones are the file's."""
-    if len(problems) == 1 and problems[0].message == "file not found":
-        return [Problem(file, TOPOLOGY, f"topology file {topo!r} not found "
-                                        f"(looked for {problems[0].file})")]
-    return problems
+def _read_topology(file, path, topo, topology_dirs):
+    """The mapping in the topology file a scenario names, read only when it
+    lies where topology_roots allows. A file that is not a topology is
+    refused without a word of what it holds."""
+    if allowed_topology_path(path, topo, topology_dirs) is None:
+        raise fail(file, TOPOLOGY, f"{show(topo)} is outside the scenario's folder and hpnlab's "
+                                   "topologies: expected a topology file there (or name its "
+                                   "folder with --topology-dir)")
+    fabric_name_from(path.parent / topo)
+    try:
+        return load_yaml(path.parent / topo)
+    except ConfigError as e:
+        if len(e.problems) == 1 and e.problems[0].message == "file not found":
+            raise fail(file, TOPOLOGY, f"topology file {show(topo)} not found "
+                                       f"(looked for {e.problems[0].file})") from None
+        raise
 
 
 def _traffic_entry(raw):

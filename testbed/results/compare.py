@@ -1,4 +1,6 @@
 """`hpnlab compare`: several drills' results side by side in the terminal."""
+from testbed.fabric.problems import printable
+
 from .text import fmt, pct, text_table
 from .trust import fidelity_min, verdict
 
@@ -50,4 +52,5 @@ def render_side_by_side(results_list):
         text += "\n\n" + text_table(["scenario", "job", "iter_s", "p99_s", "gpu_util",
                                       "retx", "stalled"], job_rows)
         text += "\n(iter_s: mean iteration time after the first; retx: retransmissions)"
-    return text
+    # results.json files may come from anyone: what they say is shown, never obeyed
+    return "\n".join(printable(line) for line in text.split("\n"))

@@ -8,7 +8,7 @@ import os
 
 from .dilation import note
 from .jobs import STALL_FACTOR
-from .text import fmt, md_table, pct
+from .text import fmt, md_table, md_text, pct
 from .trust import FIDELITY_THRESHOLD, low_fidelity, reasons, verdict
 
 
@@ -53,7 +53,7 @@ def _section_expectations(results):
     exps = results.get("expectations") or []
     if not exps:
         return "No expectations were declared."
-    rows = [[e.get("name") or "-", e.get("metric") or "-", _scope(e),
+    rows = [[md_text(e.get("name") or "-"), e.get("metric") or "-", _scope(e),
              e.get("expected") or "-", e.get("measured"), (e.get("status") or "-").upper(),
              e.get("reason") or ""] for e in exps]
     header = ["expectation", "metric", "of", "expected", "measured", "status", "note"]
@@ -455,16 +455,18 @@ def _section_fabric(results):
 def render_summary(results):
     """summary.md as a string."""
     metrics = results.get("metrics") or {}
-    parts = [f"# Drill: {results.get('scenario') or '(unnamed)'}"]
+    # What came from the scenario file is escaped: a description or a name
+    # shows as written and cannot add markup (a bold PASSED, a link, HTML).
+    parts = [f"# Drill: {md_text(results.get('scenario') or '(unnamed)')}"]
     if results.get("description"):
-        parts.append(str(results["description"]).strip())
+        parts.append(md_text(results["description"]))
     parts.append(_headline(results))
     if results.get("problems"):
         parts.append("> **Problems during the run (the run cannot pass):**\n"
-                     + "\n".join(f"> - {p}" for p in results["problems"]))
+                     + "\n".join(f"> - {md_text(p)}" for p in results["problems"]))
     if low_fidelity(results):
         parts.append(_warning_block(results))
-    run_rows = [["scenario file", results.get("scenario_file") or "-"],
+    run_rows = [["scenario file", md_text(results.get("scenario_file") or "-")],
                 ["started", results.get("started") or "-"],
                 ["traffic duration (s)", _duration_text(results)]]
     if results.get("time_dilation") is not None:

@@ -1,6 +1,23 @@
 """Numbers and tables as text, shared by the Markdown report, the trust
 verdict's sentences and the side-by-side comparison."""
 import math
+import re
+
+from testbed.fabric.problems import printable
+
+# What starts Markdown (or HTML) markup within a line: emphasis, code, links
+# and images, tags, strike-through, escapes, a heading. The text is made one
+# line first, so list markers and tables cannot form; a table cell's pipes
+# are md_table's to escape.
+_MARKUP = re.compile(r"([\\`*_\[\]<>#!~])")
+
+
+def md_text(text):
+    """Text from a file (a description, an expectation's name, a path)
+    made to show in Markdown as written: markup characters escaped, control
+    characters shown as escapes, one line. A file cannot make summary.md
+    say PASSED in bold, link elsewhere or embed HTML."""
+    return _MARKUP.sub(r"\\\1", printable(" ".join(str(text).split())))
 
 
 def fmt(x, unit=""):

@@ -27,6 +27,7 @@ def _skip_reason():
 
 
 HERE = Path(__file__).resolve().parent
+OVS_RUNDIR = "/var/run/openvswitch"   # where each fabric's controller socket folder lives
 REPO = HERE.parents[1]
 
 
@@ -50,7 +51,9 @@ def snapshot():
             "processes in other network namespaces": _namespaced_processes(),
             "pinned BPF maps": set(os.listdir(pins)) if os.path.isdir(pins) else set(),
             "bpffs mounts": {"/sys/fs/bpf"} if os.path.ismount("/sys/fs/bpf") else set(),
-            "pause daemons": _pause_daemons()}
+            "pause daemons": _pause_daemons(),
+            "controller socket folders": {d for d in os.listdir(OVS_RUNDIR) if d.startswith("hpnlab-")}
+            if os.path.isdir(OVS_RUNDIR) else set()}
 
 
 def _pause_daemons():

@@ -5,6 +5,7 @@ from pathlib import Path
 import pytest
 
 from testbed.cli import main
+from testbed.cli.common import INVALID
 from testbed.fabric.model import Fabric
 from testbed.fabric.scenario import load_topology
 
@@ -44,7 +45,7 @@ def test_scenario_check(tmp_path, capsys):
 def test_one_bad_file_fails_the_whole_check(tmp_path, capsys):
     good = _write(tmp_path, "good.yaml", "kind: hpn\n")
     bad = _write(tmp_path, "bad.yaml", "kind: hpn\nplanes: 3\n")
-    assert main(["check", good, bad]) == 1
+    assert main(["check", good, bad]) == INVALID
     out, err = capsys.readouterr()
     assert out.startswith(f"OK {good} (topology:")
     assert err == f"{bad}: planes: expected one of 1, 2, got 3\n"
@@ -52,7 +53,7 @@ def test_one_bad_file_fails_the_whole_check(tmp_path, capsys):
 
 def test_missing_file(tmp_path, capsys):
     path = str(tmp_path / "nope.yaml")
-    assert main(["check", path]) == 1
+    assert main(["check", path]) == INVALID
     assert capsys.readouterr().err == f"{path}: (top): file not found\n"
 
 
@@ -101,7 +102,7 @@ def test_topo_show_accepts_a_scenario(tmp_path, capsys):
 
 def test_topo_show_invalid_file(tmp_path, capsys):
     path = _write(tmp_path, "t.yaml", "kind: clos\nspines: 0\n")
-    assert main(["topo", "show", path]) == 1
+    assert main(["topo", "show", path]) == INVALID
     out, err = capsys.readouterr()
     assert out == ""
     assert err == f"{path}: spines: expected an integer from 1 to 64, got 0\n"
@@ -123,6 +124,6 @@ def test_crux_plan_ranks_the_jobs_of_a_scenario(capsys):
 
 
 def test_crux_plan_needs_jobs(capsys):
-    assert main(["crux", "plan", "scenarios/dual-tor-link-failure.yaml"]) == 1
+    assert main(["crux", "plan", "scenarios/dual-tor-link-failure.yaml"]) == INVALID
     err = capsys.readouterr().err
     assert "jobs: expected at least one training job to plan" in err

@@ -70,7 +70,7 @@ def test_hostile_file_is_refused_on_one_line(tmp_path, text, field, words):
     path = tmp_path / "hostile.yaml"
     path.write_text(text)
     r = check(path)
-    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.returncode == 2, r.stdout + r.stderr
     lines = r.stderr.splitlines()
     assert len(lines) == 1, lines
     assert lines[0].startswith(f"{path}: {field}: ") and words in lines[0], lines[0]
@@ -80,7 +80,7 @@ def test_a_file_over_a_mebibyte_is_not_read(tmp_path):
     path = tmp_path / "big.yaml"
     path.write_text("kind: hpn\n" + "# padding\n" * 120_000)
     r = check(path)
-    assert r.returncode == 1 and r.stderr.strip() == \
+    assert r.returncode == 2 and r.stderr.strip() == \
         f"{path}: (top): is {path.stat().st_size} bytes, expected at most 1048576"
 
 
@@ -88,7 +88,7 @@ def test_a_fifo_does_not_hang_the_check(tmp_path):
     path = tmp_path / "pipe.yaml"
     os.mkfifo(path)   # nobody writes to it: opening it to read would block forever
     r = check(path)
-    assert r.returncode == 1
+    assert r.returncode == 2
     assert r.stderr.strip() == f"{path}: (top): is not a regular file, expected a YAML file"
 
 

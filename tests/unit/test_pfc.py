@@ -26,11 +26,10 @@ queues:
 
 
 def _scenario(tmp_path, queues_text=LOSSLESS):
-    (tmp_path / "topologies").mkdir(exist_ok=True)
-    (tmp_path / "topologies" / "t.yaml").write_text(open("topologies/single-tor-mini.yaml").read())
-    (tmp_path / "s").mkdir(exist_ok=True)
+    (tmp_path / "s" / "topologies").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "s" / "topologies" / "t.yaml").write_text(open("topologies/single-tor-mini.yaml").read())
     path = tmp_path / "s" / "q.yaml"
-    path.write_text("name: q\ntopology: ../topologies/t.yaml\nduration: 5\n"
+    path.write_text("name: q\ntopology: topologies/t.yaml\nduration: 5\n"
                     + textwrap.dedent(queues_text) + "traffic:\n  - {src: s0h0, dst: s0h1}\n")
     return path
 

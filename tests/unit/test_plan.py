@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from testbed.cli import main
+from testbed.cli.common import INVALID
 from testbed.cli.drill import _calibrate_from_first_run
 from testbed.fabric.build import build_fabric
 from testbed.fabric.paths import compute_routes, trace
@@ -356,7 +357,7 @@ def test_hpnlab_plan_json(stored, capsys):
 
 def test_hpnlab_plan_bad_calibration_is_one_line(tmp_path, capsys):
     bad = write(tmp_path, json.dumps({**GOOD, "cores": -2}), "calibration.json")
-    assert main(["plan", str(SCENARIOS / "allreduce-ring.yaml"), "--calibration", str(bad)]) == 1
+    assert main(["plan", str(SCENARIOS / "allreduce-ring.yaml"), "--calibration", str(bad)]) == INVALID
     out, err = capsys.readouterr()
     assert out == "" and err == f"{bad}: cores: expected an integer > 0, got -2\n"
 
@@ -364,7 +365,7 @@ def test_hpnlab_plan_bad_calibration_is_one_line(tmp_path, capsys):
 def test_hpnlab_plan_bad_scenario(tmp_path, capsys):
     bad = write(tmp_path, "name: t\ntopology: {kind: hpn}\nduration: 10\n"
                           "traffic: [{src: s0h0, dst: s1h0}]\ntime_dilation: 0\n")
-    assert main(["plan", str(bad)]) == 1
+    assert main(["plan", str(bad)]) == INVALID
     assert capsys.readouterr().err == (f"{bad}: time_dilation: expected a number from 1 to 64, "
                                        "got 0\n")
 
@@ -380,7 +381,7 @@ def test_a_bad_dilation_is_a_usage_error(argv, capsys):
 def test_run_auto_with_a_bad_calibration_stops_before_anything_is_built(tmp_path, capsys):
     bad = write(tmp_path, "{", "calibration.json")
     assert main(["run", str(SCENARIOS / "allreduce-ring.yaml"), "--dilation", "auto",
-                 "--calibration", str(bad)]) == 1
+                 "--calibration", str(bad)]) == INVALID
     assert capsys.readouterr().err.startswith(f"{bad}: (top): invalid JSON")
 
 

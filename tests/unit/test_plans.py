@@ -6,16 +6,20 @@ import os
 import re
 import signal
 import socket
+import stat
 import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from testbed.emulation import plans
 from testbed.fabric.build import build_fabric
 from testbed.emulation.capabilities import Feature, datapath, missing_for
-from testbed.emulation.ledger import Ledger, already_present, load, signal_process, start_time
+from testbed.emulation.ledger import (Ledger, already_present, load, lock_is_held, signal_process,
+                                      start_time)
 from testbed.emulation.procs import signals_held
 
 REGION_DELAY = {"kind": "region", "fabrics": [{"kind": "hpn"}, {"kind": "hpn"}],
@@ -409,3 +413,31 @@ def test_release_and_load(tmp_path, fake_ovs):
     with open(path, "w") as fh:
         fh.write("{not json")
     assert load(path) is None
+
+
+def test_two_claims_at_once_one_wins_and_the_other_names_it(tmp_path, fake_ovs):
+    """The claim holds a lock for the fabric's life: a second run refuses
+    with one line naming the first, and the lock goes with its holder."""
+    path = str(tmp_path / "state" / "fabric.json")
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\n"
+         "from testbed.emulation.ledger import Ledger\n"
+         "Ledger(sys.argv[1]).claim('first', 'runs/first')\n"
+         "print('claimed', flush=True)\ntime.sleep(60)\n", path],
+        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
+    try:
+        assert child.stdout.readline().strip() == "claimed"
+        assert lock_is_held(path)
+        with pytest.raises(RuntimeError, match=rf"fabric 'first' \(pid {child.pid}.*hpnlab down"):
+            Ledger(path).claim("second", "runs/second")
+        assert load(path).data["fabric"] == "first"
+    finally:
+        child.kill()
+        child.wait()
+    assert not lock_is_held(path)
+    mine = Ledger(path)
+    mine.claim("second", "runs/second")   # the dead holder's record is swept and replaced
+    assert load(path).data["fabric"] == "second" and lock_is_held(path)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600   # it names the datapath ids
+    mine.release()
+    assert not lock_is_held(path) and load(path) is None

@@ -12,7 +12,7 @@ from testbed.fabric.problems import ConfigError
 from testbed.fabric.scenario import load_scenario
 from testbed.emulation import queues as engine
 
-TOPO = "../topologies/hpn-mini.yaml"
+TOPO = "topologies/hpn-mini.yaml"   # within the scenario's folder, where topology: may point
 QUEUES = """
 queues:
   classes:
@@ -31,10 +31,9 @@ queues:
 
 
 def _scenario(tmp_path, queues_text=QUEUES, extra=""):
-    (tmp_path / "topologies").mkdir(exist_ok=True)
-    (tmp_path / "topologies" / "hpn-mini.yaml").write_text(
+    (tmp_path / "s" / "topologies").mkdir(parents=True, exist_ok=True)
+    (tmp_path / "s" / "topologies" / "hpn-mini.yaml").write_text(
         open("topologies/hpn-mini.yaml").read())
-    (tmp_path / "s").mkdir(exist_ok=True)
     path = tmp_path / "s" / "q.yaml"
     traffic = extra or "traffic:\n  - {src: s0h0, dst: s0h1}\n"
     path.write_text(f"name: q\ntopology: {TOPO}\nduration: 5\n" + textwrap.dedent(queues_text) + traffic)

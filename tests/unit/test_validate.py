@@ -7,6 +7,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from testbed.cli import main
+from testbed.cli.common import INVALID
 from testbed.fabric import units
 from testbed.fabric.loader import detect_kind, load_yaml
 from testbed.fabric.problems import ConfigError, Problem
@@ -186,7 +187,7 @@ def _write(tmp_path, text, name="case.yaml"):
 @pytest.mark.parametrize("text,field,message", [c[1:] for c in MALFORMED], ids=[c[0] for c in MALFORMED])
 def test_malformed_file_is_reported_on_one_line(tmp_path, capsys, text, field, message):
     path = _write(tmp_path, text)
-    assert main(["check", path]) == 1
+    assert main(["check", path]) == INVALID
     out, err = capsys.readouterr()
     assert out == ""
     lines = _lines(err)
