@@ -60,6 +60,7 @@ capacity: setup
 soak: setup
 	$(PY) bench/soak.py
 
+# clean touches only what this folder's builds and runs made; a running
+# fabric is left alone (stop your own with: hpnlab down)
 clean:
-	-[ -x $(HPNLAB) ] && $(HPNLAB) down
 	rm -rf results .pytest_cache build *.egg-info

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Soak: does hpnlab leave anything behind, whatever moment it is stopped at?
 
-Three kinds of cycle, --cycles of each (default 100), in a shuffled order:
+Four kinds of cycle, --cycles of each (default 100), in a shuffled order:
 
   up-check   `hpnlab up topologies/hpn-mini.yaml --check`, left to finish;
   interrupt  `hpnlab run bench/soak-drill.yaml` stopped by SIGINT or SIGTERM
@@ -10,6 +10,10 @@ Three kinds of cycle, --cycles of each (default 100), in a shuffled order:
   kill       the same drill stopped by SIGKILL at a random moment (nothing
              of hpnlab's own teardown runs), then `hpnlab down`, which must
              remove what the dead run recorded.
+  concurrent two `hpnlab run bench/soak-drill.yaml` started together: one
+             must get the machine and finish, the other must refuse at once
+             with one line naming the first (exit 5) and build nothing, and
+             the first one's report must be whole.
 
 After every cycle the machine is compared with how it was before the first:
 Open vSwitch bridges, interfaces and their qdiscs in this namespace, named
@@ -38,9 +42,20 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HPNLAB = [sys.executable, "-m", "testbed.cli"]
 DRILL = os.path.join("bench", "soak-drill.yaml")
 DRILL_TRAFFIC_S = 3.2   # its duration, and the moment the last agent is done
-STATE_FILES = ("/run/hpnlab/fabric.json", "/run/hpnlab/fabric.json.tmp")
+STATE_DIR = "/run/hpnlab"
+LOCK_FILE = "fabric.json.lock"   # stays: a lock is a file that nobody holds, not a leak
 OURS = ("testbed.cli", "controllers.run", "traffic.agent", "iperf3", "tcpdump", "mininet:")
-KINDS = ("up-check", "interrupt", "kill")
+KINDS = ("up-check", "interrupt", "kill", "concurrent")
+DRILL_DONE = (0, 1, 4)   # a drill that ran: passed, an expectation failed, untrustworthy
+REFUSED = 5              # could not run: here, another fabric holds the machine
+
+
+def state_files():
+    """The fabric record and any temporary file of it (not the lock)."""
+    try:
+        return {os.path.join(STATE_DIR, f) for f in os.listdir(STATE_DIR) if f != LOCK_FILE}
+    except FileNotFoundError:
+        return set()
 
 
 def _out(argv):
@@ -72,7 +87,7 @@ def machine_state():
              "interfaces": links, "qdiscs": qdiscs,
              "namespaces": set(_out(["ip", "netns", "list"]).split()),
              "processes": procs,
-             "state files": {p for p in STATE_FILES if os.path.exists(p)}}
+             "state files": state_files()}
     if shutil.which("bpftool"):
         state["bpf programs"] = {line for line in _out(["bpftool", "prog", "show"]).splitlines()
                                  if "sched_cls" in line or "sched_act" in line}
@@ -162,11 +177,12 @@ def cycle_interrupt(rng, tmp, length):
     sig = rng.choice((signal.SIGINT, signal.SIGTERM))
     child, at, where = _stop_at_random(rng, tmp, length, sig)
     rc = child.wait(120)
-    # Interrupted, it says so and exits 1; a drill that ended first exits 0 or
-    # 1; a signal that lands while Python is still starting (before hpnlab
-    # has created anything or set its handlers) ends it as the signal's
-    # default does (exit -SIG), which is right too.
-    behaved = rc in (0, 1) or rc == -sig
+    # Interrupted, it says so and exits 128 + the signal, as shells do; a
+    # drill that ended first exits as a drill does; a signal that lands
+    # while Python is still starting (before hpnlab has created anything
+    # or set its handlers) ends it as the signal's default does (exit
+    # -SIG), which is right too.
+    behaved = rc in DRILL_DONE or rc in (128 + sig, -sig)
     return f"{signal.Signals(sig).name} at {at:.2f} s, exit {rc}", where, child, behaved
 
 
@@ -178,6 +194,27 @@ def cycle_kill(rng, tmp, length):
     if down.returncode != 0:
         result += ": " + (down.stdout + down.stderr).strip().replace("\n", " | ")[-300:]
     return result, where, child, down.returncode == 0
+
+
+def cycle_concurrent(tmp):
+    """Two drills started together: one runs, the other refuses."""
+    outs = [tempfile.mkdtemp(dir=tmp) for _ in range(2)]
+    children = [Child(drill_argv(out)) for out in outs]
+    codes = [c.wait(180) for c in children]
+    ran = [i for i, rc in enumerate(codes) if rc in DRILL_DONE]
+    refused = [i for i, rc in enumerate(codes) if rc == REFUSED]
+    behaved = len(ran) == 1 and len(refused) == 1
+    if behaved:
+        winner, loser = children[ran[0]], children[refused[0]]
+        said = [line for _, line in loser.lines if "error" in line]
+        behaved = (len(said) == 1 and "is already running" in said[0]
+                   and os.path.exists(os.path.join(outs[ran[0]], "results.json"))
+                   and os.path.exists(os.path.join(outs[ran[0]], "summary.md"))
+                   and not os.path.exists(os.path.join(outs[refused[0]], "results.json")))
+        child = loser if not behaved else winner
+    else:
+        child = children[0]
+    return f"exits {codes[0]} and {codes[1]}", "together", child, behaved
 
 
 def main():
@@ -205,7 +242,7 @@ def main():
         rc = first.wait(180)
         length = time.monotonic() - t0
         found = wait_quiet(before)
-        if rc not in (0, 1) or found:
+        if rc not in DRILL_DONE or found:
             print("\n".join(line for _, line in first.lines))
             raise SystemExit(f"soak: the uninterrupted drill ended with {rc} and left {found}")
         print(f"soak: seed {seed}; the uninterrupted drill takes {length:.1f} s; "
@@ -220,8 +257,10 @@ def main():
                 result, where, child, behaved = cycle_up_check()
             elif kind == "interrupt":
                 result, where, child, behaved = cycle_interrupt(rng, tmp, length)
-            else:
+            elif kind == "kill":
                 result, where, child, behaved = cycle_kill(rng, tmp, length)
+            else:
+                result, where, child, behaved = cycle_concurrent(tmp)
             found = wait_quiet(before)
             counts[kind]["cycles"] += 1
             phases.setdefault(kind, {}).setdefault(where, 0)

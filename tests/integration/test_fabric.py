@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from testbed.cli.common import NOT_RUN
 from testbed.emulation import ledger
 from testbed.fabric.build import build_fabric
 from testbed.emulation.realize import FabricNet
@@ -127,7 +128,7 @@ def test_a_name_someone_else_holds_is_refused_and_kept(kind, name, leak_check, m
         before = machine_state()
         r = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "topologies/hpn-mini.yaml",
                             "--check"], capture_output=True, text=True, timeout=60)
-        assert r.returncode == 1
+        assert r.returncode == NOT_RUN
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and f"named '{name}'" in lines[0], r.stderr
         assert "did not create it" in lines[0]
