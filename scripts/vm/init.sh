@@ -40,7 +40,14 @@ if [ "$prov" -eq 0 ]; then
         mkdir -p "$out/reports"
         (cd /var/tmp/pytest-of-root && find . \( -name summary.md -o -name results.json -o -name '*.png' \) \
             -not -path '*/run/*' -exec cp --parents {} "/hpnlab/$out/reports/" \;)
+        # What the controller and Open vSwitch said, for a test that timed
+        # out waiting on them (the run folders themselves hold sockets).
+        mkdir -p "$out/logs"
+        (cd /var/tmp/pytest-of-root && find . -name controller.log \
+            -exec cp --parents {} "/hpnlab/$out/logs/" \;)
     fi
+    mkdir -p "$out/logs"
+    cp /var/log/openvswitch/ovs-vswitchd.log "$out/logs/" 2>/dev/null || true
     if [ "$HPNLAB_VM_DEMO" = 1 ]; then
         phase "make demo (dilation ${HPNLAB_VM_DILATION:-as the scenarios say})"
         # Drills run on the VM's own disk: the controller's job channel is a

@@ -136,6 +136,11 @@ phase "VM ended (qemu exit $vmrc, accelerator $accel)"
 . "$out/status"   # tests=RC demo=RC, written by scripts/vm/init.sh
 phase "in the VM: pytest exit ${tests:-?}, make demo exit ${demo:-?}; reports in results/vm/"
 [ -f "$out/pytest.txt" ] && grep -E '^(SKIPPED|FAILED|ERROR)|passed|failed' "$out/pytest.txt" | tail -30 || true
+if [ "${tests:-1}" != 0 ] && [ -f "$out/logs/ovs-vswitchd.log" ]; then
+    # the switches' side of their controller connections, for a bring-up that timed out
+    phase "Open vSwitch on its controller connections (results/vm/logs/):"
+    grep -E 'rconn|inactivity|connect' "$out/logs/ovs-vswitchd.log" | tail -20 || true
+fi
 [ "${tests:-1}" = 0 ] || die "full-kernel tests failed in the VM (results/vm/pytest.txt)"
 [ "${demo:-1}" = 0 ] || die "make demo failed in the VM (results/vm/demo.txt)"
 phase "VM tier passed"

@@ -316,11 +316,16 @@ class FabricNet:
         retries a lost controller with a backoff that grows to 8 s by
         default; capped at 1 s, a restarted controller is found within a
         second. While none is connected the switches keep their flows
-        (fail-mode secure), so traffic goes on."""
+        (fail-mode secure), so traffic goes on. No inactivity probe: over a
+        local socket a controller that dies closes it, which the switch
+        sees at once, while a probe (5 s by default) would drop a controller
+        that is only busy computing routes (seconds under software
+        emulation), which then reads every switch's tables again."""
         argv = ["ovs-vsctl", "--timeout=30"]
         for i, sw in enumerate(self.fabric.switches()):
             argv += ["--", f"--id=@c{i}", "create", "Controller",
-                     "target=" + json.dumps(self.controller.target, ensure_ascii=False), f"max_backoff={RECONNECT_MAX_MS}",
+                     "target=" + json.dumps(self.controller.target, ensure_ascii=False),
+                     f"max_backoff={RECONNECT_MAX_MS}", "inactivity_probe=0",
                      "--", "set", "Bridge", sw.name, f"controller=[@c{i}]"]
         r = subprocess.run(argv, capture_output=True, text=True)
         if r.returncode != 0:
