@@ -211,10 +211,11 @@ def cycle_concurrent(tmp):
                    and os.path.exists(os.path.join(outs[ran[0]], "results.json"))
                    and os.path.exists(os.path.join(outs[ran[0]], "summary.md"))
                    and not os.path.exists(os.path.join(outs[refused[0]], "results.json")))
-        child = loser if not behaved else winner
-    else:
-        child = children[0]
-    return f"exits {codes[0]} and {codes[1]}", "together", child, behaved
+    if not behaved:
+        for i, c in enumerate(children):
+            for _, line in c.lines[-8:]:
+                print(f"      run {i + 1} | {line}")
+    return f"exits {codes[0]} and {codes[1]}", "together", children[ran[0] if ran else 0], behaved
 
 
 def main():

@@ -4,11 +4,9 @@ tcpdump runs in the host's namespace on all its ports; the runner waits for
 its "listening" line (an event, not a delay) before traffic starts.
 """
 import os
-import select
 import subprocess
-import time
 
-from .procs import end
+from .procs import end, wait_for_line
 
 
 class Capture:
@@ -21,19 +19,9 @@ class Capture:
         self.host = host
 
     def wait_listening(self, timeout=10.0):
-        deadline = time.monotonic() + timeout
-        seen = ""
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stderr], [], [], deadline - time.monotonic())
-            if not ready:
-                break
-            line = self.proc.stderr.readline()
-            if not line:
-                break
-            seen += line
-            if "listening on" in line:
-                return
-        raise RuntimeError(f"tcpdump in {self.host} did not start: {seen.strip()[-200:]}")
+        line, seen = wait_for_line(self.proc.stderr, lambda l: "listening on" in l, timeout)
+        if line is None:
+            raise RuntimeError(f"tcpdump in {self.host} did not start: {seen.strip()[-200:]}")
 
     def stop(self):
         end(self.proc)

@@ -3,11 +3,9 @@ queue engine is configured, wait until it says it is ready, and collect its
 record of every pause when the traffic is over."""
 import json
 import os
-import select
 import subprocess
-import time
 
-from .procs import end, own_module
+from .procs import end, own_module, wait_for_line
 from .queues import PIN_DIR
 
 READY_TIMEOUT_S = 10.0
@@ -29,16 +27,11 @@ class PauseProcess:
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=self._log, text=True,
                                      start_new_session=True)
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while self.ready is None:
-            left = deadline - time.monotonic()
-            if left <= 0 or self.proc.poll() is not None:
-                self.stop()
-                raise RuntimeError(f"the pause daemon did not start; see {self.log_path}")
-            if select.select([self.proc.stdout], [], [], left)[0]:
-                line = self.proc.stdout.readline()
-                if line.startswith("{"):
-                    self.ready = json.loads(line)
+        line, _ = wait_for_line(self.proc.stdout, lambda l: l.startswith("{"), READY_TIMEOUT_S)
+        if line is None:
+            self.stop()
+            raise RuntimeError(f"the pause daemon did not start; see {self.log_path}")
+        self.ready = json.loads(line)
         return self.proc.pid
 
     def stop(self):

@@ -1,10 +1,13 @@
 """Ending the child processes a run started (and only those), and holding
 interrupts while something must not be cut short."""
 import contextlib
+import os
+import select
 import signal
 import subprocess
 import sys
 import threading
+import time
 
 
 def own_module(module, *args):
@@ -52,3 +55,28 @@ def signals_held(signals=(signal.SIGINT, signal.SIGTERM)):
         if noted:
             signal.raise_signal(noted[0])
 
+
+
+def wait_for_line(pipe, wanted, timeout):
+    """The first line a child writes to `pipe` for which `wanted(line)` is
+    true, waiting at most `timeout` seconds; None on timeout or end of
+    output. Returns (line, everything seen). Reads the descriptor itself:
+    select() cannot see lines already pulled into a buffered reader, so a
+    readline() after select() misses a second line that came in the same
+    read (tcpdump writes two at once when the machine is busy)."""
+    fd = pipe.fileno()
+    deadline = time.monotonic() + timeout
+    seen = b""
+    while True:
+        *complete, _partial = seen.split(b"\n")
+        for raw in complete:
+            line = raw.decode(errors="replace")
+            if wanted(line):
+                return line, seen.decode(errors="replace")
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None, seen.decode(errors="replace")
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return None, seen.decode(errors="replace")
+        seen += chunk

@@ -20,7 +20,7 @@ from testbed.fabric.build import build_fabric
 from testbed.emulation.capabilities import Feature, datapath, missing_for
 from testbed.emulation.ledger import (Ledger, already_present, load, lock_is_held, signal_process,
                                       start_time)
-from testbed.emulation.procs import signals_held
+from testbed.emulation.procs import signals_held, wait_for_line
 
 REGION_DELAY = {"kind": "region", "fabrics": [{"kind": "hpn"}, {"kind": "hpn"}],
                 "dci": {"oversubscription": 2, "delay": "2ms"}}
@@ -441,3 +441,24 @@ def test_two_claims_at_once_one_wins_and_the_other_names_it(tmp_path, fake_ovs):
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600   # it names the datapath ids
     mine.release()
     assert not lock_is_held(path) and load(path) is None
+
+
+def test_a_ready_line_that_comes_second_in_one_write_is_seen():
+    """tcpdump writes two lines at once when the machine is busy; the
+    wanted one is the second, and nothing more comes for a while."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\n"
+         "sys.stderr.write('tcpdump: data link type LINUX_SLL2\\n"
+         "tcpdump: listening on any\\n')\nsys.stderr.flush()\ntime.sleep(30)\n"],
+        stderr=subprocess.PIPE, text=True)
+    try:
+        t0 = time.monotonic()
+        line, seen = wait_for_line(child.stderr, lambda l: "listening on" in l, 10)
+        assert line == "tcpdump: listening on any" and "LINUX_SLL2" in seen
+        assert time.monotonic() - t0 < 5
+        # and a line that never comes is None once the time is up
+        line, _ = wait_for_line(child.stderr, lambda l: "never" in l, 0.2)
+        assert line is None
+    finally:
+        child.kill()
+        child.wait()
