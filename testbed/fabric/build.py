@@ -12,6 +12,7 @@ import ipaddress
 
 from .model import (AGG, BORDER, CORE, HOST, IFNAME_MAX, TOR, Endpoint, Fabric,
                     Link, Nic, Node)
+from .bounds import link_problem
 from .units import format_rate, parse_rate, parse_time
 
 DEFAULTS = {
@@ -66,6 +67,9 @@ def build_fabric(params, name="fabric"):
     else:
         b.datacenter(p, dc=0, prefix="")
     b.check_names()
+    problem = link_problem(fabric)
+    if problem:
+        raise ModelError(*problem)
     return fabric
 
 

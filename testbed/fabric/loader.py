@@ -17,11 +17,16 @@ from .problems import TOP, describe, fail
 SCENARIO, TOPOLOGY = "scenario", "topology"
 MAX_FILE_BYTES = 1 << 20   # 1 MiB: the largest shipped file is a few KB
 MAX_DEPTH = 32             # nested mappings and lists; the schemas need 6
+# Digits of one number: Python refuses to convert integers of more than 4300
+# digits, a base-60 one ('1:59:59...') of a megabyte takes it minutes, and
+# one of 400 digits is too large for a float (the shipped files need 10).
+MAX_NUMBER_CHARS = 32
 
 
 class _StrictLoader(yaml.SafeLoader):
     """A SafeLoader that rejects duplicate keys instead of keeping the last,
-    aliases, and nesting deeper than MAX_DEPTH."""
+    aliases, nesting deeper than MAX_DEPTH and numbers longer than
+    MAX_NUMBER_CHARS."""
 
     def __init__(self, stream):
         super().__init__(stream)
@@ -59,6 +64,21 @@ class _StrictLoader(yaml.SafeLoader):
                     f"duplicate key {key!r}", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep)
+
+    def construct_number(self, node):
+        """An int or a float, refused before conversion when longer than
+        MAX_NUMBER_CHARS."""
+        if len(node.value) > MAX_NUMBER_CHARS:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"a number of {len(node.value)} characters, expected at most "
+                            f"{MAX_NUMBER_CHARS}", node.start_mark)
+        if node.tag.endswith(":int"):
+            return self.construct_yaml_int(node)
+        return self.construct_yaml_float(node)
+
+
+for _tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
+    _StrictLoader.add_constructor(_tag, _StrictLoader.construct_number)
 
 
 def _yaml_message(err):

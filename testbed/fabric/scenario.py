@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import queues, semantics
+from . import bounds, queues, semantics
 from .build import ModelError, build_fabric
 from .loader import SCENARIO, TOPOLOGY, detect_kind, load_yaml
 from .model import Fabric
@@ -209,6 +209,7 @@ def _scenario_from_doc(path, doc, topology_dirs=()):
     if capture is not None and fabric is not None:
         problems += semantics.capture_problems(file, capture, fabric)
         capture = {"hosts": list(capture["hosts"]), "packets": capture.get("packets", 1000)}
+    problems += bounds.cost_problems(file, doc, duration, jobs, fabric)
     if problems:
         raise ConfigError(problems)
     if doc.get("queues"):

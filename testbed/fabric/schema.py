@@ -15,6 +15,7 @@ from referencing.jsonschema import DRAFT202012
 
 from .loader import SCENARIO, TOPOLOGY
 from .problems import TOP, Problem, count, describe, show
+from .units import spelling_hint
 
 
 def _is_integer(_checker, value):
@@ -24,7 +25,11 @@ def _is_integer(_checker, value):
 
 def _is_number(_checker, value):
     # YAML spells infinity and NaN as .inf and .nan; neither is a useful setting.
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    # An int is never converted: one too large for a float is still a number
+    # (that the bounds compare exactly), not an OverflowError.
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return isinstance(value, int) or math.isfinite(value)
 
 
 _Validator = validators.extend(
@@ -54,11 +59,19 @@ def _validator(name):
 
 def schema_problems(file, doc, kind):
     """Problems of `doc` against the schema of `kind`, in document order."""
-    errors = sorted(_validator(kind).iter_errors(doc),
+    errors = sorted(_said_once(_validator(kind).iter_errors(doc)),
                     key=lambda e: _document_order(doc, e.absolute_path))
     problems = [Problem(str(file), format_path(path), message)
                 for error in errors for path, message in _explain(error)]
     return _unique(problems)
+
+
+def _said_once(errors):
+    """The errors, less the pattern of a string that is too long: that it
+    is too long is what to fix (and a long number is no spelling mistake)."""
+    errors = list(errors)
+    long = {tuple(e.absolute_path) for e in errors if e.validator == "maxLength"}
+    return [e for e in errors if e.validator != "pattern" or tuple(e.absolute_path) not in long]
 
 
 def _unique(items):
@@ -92,8 +105,10 @@ def format_path(steps):
 
 
 # Validators whose failure is better said in the schema's own "x-expected"
-# words than in generic ones; the others describe structure, not a value.
-_STRUCTURAL = {"required", "additionalProperties", "uniqueItems", "enum", "const", "oneOf", "anyOf"}
+# words than in generic ones; the others describe structure, not a value
+# (a string too long may well be a rate or a duration: say it is too long).
+_STRUCTURAL = {"required", "additionalProperties", "uniqueItems", "enum", "const", "oneOf", "anyOf",
+               "maxLength"}
 
 
 def _explain(error):
@@ -114,6 +129,9 @@ def _explain(error):
     message = f"expected {expected or _expectation(error)}, got {_found(error)}"
     if kind == "enum" and isinstance(inst, str):
         message += _did_you_mean(inst, [v for v in value if isinstance(v, str)])
+    hint = spelling_hint(schema["x-unit"], inst) if kind == "pattern" and "x-unit" in schema else None
+    if hint:   # a unit hpnlab does not take: refused, with the spelling it does
+        message += f" ({hint})"
     return [(path, message)]
 
 

@@ -6,7 +6,7 @@ shape has passed the schema; each returns a list of Problems.
 import dataclasses
 import re
 
-from . import queues
+from . import bounds, queues
 from .problems import Problem, count, seconds, show
 from .units import parse_time
 from .vocabulary import CLASS_METRICS, JOB_METRICS
@@ -17,6 +17,9 @@ MAX_DURATION_S = 3600         # a drill, a compute phase
 MAX_FLOWS = 1024              # iperf3 TCP streams in all (parallel x destinations)
 MAX_JOB_BYTES = 1_000_000_000  # one job's bytes per iteration after scaling
 MAX_PROBE_PPS = 10_000        # probe packets per second, all probes together
+# A class's FIFO limit is a 32-bit byte count in tc; a GiB is minutes of
+# queue at the rates emulated (215 s at 40 Mbit/s).
+MAX_CLASS_BUFFER_BYTES = 1 << 30
 
 
 def _class_expect_problems(file, i, e, cls, class_names):
@@ -334,9 +337,13 @@ def capture_problems(file, capture, fabric):
 
 
 def transport_problems(file, raw):
-    """DCQCN's alpha decays once per alpha period without a CNP; if the
-    period is shorter than the receivers' CNP interval, alpha decays between
-    the CNPs of a flow that is congested all along."""
+    """The agents' timers in range (bounds.py); then DCQCN's alpha, which
+    decays once per alpha period without a CNP: if the period is shorter
+    than the receivers' CNP interval, alpha decays between the CNPs of a
+    flow that is congested all along."""
+    out_of_range = bounds.transport_problems(file, raw)
+    if out_of_range:
+        return out_of_range
     dcqcn = (raw or {}).get("dcqcn") or {}
     alpha = parse_time(dcqcn.get("alpha_period", "5ms"))
     cnp = parse_time(dcqcn.get("cnp_interval", "4ms"))
@@ -389,7 +396,9 @@ def _queue_size_problems(file, fabric, profile):
             for pc in queues.classes_at(dataclasses.replace(fabric, queues=profile), link, end):
                 sizes = f"buffer {pc.limit} bytes"
                 checks = [("buffer", pc.limit >= 2 * frame or (pc.lossless and not pc.limit),
-                           f"at least 2 frames ({2 * frame} bytes)", sizes)]
+                           f"at least 2 frames ({2 * frame} bytes)", sizes),
+                          ("buffer", pc.limit <= MAX_CLASS_BUFFER_BYTES,
+                           f"at most {MAX_CLASS_BUFFER_BYTES} bytes", sizes)]
                 if pc.ecn_mode == queues.ECN_STEP:
                     checks.append(("ecn.k", pc.k_low < pc.limit or not pc.limit, "below the class buffer",
                                    f"k {pc.k_low} bytes, {sizes}"))

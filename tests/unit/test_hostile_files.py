@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from testbed.cli import main
+
 ROOT = Path(__file__).resolve().parents[2]
 HANG_GUARD_S = 20   # far above a refusal; only a runaway process reaches it
 
@@ -56,6 +58,9 @@ CASES = [
     ("long-compute", SCENARIO + "jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, "
                                 "bytes: 1GB, compute: 1000000s}]\n", "jobs[0].compute",
      "expected at most 3600s"),
+    # YAML 1.1 reads 1:59:59 as base 60: a megabyte of it took 19 s to convert
+    ("base-60-number", "kind: hpn\nsegments: 1" + ":59" * 330_000 + "\n", "(top)",
+     "a number of 990001 characters, expected at most 32"),
 ]
 
 
@@ -93,7 +98,53 @@ def test_a_fifo_does_not_hang_the_check(tmp_path):
 
 
 def test_the_shipped_files_stay_within_the_limits():
-    files = sorted(ROOT.glob("scenarios/*.yaml")) + sorted(ROOT.glob("topologies/*.yaml"))
+    files = sorted(ROOT.glob("scenarios/*.yaml")) + sorted(ROOT.glob("topologies/*.yaml")) \
+        + sorted(ROOT.glob("bench/*.yaml"))
     r = subprocess.run([sys.executable, "-m", "testbed.cli", "check"] + [str(f) for f in files],
                        cwd=ROOT, capture_output=True, text=True, timeout=HANG_GUARD_S)
     assert r.returncode == 0, r.stderr
+
+
+# --- files whose cost is unbounded though each value is in range ----------------
+# Each file in hostile/ starts with the one line `check` must refuse it with:
+# `# expect: FIELD: message`. They run in this process: each is refused
+# before anything costly starts, and a traceback would fail the test.
+HOSTILE = Path(__file__).resolve().parent / "hostile"
+COSTLY = sorted(HOSTILE.glob("*.yaml"))
+EXPECT = "# expect: "
+
+
+def expected_line(path):
+    first = path.read_text(encoding="utf-8").split("\n", 1)[0]
+    assert first.startswith(EXPECT), f"{path.name} does not start with {EXPECT!r}"
+    return f"{path}: {first[len(EXPECT):]}"
+
+
+def refusal(argv, capsys):
+    """(status, stderr lines) of the command; a traceback raises here."""
+    status = main(argv)
+    out, err = capsys.readouterr()
+    assert out == "", out
+    return status, err.splitlines()
+
+
+def test_there_are_costly_files():
+    assert len(COSTLY) >= 15
+
+
+@pytest.mark.parametrize("path", COSTLY, ids=lambda p: p.stem)
+def test_costly_file_is_refused_on_one_line(path, capsys):
+    status, lines = refusal(["check", str(path)], capsys)
+    assert status != 0
+    assert lines == [expected_line(path)]
+
+
+@pytest.mark.parametrize("command", [["check"], ["plan"], ["crux", "plan"]], ids=" ".join)
+def test_planner_work_is_refused_before_any_planning(command, capsys):
+    # 8 all-to-all jobs of 256 ranks: `plan` and `crux plan` once ran for
+    # minutes on this file. Each command returning with the refusal is the
+    # point; how fast it does is not asserted.
+    path = HOSTILE / "planner-work.yaml"
+    status, lines = refusal(command + [str(path)], capsys)
+    assert status != 0
+    assert lines == [expected_line(path)]

@@ -114,7 +114,7 @@ def test_a_late_job_is_the_only_load(tmp_path):
     {"kind": "hpn"}, {"kind": "hpn", "planes": 1, "dual_tor": False}, {"kind": "hpn", "rails": 2},
     {"kind": "fat-tree"},
     {"kind": "region", "fabrics": [{"kind": "hpn"}, {"kind": "hpn", "segments": 1}],
-     "dci": {"rate": "1Gbit"}},
+     "dci": {"rate": "10Gbit"}},
 ], ids=lambda p: p["kind"] + ("-" + "-".join(f"{k}{v}" for k, v in p.items() if k != "kind")
                               if p["kind"] == "hpn" else ""))
 def test_hops_follow_the_controllers_routes(params):
