@@ -180,6 +180,10 @@ def _results(sc, run, started, dilation_choice=None):
                                   frame_bytes=fabric.mtu + 14)
     m = compute_metrics(series, info, faults, run.ran_s, fid_links)
     m["queue_drops"] = counters.queue_drops(run.samples, names)
+    # where the machine itself dropped frames, as the kernel counted them
+    # (testbed/drill/cost.py): what to look at when loss is unexplained
+    emulator_drops = {k: run.emulator.get(k) for k in ("ovs_socket_drops", "backlog_drops")}
+    m["emulator_drops"] = emulator_drops
     if run.queues:
         m["queue_drops"].update(queues.class_drops(run.queues))
         m["classes"] = queues.class_totals(run.queues)
@@ -202,6 +206,7 @@ def _results(sc, run, started, dilation_choice=None):
         lost = trust.unexplained_loss(m["jobs"], m["queue_drops"], faults,
                                       m["generators"]["rx_overflows"])
         if lost:
+            lost["emulator_drops"] = emulator_drops
             m["fidelity"]["unexplained_loss"] = lost
         m["dci_bytes"] = counters.dci_bytes(fabric, run.samples)
         m["cpu_per_packet"] = counters.cpu_per_packet(run.agent_results, run.emulator)

@@ -139,24 +139,35 @@ OVS_TX_BUFFER = 8 << 20
 OVS_TX_FEATURE = "ovs transmit buffer"
 
 
-def ovs_send_buffers(ss_text):
-    """Send-buffer sizes (tb) of ovs-vswitchd's packet sockets, from the
-    output of `ss -0 -m -p -a` (skmem on the socket's line, or on the next
-    one when ss writes to a terminal)."""
-    sizes, pending = [], False
+def ovs_socket_values(ss_text, key):
+    """One skmem field (`tb` send buffer, `d` drops, ...) of each of
+    ovs-vswitchd's packet sockets, from the output of `ss -0 -m -p -a`
+    (skmem on the socket's line, or on the next one when ss writes to a
+    terminal)."""
+    values, pending = [], False
     for line in ss_text.splitlines():
         owner = '"ovs-vswitchd"' in line
-        m = re.search(r"\btb(\d+)", line)
+        m = re.search(rf"[(,]{key}(\d+)", line)
         if m and (owner or pending):
-            sizes.append(int(m.group(1)))
+            values.append(int(m.group(1)))
         pending = owner and not m
-    return sizes
+    return values
+
+
+def ovs_send_buffers(ss_text):
+    """Send-buffer sizes (tb) of ovs-vswitchd's packet sockets."""
+    return ovs_socket_values(ss_text, "tb")
+
+
+def ovs_packet_sockets():
+    """`ss -0 -m -p -a`: the packet sockets, with their memory and owners."""
+    return _run(["ss", "-0", "-m", "-p", "-a"]).stdout or ""
 
 
 def ovs_send_buffer():
     """The smallest send buffer of ovs-vswitchd's packet sockets (None when
     it has none yet). make setup asks this too, to restart an idle OVS."""
-    sizes = ovs_send_buffers(_run(["ss", "-0", "-m", "-p", "-a"]).stdout or "")
+    sizes = ovs_send_buffers(ovs_packet_sockets())
     return min(sizes) if sizes else None
 
 

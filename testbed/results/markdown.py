@@ -209,7 +209,7 @@ def _section_trust(results):
     if lost:
         gaps = ", ".join(f"{job}: {n} gaps" for job, n in sorted(lost["gaps_seen"].items()))
         parts.append("**Loss outside the modeled network:** " + lost["note"]
-                     + (f" ({gaps})." if gaps else "."))
+                     + (f" ({gaps})." if gaps else ".") + _emulator_drops_text(lost))
     cpu = metrics.get("host_cpu")
     if cpu:
         parts.append(f"Host CPU: {pct(cpu.get('mean_busy'))} busy on average, every core "
@@ -450,6 +450,15 @@ def _section_fabric(results):
     rows = [[key, _count(fabric.get(key))]
             for key in ("kind", "datapath", "hosts", "switches", "links")]
     return md_table(["fabric", "value"], rows)
+
+
+def _emulator_drops_text(lost):
+    """Where the kernel counted frames the machine dropped during the traffic."""
+    drops = lost.get("emulator_drops") or {}
+    said = [f"{what} {drops[key]}" for key, what in
+            (("ovs_socket_drops", "Open vSwitch's packet sockets dropped"),
+             ("backlog_drops", "the CPUs' input backlogs dropped")) if drops.get(key) is not None]
+    return (" Counted by the kernel meanwhile: " + "; ".join(said) + ".") if said else ""
 
 
 def render_summary(results):
