@@ -39,6 +39,15 @@ from .compat import (CONFIG_DISPATCHER, MAIN_DISPATCHER, BaseApp, arp, ether_typ
                      ethernet, ofp_event, ofproto_v1_3, packet, set_ev_cls)
 
 
+# The states in which a switch's replies are heard. os-ken moves an
+# OpenFlow 1.3 switch to MAIN only once its own port-description request is
+# answered, while this app sends its requests as soon as the features reply
+# comes: the answers to ours can come first. Heard in MAIN only, they were
+# lost, the switch's state was never read, and no route was ever installed
+# (seen under software emulation, where the order varies from run to run).
+CONNECTED = [CONFIG_DISPATCHER, MAIN_DISPATCHER]
+
+
 def emit(**event):
     sys.stdout.write(json.dumps(event, sort_keys=True) + "\n")
     sys.stdout.flush()
@@ -137,11 +146,11 @@ class HpnController(BaseApp):
         dp.send_msg(dp.ofproto_parser.OFPPortDescStatsRequest(dp, 0))
         emit(event="switch", name=name)
 
-    @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
+    @set_ev_cls(ofp_event.EventOFPFlowStatsReply, CONNECTED)
     def on_flow_stats(self, ev):
         self._gather(ev.msg, "flows")
 
-    @set_ev_cls(ofp_event.EventOFPGroupDescStatsReply, MAIN_DISPATCHER)
+    @set_ev_cls(ofp_event.EventOFPGroupDescStatsReply, CONNECTED)
     def on_group_desc(self, ev):
         self._gather(ev.msg, "groups")
 
@@ -170,7 +179,7 @@ class HpnController(BaseApp):
                  removed=len(strays))
             self._reprogram()
 
-    @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, MAIN_DISPATCHER)
+    @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, CONNECTED)
     def on_port_desc(self, ev):
         dp = ev.msg.datapath
         name = self.by_dpid.get(dp.id)
@@ -182,7 +191,7 @@ class HpnController(BaseApp):
             self.ports_known.add(name)
             self._reprogram()
 
-    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    @set_ev_cls(ofp_event.EventOFPPortStatus, CONNECTED)
     def on_port_status(self, ev):
         dp, p = ev.msg.datapath, ev.msg.desc
         name = self.by_dpid.get(dp.id)
@@ -244,7 +253,7 @@ class HpnController(BaseApp):
             self.pending[name] = barrier.xid
             dp.send_msg(barrier)
 
-    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, CONNECTED)
     def on_barrier(self, ev):
         name = self.by_dpid.get(ev.msg.datapath.id)
         with self.lock:
@@ -261,7 +270,7 @@ class HpnController(BaseApp):
                 for reply, _ in answered:
                     reply({"version": self.version, **self.answer})
 
-    @set_ev_cls(ofp_event.EventOFPErrorMsg, MAIN_DISPATCHER)
+    @set_ev_cls(ofp_event.EventOFPErrorMsg, CONNECTED)
     def on_error(self, ev):
         msg = ev.msg
         emit(event="error", switch=self.by_dpid.get(msg.datapath.id), type=msg.type, code=msg.code)

@@ -668,3 +668,20 @@ def test_the_switches_repair_an_agg_tor_link_before_the_controller_hears_of_it(h
             frontier += [(far[(end.node, p)], hops + 1) for p in outs]
     # 4 sources x 2 uplinks each; the branch through a0n0 takes 2 more hops
     assert arrived == 8 and max(hops_seen) == 4
+
+
+def test_a_switchs_replies_are_heard_before_os_ken_calls_it_ready():
+    """os-ken moves an OpenFlow 1.3 switch to MAIN only when its own port
+    description request is answered; the controller asks for the switch's
+    flows, groups and ports at the features reply, and those answers may
+    come first. Every reply the controller waits on is heard in CONFIG too."""
+    from os_ken.controller import ofp_event
+    from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER
+    from controllers.hpn_app import HpnController
+    waited_on = {HpnController.on_flow_stats: ofp_event.EventOFPFlowStatsReply,
+                 HpnController.on_group_desc: ofp_event.EventOFPGroupDescStatsReply,
+                 HpnController.on_port_desc: ofp_event.EventOFPPortDescStatsReply,
+                 HpnController.on_barrier: ofp_event.EventOFPBarrierReply}
+    for handler, event in waited_on.items():
+        heard_in = set(handler.callers[event].dispatchers)
+        assert {CONFIG_DISPATCHER, MAIN_DISPATCHER} <= heard_in, handler.__name__
