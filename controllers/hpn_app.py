@@ -146,6 +146,13 @@ class HpnController(BaseApp):
         dp.send_msg(dp.ofproto_parser.OFPPortDescStatsRequest(dp, 0))
         emit(event="switch", name=name)
 
+    def _switch_of(self, dp):
+        """The switch `dp` is, when it is that switch's connection in use;
+        None for a connection that was refused (or replaced): what it says
+        is never heard."""
+        name = self.by_dpid.get(dp.id)
+        return name if name is not None and self.datapaths.get(name) is dp else None
+
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, CONNECTED)
     def on_flow_stats(self, ev):
         self._gather(ev.msg, "flows")
@@ -158,7 +165,7 @@ class HpnController(BaseApp):
         """Collect a multipart reply; once flows and groups are both in,
         adopt what the switch holds as its program."""
         dp = msg.datapath
-        name = self.by_dpid.get(dp.id)
+        name = self._switch_of(dp)
         with self.lock:
             state = self.reading.get(name)
             if state is None:
@@ -182,7 +189,7 @@ class HpnController(BaseApp):
     @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, CONNECTED)
     def on_port_desc(self, ev):
         dp = ev.msg.datapath
-        name = self.by_dpid.get(dp.id)
+        name = self._switch_of(dp)
         if name is None:
             return
         with self.lock:
@@ -194,7 +201,7 @@ class HpnController(BaseApp):
     @set_ev_cls(ofp_event.EventOFPPortStatus, CONNECTED)
     def on_port_status(self, ev):
         dp, p = ev.msg.datapath, ev.msg.desc
-        name = self.by_dpid.get(dp.id)
+        name = self._switch_of(dp)
         if name is None:
             return
         up = ev.msg.reason != dp.ofproto.OFPPR_DELETE and self._is_up(dp, p)
@@ -255,7 +262,7 @@ class HpnController(BaseApp):
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, CONNECTED)
     def on_barrier(self, ev):
-        name = self.by_dpid.get(ev.msg.datapath.id)
+        name = self._switch_of(ev.msg.datapath)
         with self.lock:
             if self.pending.get(name) != ev.msg.xid:
                 return
@@ -273,13 +280,17 @@ class HpnController(BaseApp):
     @set_ev_cls(ofp_event.EventOFPErrorMsg, CONNECTED)
     def on_error(self, ev):
         msg = ev.msg
-        emit(event="error", switch=self.by_dpid.get(msg.datapath.id), type=msg.type, code=msg.code)
+        name = self._switch_of(msg.datapath)
+        if name is not None:
+            emit(event="error", switch=name, type=msg.type, code=msg.code)
 
     # --- proxy ARP ---------------------------------------------------------
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
     def on_packet_in(self, ev):
         msg = ev.msg
         dp = msg.datapath
+        if self._switch_of(dp) is None:
+            return
         pkt = packet.Packet(msg.data)
         req = pkt.get_protocol(arp.arp)
         if req is None or req.opcode != arp.ARP_REQUEST:

@@ -49,10 +49,9 @@ def run_run(args):
     from testbed.drill.runner import ReachabilityError, run_scenario
     from testbed.emulation.realize import CapabilityError
     sc = dilate(emulated, n)
-    out = args.out or default_dir("results", sc.name)
-    problem = prepare_report(out, args.force)
-    if problem:
-        return err(problem, INVALID)
+    out, status = prepare_report(args.out or default_dir("results", sc.name), args.force)
+    if out is None:
+        return status
     if choice["from"] == "auto":
         plan = choice["plan"]
         print(f"time dilation auto: {n:g} ({fmt(plan['cores_asked'])} cores asked at dilation 1, "
@@ -69,20 +68,25 @@ def run_run(args):
     except (ReachabilityError, RuntimeError, TimeoutError) as e:
         return err(str(e))
     except OSError as e:   # a full disk, a folder gone: one line, not a traceback
-        return err(f"writing the report in {out} failed: {e.strerror or e}")
-    for e in results["expectations"]:
-        print(printable(f"  {e['status'].upper():13} {e['name']}: expected {e['expected']}, "
-                        f"measured {fmt(e['measured'])}"))
-    for problem in results.get("problems") or []:
-        print(printable(f"  PROBLEM       {problem}"))
-    for check in failed_checks(results):
-        word = "WARNING" if check["severity"] == WARN else "UNTRUSTED"
-        print(f"  {word:13} {check['name']}: {check['reason']}")
-    fid = results["metrics"]["fidelity"]["min"]
-    print(f"fidelity {fmt(fid)}; {verdict(results)}; "
-          f"report: {os.path.join(out, 'summary.md')}")
+        return err(f"{e.filename or out}: {e.strerror or e}")
+    print(outcome_text(results, os.path.join(out, "summary.md")))
     _calibrate_from_first_run(results, args.calibration, out)
     return run_status(results)
+
+
+def outcome_text(results, summary_path):
+    """What a drill found, for the terminal: each expectation, problem and
+    failed trust check, then the verdict. Names and messages come from the
+    scenario file: shown, never obeyed (no control characters pass)."""
+    lines = [f"  {e['status'].upper():13} {e['name']}: expected {e['expected']}, "
+             f"measured {fmt(e['measured'])}" for e in results["expectations"]]
+    lines += [f"  PROBLEM       {problem}" for problem in results.get("problems") or []]
+    for check in failed_checks(results):
+        word = "WARNING" if check["severity"] == WARN else "UNTRUSTED"
+        lines.append(f"  {word:13} {check['name']}: {check['reason']}")
+    fid = results["metrics"]["fidelity"]["min"]
+    lines.append(f"fidelity {fmt(fid)}; {verdict(results)}; report: {summary_path}")
+    return "\n".join(printable(line) for line in lines)
 
 
 def run_status(results):
@@ -129,11 +133,19 @@ def add_compare(sub):
 
 
 def run_compare(args):
+    results = []
+    for d in args.dirs:
+        try:
+            res = store.load_results(d)
+        except (OSError, ValueError) as e:
+            return err(f"{d}: cannot read results: {e}", INVALID)
+        if not isinstance(res, dict):
+            return err(f"{d}: not the results of an hpnlab drill (expected a JSON object)", INVALID)
+        results.append(res)
     try:
-        results = [store.load_results(d) for d in args.dirs]
-    except (OSError, ValueError) as e:
-        return err(f"cannot read results: {e}")
-    print(render_side_by_side(results))
+        print(render_side_by_side(results))
+    except (AttributeError, KeyError, TypeError, ValueError) as e:
+        return err(f"results not in hpnlab's shape ({type(e).__name__}: {e})", INVALID)
     return OK
 
 

@@ -25,16 +25,21 @@ def sigterm_as_interrupt():
 
 
 def prepare_report(out, force):
-    """Make `out` ready for a report (rundir.prepare_report_dir); the
-    reason as one line when it cannot be, else None."""
+    """(the folder to write a report in, None): `out` made ready
+    (rundir.prepare_report_dir) and resolved; or (None, the exit status)
+    once the reason was said on one line. Asked only when the machine is
+    free: a run that is refused leaves an earlier report, and the folder,
+    as they were."""
+    from testbed.emulation import ledger
     from testbed.emulation.rundir import FolderError, prepare_report_dir
+    if ledger.lock_is_held():
+        return None, err(ledger.holder_message(), NOT_RUN)
     try:
-        prepare_report_dir(out, force)
+        return prepare_report_dir(out, force), None
     except FolderError as e:
-        return f"--out: {e}"
+        return None, err(f"--out: {e}", INVALID)
     except OSError as e:
-        return f"--out: cannot use {out}: {e.strerror or e}"
-    return None
+        return None, err(f"--out: cannot use {out}: {e.strerror or e}", INVALID)
 
 
 # --- doctor ------------------------------------------------------------------
@@ -82,10 +87,9 @@ def run_calibrate(args):
         return NOT_RUN
     from testbed.drill.runner import ReachabilityError, run_scenario
     from testbed.emulation.realize import CapabilityError
-    out = default_dir("results", "calibration")
-    problem = prepare_report(out, force=False)
-    if problem:
-        return err(problem)
+    out, status = prepare_report(default_dir("results", "calibration"), force=False)
+    if out is None:
+        return status
     try:
         sc = load_scenario(calibration.write_drill(out))
     except ConfigError as e:
@@ -144,16 +148,20 @@ def run_up(args):
         return err(f"cannot make a run folder in /tmp: {e.strerror or e}")
     log = (lambda m: print(m, file=sys.stderr)) if args.json else print
     sigterm_as_interrupt()
+    serving = False
     try:
         with FabricNet(fabric, run_dir, log=log) as fnet:
             if args.check:
                 return _check(fnet, fabric, args.json)
-            log(f"fabric is up (logs in {run_dir}); Ctrl-C or 'hpnlab down' tears it down")
+            log(f"fabric is up (logs in {fnet.run_dir}); Ctrl-C or 'hpnlab down' tears it down")
+            serving = True
             while True:
                 signal.pause()
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         print("torn down", file=sys.stderr)
-        return OK
+        # the way to end a fabric that is up; before that, or during a
+        # check, the work asked for was cut short
+        return OK if serving else interrupted_status(e)
     except CapabilityError as e:
         return err(str(e), CANNOT_RUN_HERE)
     except FolderError as e:
@@ -211,14 +219,21 @@ def run_down(args):
     if owner != os.getpid() and ledger_mod.signal_process(owner, led.data.get("owner_start"),
                                                           signal.SIGTERM):
         print(f"stopping fabric {led.data['fabric']!r} (pid {owner})")
-        ledger_mod.wait_until(lambda: not led.owner_running(), 60)
-    led = ledger_mod.load()
-    if led is not None:  # the owner died without cleaning up: sweep its record
-        left = led.sweep()
-        led.release()
-        print(f"removed what it left: {', '.join(left) or 'nothing'}")
+        # its lock goes when its teardown is done (or when it dies)
+        ledger_mod.wait_until(lambda: not ledger_mod.lock_is_held(), DOWN_WAIT_S)
+    # Only with the lock held here: a run that started meanwhile keeps its
+    # fabric, and nothing is swept while its owner still tears down.
+    left = ledger_mod.sweep_unheld()
+    if left is None:
+        return err(f"{ledger_mod.holder_message()} (it did not stop within {DOWN_WAIT_S:.0f} s)")
+    if left:
+        print(f"removed what it left: {', '.join(left)}")
     print("down")
     return OK
+
+
+# How long `down` waits for a fabric's own teardown before it says so.
+DOWN_WAIT_S = 90.0
 
 
 def default_dir(base, name):

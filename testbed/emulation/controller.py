@@ -48,7 +48,9 @@ class ControllerProcess:
         return self.proc.pid
 
     def _read(self, proc):
+        log = self._log
         for line in proc.stdout:
+            _keep(log, line)   # the events in the log too: what a timed-out wait saw
             try:
                 event = json.loads(line)
             except json.JSONDecodeError:
@@ -98,3 +100,12 @@ class ControllerProcess:
             self._reader.join(5)   # its exit event is recorded before anything that follows
             self._log.close()
             self.proc = None
+
+
+def _keep(log, line):
+    """Append a line the controller printed to its log (stderr goes there)."""
+    try:
+        log.write("event " + line)
+        log.flush()
+    except (OSError, ValueError):   # the log is closed once the controller is stopped
+        pass

@@ -78,8 +78,7 @@ def _take_lock(path):
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise RuntimeError(f"{_who(path)} is already running; stop it first with: "
-                           "hpnlab down") from None
+        raise RuntimeError(holder_message(path)) from None
     _HELD[lock] = fd
 
 
@@ -104,6 +103,30 @@ def lock_is_held(path=STATE_FILE):
         os.close(fd)
 
 
+def holder_message(path=STATE_FILE):
+    """The one line that says which fabric holds the machine."""
+    return f"{_who(path)} is already running; stop it first with: hpnlab down"
+
+
+def sweep_unheld(path=STATE_FILE):
+    """When no process holds the fabric lock: take it, remove what the
+    record lists (a dead owner's leftovers) and release both. The list of
+    what was still there, or None when a fabric holds the lock."""
+    try:
+        _take_lock(path)
+    except RuntimeError:
+        return None
+    try:
+        other = load(path)
+        if other is None:
+            return []
+        left = other.sweep()
+        other.release()
+        return left
+    finally:
+        _drop_lock(path)
+
+
 def invoking_user():
     """Who asked for this run: the user behind sudo, else this process's."""
     return os.environ.get("SUDO_USER") or str(os.geteuid())
@@ -123,8 +146,7 @@ class Ledger:
             other = load(self.path)
             if other and other.owner_running() and other.data["owner"] != os.getpid():
                 # a record whose owner lives without the lock (an older hpnlab)
-                raise RuntimeError(f"{_who(self.path)} is already running; stop it first "
-                                   "with: hpnlab down")
+                raise RuntimeError(holder_message(self.path))
             if other:  # a dead owner left a record: sweep it before we start
                 other.sweep()
             self.data.update(fabric=fabric_name, run_dir=run_dir, user=invoking_user(),

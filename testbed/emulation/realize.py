@@ -90,7 +90,7 @@ class FabricNet:
         if missing:
             raise CapabilityError(missing[0])
         self.datapath = capabilities.datapath(feats)
-        make_private_dir(self.run_dir)   # before anything is built or claimed
+        self.run_dir = make_private_dir(self.run_dir)   # before anything is built or claimed
         small = [f for f in feats if f.name == capabilities.OVS_TX_FEATURE and not f.present]
         if small:
             self.log(f"warning: {small[0].detail}: Open vSwitch will drop packets the modeled "

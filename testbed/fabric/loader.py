@@ -100,10 +100,13 @@ def kind_of(value):
         type(value), f"a {type(value).__name__}")
 
 
-def load_yaml(path):
-    """The mapping in the YAML file `path`; ConfigError with one problem if not."""
+def load_yaml(path, within=None):
+    """The mapping in the YAML file `path`; ConfigError with one problem if
+    not. `within(real_path)`: whether the file, as opened, may be read (it
+    is asked of the open file, so a link swapped in after a check on the
+    name changes nothing)."""
     name = str(path)
-    text = _read_text(name)
+    text = _read_text(name, within)
     try:
         doc = yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
@@ -117,23 +120,33 @@ def load_yaml(path):
     return doc
 
 
-def _read_text(name):
+def _read_text(name, within=None):
     """The file's text, refused when it is not a regular file, is larger than
-    MAX_FILE_BYTES or is not UTF-8 (a FIFO or /dev/zero must not hang us)."""
+    MAX_FILE_BYTES or is not UTF-8 (a FIFO or /dev/zero must not hang us:
+    it is opened without blocking and looked at once open), or when
+    `within` refuses where it really is."""
     try:
-        info = os.stat(name)
+        fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise fail(name, TOP, "file not found") from None
+    except OSError as e:
+        raise fail(name, TOP, f"cannot read the file: {e.strerror or e}") from None
+    try:
+        info = os.fstat(fd)
+        if within is not None and not within(os.readlink(f"/proc/self/fd/{fd}")):
+            raise fail(name, TOP, "is not where it may be read from (it moved while hpnlab "
+                                  "looked at it)")
         if stat.S_ISDIR(info.st_mode):
             raise fail(name, TOP, "is a directory, expected a YAML file")
         if not stat.S_ISREG(info.st_mode):
             raise fail(name, TOP, "is not a regular file, expected a YAML file")
         if info.st_size > MAX_FILE_BYTES:
             raise fail(name, TOP, f"is {info.st_size} bytes, expected at most {MAX_FILE_BYTES}")
-        with open(name, "rb") as fh:
-            data = fh.read(MAX_FILE_BYTES + 1)
-    except FileNotFoundError:
-        raise fail(name, TOP, "file not found") from None
+        data = os.read(fd, MAX_FILE_BYTES + 1)
     except OSError as e:
         raise fail(name, TOP, f"cannot read the file: {e.strerror or e}") from None
+    finally:
+        os.close(fd)
     if len(data) > MAX_FILE_BYTES:   # it grew while we looked
         raise fail(name, TOP, f"is larger than {MAX_FILE_BYTES} bytes")
     try:

@@ -81,10 +81,11 @@ def allowed_topology_path(scenario_path, topo, extra=()):
     """The resolved path of `topo` when it lies under one of topology_roots,
     else None (then nothing about it was read)."""
     target = Path(os.path.realpath(Path(scenario_path).parent / topo))
-    for root in topology_roots(scenario_path, extra):
-        if target == root or root in target.parents:
-            return target
-    return None
+    return target if _under(target, topology_roots(scenario_path, extra)) else None
+
+
+def _under(target, roots):
+    return any(target == root or root in target.parents for root in roots)
 
 
 # --- topologies --------------------------------------------------------------
@@ -237,9 +238,12 @@ def _read_topology(file, path, topo, topology_dirs):
         raise fail(file, TOPOLOGY, f"{show(topo)} is outside the scenario's folder and hpnlab's "
                                    "topologies: expected a topology file there (or name its "
                                    "folder with --topology-dir)")
+    if Path(topo).suffix not in (".yaml", ".yml"):
+        raise fail(file, TOPOLOGY, f"{show(topo)} is not a topology file: expected a .yaml file")
     fabric_name_from(path.parent / topo)
+    roots = topology_roots(path, topology_dirs)
     try:
-        return load_yaml(path.parent / topo)
+        return load_yaml(path.parent / topo, within=lambda real: _under(Path(real), roots))
     except ConfigError as e:
         if len(e.problems) == 1 and e.problems[0].message == "file not found":
             raise fail(file, TOPOLOGY, f"topology file {show(topo)} not found "

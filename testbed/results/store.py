@@ -60,9 +60,18 @@ def write_results(out_dir, results):
     return paths
 
 
+# A drill's results.json is well under a megabyte (series at 10 Hz); a
+# file many times that size did not come from hpnlab.
+MAX_RESULTS_BYTES = 64 << 20
+
+
 def load_results(path):
-    """Read a results.json, given the file or the run directory holding it."""
+    """Read a results.json, given the file or the run directory holding it
+    (ValueError when it is too large to be one)."""
     if os.path.isdir(path):
         path = os.path.join(path, RESULTS_JSON)
-    with open(path) as fh:
-        return json.load(fh)
+    with open(path, "rb") as fh:
+        data = fh.read(MAX_RESULTS_BYTES + 1)
+    if len(data) > MAX_RESULTS_BYTES:
+        raise ValueError(f"larger than {MAX_RESULTS_BYTES >> 20} MiB, not an hpnlab results.json")
+    return json.loads(data)

@@ -17,7 +17,9 @@ def md_text(text):
     made to show in Markdown as written: markup characters escaped, control
     characters shown as escapes, one line. A file cannot make summary.md
     say PASSED in bold, link elsewhere or embed HTML."""
-    return _MARKUP.sub(r"\\\1", printable(" ".join(str(text).split())))
+    text = _MARKUP.sub(r"\\\1", printable(" ".join(str(text).split())))
+    # a leading list marker ('- ', '+ ', '1. ') would start a list
+    return re.sub(r"^([-+]|\d+[.)])(?=\s)", r"\\\1", text)
 
 
 def fmt(x, unit=""):

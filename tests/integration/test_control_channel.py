@@ -31,7 +31,15 @@ if not os.path.exists(path):
         print("bind", type(e).__name__)
 """
 
-OFP13, HELLO, FEATURES_REQUEST, FEATURES_REPLY = 4, 0, 5, 6
+OFP13, HELLO, FEATURES_REQUEST, FEATURES_REPLY, PORT_STATUS = 4, 0, 5, 6, 12
+OFPPR_MODIFY, OFPPS_LINK_DOWN = 2, 1
+
+
+def port_down(port_no):
+    """An OpenFlow 1.3 PORT_STATUS saying port `port_no` lost its link."""
+    port = struct.pack("!I4x6s2x16sIIIIIIII", port_no, b"\x02" * 6, b"fake", 0, OFPPS_LINK_DOWN,
+                       0, 0, 0, 0, 0, 0)
+    return struct.pack("!BBHIB7x", OFP13, PORT_STATUS, 16 + len(port), 99, OFPPR_MODIFY) + port
 
 
 def as_nobody(path):
@@ -60,8 +68,9 @@ def impersonate(path, dpid, timeout=10.0):
                 _, kind, length, xid = struct.unpack("!BBHI", buf[:8])
                 buf = buf[length:]
                 if kind == FEATURES_REQUEST:
+                    # the features reply and, in the same write, a port going down
                     s.sendall(struct.pack("!BBHIQIBB2xII", OFP13, FEATURES_REPLY, 32, xid,
-                                          dpid, 0, 254, 0, 0, 0))
+                                          dpid, 0, 254, 0, 0, 0) + port_down(1))
         return False
     finally:
         s.close()
@@ -91,6 +100,9 @@ def test_nobody_can_reach_or_replace_the_controller(tmp_path, leak_check):
         refused = fnet.controller.wait_for(lambda e: e["event"] == "refused", 10,
                                            "the second connection to be refused", since=since)
         assert refused["switch"] == victim.name
+        # what it said was not heard: no port of the switch went down
+        assert not [e for e in fnet.controller.events[since:]
+                    if e["event"] == "port" and e.get("switch") == victim.name]
         # the real switch kept its controller: a fault is still rerouted
         link = next(l for l in sc.fabric.links if victim.name in (l.a.node, l.b.node))
         since = len(fnet.controller.events)

@@ -10,7 +10,7 @@ import pytest
 
 from testbed.cli import main
 from testbed.cli.common import FAILED, INVALID, NOT_RUN, OK, UNTRUSTWORTHY
-from testbed.cli.drill import run_status
+from testbed.cli.drill import outcome_text, run_status
 from testbed.emulation.procs import own_module
 from testbed.emulation.rundir import (FolderError, make_private_dir, prepare_report_dir,
                                       write_private)
@@ -50,12 +50,12 @@ def test_a_topology_file_name_that_is_not_a_plain_name_is_refused(tmp_path, caps
     assert status == INVALID and len(err) == 1 and "cannot name a fabric" in err[0]
 
 
-def test_a_hostile_name_never_reaches_a_shell(tmp_path, capsys):
-    """The refused name, fed to bash as the earlier command line did, would
-    have run; `check` stops it before anything is built."""
-    (tmp_path / "a$(touch${IFS}PWN).yaml").write_text("kind: hpn\n")
-    status, _, _ = check(capsys, tmp_path / "a$(touch${IFS}PWN).yaml")
-    assert status == INVALID and not (tmp_path / "PWN").exists()
+@pytest.mark.parametrize("name", ["ring\\n", "a b", "x;y"])
+def test_a_scenario_name_must_be_plain_to_its_last_character(tmp_path, capsys, name):
+    path = tmp_path / "s.yaml"
+    path.write_text(f'name: "{name}"\ntopology: {{kind: hpn}}\nduration: 5\n' + TRAFFIC)
+    status, _, err = check(capsys, path)
+    assert status == INVALID and len(err) == 1 and ": name: expected a name" in err[0]
 
 
 # --- which files topology: may name -------------------------------------------------
@@ -106,13 +106,14 @@ def test_control_characters_are_shown_not_obeyed():
     assert printable("plain text: 1 < 2") == "plain text: 1 < 2"
 
 
-def test_an_expectation_name_cannot_print_escape_codes(tmp_path, capsys):
-    path = tmp_path / "s.yaml"
-    path.write_text("name: x\ntopology: {kind: hpn}\nduration: 5\n" + TRAFFIC +
-                    'expect:\n  - {name: "\\e[2K\\rPASSED", metric: max_silence_s, max: 1}\n'
-                    "  - {metric: nope}\n")
-    status, _, err = check(capsys, path)
-    assert status == INVALID and err and not any("\x1b" in line or "\r" in line for line in err)
+def test_an_expectation_name_cannot_print_escape_codes():
+    results = {"expectations": [{"status": "failed", "name": "\x1b[2K\rPASSED all", "expected": "<= 1",
+                                 "measured": 3}],
+               "problems": ["a tool said \x1b]0;pwned\x07"], "metrics": {"fidelity": {"min": 1.0}},
+               "trustworthy": True, "passed": False, "trust": {"checks": []}}
+    text = outcome_text(results, "out/summary.md")
+    assert "\x1b" not in text and "\r" not in text and "\x07" not in text
+    assert "FAILED        \\x1b[2K\\rPASSED all: expected <= 1" in text
 
 
 def test_a_description_cannot_add_markup_to_the_summary():
@@ -156,14 +157,30 @@ def test_a_run_folder_is_new_or_empty_and_private(tmp_path):
     (tmp_path / "full" / "x").write_text("")
     with pytest.raises(FolderError, match="not empty"):
         make_private_dir(str(tmp_path / "full"))
-    (tmp_path / "link").symlink_to(tmp_path / "a")
-    with pytest.raises(FolderError, match="symbolic link"):
-        make_private_dir(str(tmp_path / "link"))
+    # a link (a trailing slash too) is followed once; the folder it led to is used
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "empty")
+    assert make_private_dir(str(tmp_path / "link") + "/") == str(tmp_path / "empty")
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o777)
     with pytest.raises(FolderError, match="other users"):
         make_private_dir(str(shared))
+    # nor below a folder others can write in (they could swap what is in it)
+    with pytest.raises(FolderError, match="shared can be written by other users"):
+        make_private_dir(str(shared / "below" / "run"))
+    assert not (shared / "below").exists()
+    # /tmp is shared but sticky: a new folder of ours in it is fine
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    assert make_private_dir(str(sticky / "run")) == str(sticky / "run")
+    # and never in (or below) another user's folder
+    other = tmp_path / "other"
+    other.mkdir()
+    os.chown(other, 65534, 65534)
+    with pytest.raises(FolderError, match="belongs to uid 65534"):
+        make_private_dir(str(other / "run"))
 
 
 def test_force_replaces_only_an_earlier_report(tmp_path):
@@ -196,12 +213,16 @@ def test_a_private_file_is_never_written_through_a_link(tmp_path):
     assert stat.S_IMODE(os.lstat(tmp_path / "new").st_mode) == 0o600
 
 
-def test_an_unusable_out_folder_is_one_line_before_anything_runs(tmp_path, capsys):
+def test_an_unusable_out_folder_is_one_line_before_anything_runs(tmp_path, capsys, monkeypatch):
     out = tmp_path / "out"
     out.mkdir()
     (out / "other.txt").write_text("")
     if os.geteuid() != 0:
         pytest.skip("run refuses non-root before it looks at --out")
+
+    def never(*args, **kwargs):
+        raise AssertionError("a fabric would be built")
+    monkeypatch.setattr("testbed.drill.runner.run_scenario", never)
     status = main(["run", str(ROOT / "scenarios" / "dual-tor-link-failure.yaml"), "--out", str(out)])
     err = capsys.readouterr().err.splitlines()
     assert status == INVALID and len(err) == 1 and "--out" in err[0]
@@ -218,3 +239,35 @@ def test_an_unusable_out_folder_is_one_line_before_anything_runs(tmp_path, capsy
 def test_a_run_exit_status_says_what_happened(results, status):
     assert run_status(results) == status
     assert len({OK, FAILED, INVALID, UNTRUSTWORTHY, NOT_RUN, 3}) == 6
+
+
+@pytest.mark.parametrize("content", ["[1, 2]", '{"metrics": 5}', "{", '{"scenario": "\\u001b[2Jx"}'])
+def test_compare_reads_results_from_elsewhere_without_a_traceback(tmp_path, capsys, content):
+    (tmp_path / "results.json").write_text(content)
+    status = main(["compare", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert "\x1b" not in out + err
+    if status == OK:
+        assert "\\x1b[2Jx" in out
+    else:
+        assert status == INVALID and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_only_yaml_files_are_read_as_topologies(tmp_path, capsys):
+    (tmp_path / ".kube").mkdir()
+    (tmp_path / ".kube" / "config").write_text("kind: Config\n")
+    status, _, err = check(capsys, scenario(tmp_path, ".kube/config"))
+    assert status == INVALID and "expected a .yaml file" in err[0] and "Config" not in err[0]
+
+
+def test_a_topology_is_judged_where_it_really_is_once_open(tmp_path):
+    """The check on its name is made again on the open file: a link
+    swapped in between the two is caught."""
+    from testbed.fabric.loader import load_yaml
+    from testbed.fabric.problems import ConfigError
+    (tmp_path / "t.yaml").write_text("kind: hpn\n")
+    seen = []
+    assert load_yaml(tmp_path / "t.yaml", within=lambda real: seen.append(real) or True)
+    assert seen == [str(tmp_path / "t.yaml")]
+    with pytest.raises(ConfigError, match="not where it may be read from"):
+        load_yaml(tmp_path / "t.yaml", within=lambda real: False)
