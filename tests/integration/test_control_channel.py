@@ -60,7 +60,10 @@ def impersonate(path, dpid, timeout=10.0):
     buf = b""
     try:
         while time.monotonic() < deadline:
-            data = s.recv(65536)
+            try:
+                data = s.recv(65536)
+            except ConnectionResetError:   # closed with what we sent still unread
+                return True
             if not data:
                 return True
             buf += data
@@ -69,8 +72,11 @@ def impersonate(path, dpid, timeout=10.0):
                 buf = buf[length:]
                 if kind == FEATURES_REQUEST:
                     # the features reply and, in the same write, a port going down
-                    s.sendall(struct.pack("!BBHIQIBB2xII", OFP13, FEATURES_REPLY, 32, xid,
-                                          dpid, 0, 254, 0, 0, 0) + port_down(1))
+                    try:
+                        s.sendall(struct.pack("!BBHIQIBB2xII", OFP13, FEATURES_REPLY, 32, xid,
+                                              dpid, 0, 254, 0, 0, 0) + port_down(1))
+                    except BrokenPipeError:   # closed already
+                        return True
         return False
     finally:
         s.close()
