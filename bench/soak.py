@@ -205,7 +205,7 @@ def cycle_concurrent(tmp):
     refused = [i for i, rc in enumerate(codes) if rc == REFUSED]
     behaved = len(ran) == 1 and len(refused) == 1
     if behaved:
-        winner, loser = children[ran[0]], children[refused[0]]
+        loser = children[refused[0]]
         said = [line for _, line in loser.lines if "error" in line]
         behaved = (len(said) == 1 and "is already running" in said[0]
                    and os.path.exists(os.path.join(outs[ran[0]], "results.json"))
