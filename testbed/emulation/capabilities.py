@@ -160,8 +160,12 @@ def ovs_send_buffers(ss_text):
 
 
 def ovs_packet_sockets():
-    """`ss -0 -m -p -a`: the packet sockets, with their memory and owners."""
-    return _run(["ss", "-0", "-m", "-p", "-a"]).stdout or ""
+    """`ss -0 -m -p -a`: the packet sockets, with their memory and owners
+    ("" where ss cannot run: then nothing is known of them)."""
+    try:
+        return _run(["ss", "-0", "-m", "-p", "-a"]).stdout or ""
+    except OSError:
+        return ""
 
 
 def ovs_send_buffer():
