@@ -1,7 +1,9 @@
 """Subcommands that build on the machine: doctor, up, down."""
+import contextlib
 import datetime
 import json
 import os
+import shutil
 import signal
 import sys
 import time
@@ -152,11 +154,18 @@ def run_up(args):
     try:
         with FabricNet(fabric, run_dir, log=log) as fnet:
             if args.check:
-                return _check(fnet, fabric, args.json)
-            log(f"fabric is up (logs in {fnet.run_dir}); Ctrl-C or 'hpnlab down' tears it down")
-            serving = True
-            while True:
-                signal.pause()
+                status = _check(fnet, fabric, args.json)
+            else:
+                log(f"fabric is up (logs in {fnet.run_dir}); Ctrl-C or 'hpnlab down' tears it down")
+                serving = True
+                while True:
+                    signal.pause()
+        if status == OK and args.run_dir is None:
+            # a check that passed leaves nothing behind; one that failed keeps its logs
+            shutil.rmtree(fnet.run_dir, ignore_errors=True)
+        elif status != OK:
+            log(f"logs in {fnet.run_dir}")
+        return status
     except KeyboardInterrupt as e:
         print("torn down", file=sys.stderr)
         # the way to end a fabric that is up; before that, or during a
@@ -168,6 +177,10 @@ def run_up(args):
         return err(f"--run-dir: {e}", INVALID)
     except (RuntimeError, TimeoutError, OSError) as e:
         return err(str(e))
+    finally:
+        if args.run_dir is None:   # the folder we made, if nothing was written in it
+            with contextlib.suppress(OSError):
+                os.rmdir(run_dir)
 
 
 def _check(fnet, fabric, as_json):
