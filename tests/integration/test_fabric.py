@@ -84,8 +84,10 @@ def test_cli_up_check_json(leak_check):
     assert summary["datapath"] in ("user", "kernel")
 
 
-def test_up_then_down_from_another_shell(leak_check):
-    up = subprocess.Popen([sys.executable, "-m", "testbed.cli", "up", "topologies/hpn-mini.yaml"],
+def test_up_then_down_from_another_shell(tmp_path, leak_check):
+    # its logs in the test's folder: a fabric that was up keeps them
+    up = subprocess.Popen([sys.executable, "-m", "testbed.cli", "up", "topologies/hpn-mini.yaml",
+                           "--run-dir", str(tmp_path / "run")],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         lines = queue.Queue()
