@@ -14,21 +14,20 @@ NOBODY = 65534
 # Run as nobody with the system's Python (the project's folder may be closed to it).
 AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
              "/usr/bin/python3", "-I", "-c"]
-TRY = """import os, socket, sys
+TRY = """import socket, sys
 path = sys.argv[1]
-s = socket.socket(socket.AF_UNIX)
-try:
-    s.connect(path)
-    print("connected")
-except OSError as e:
-    print("connect", type(e).__name__)
-if not os.path.exists(path):
-    b = socket.socket(socket.AF_UNIX)
+
+
+def attempt(what, said):
     try:
-        b.bind(path)
-        print("bound")
+        getattr(socket.socket(socket.AF_UNIX), what)(path)
+        print(said)
     except OSError as e:
-        print("bind", type(e).__name__)
+        print(what, type(e).__name__)
+
+
+attempt("connect", "connected")
+attempt("bind", "bound")   # a path nobody may stat is one it may not bind either
 """
 
 OFP13, HELLO, FEATURES_REQUEST, FEATURES_REPLY, PORT_STATUS = 4, 0, 5, 6, 12
