@@ -91,7 +91,7 @@ def steering_script(ifnames, mask, sysfs="/sys"):
     """Shell that steers every receive queue of `ifnames` by flow hash
     (RPS) over the CPUs of `mask`.
 
-    Why: on the kernel datapath a frame crosses each veth by being queued
+    Why: a frame crosses each veth by being queued
     on the backlog of whichever CPU sent it, and the CPU that dequeues a
     shaped port changes from frame to frame (the enqueuer, or the qdisc
     watchdog's softirq). Two frames of one connection then wait on two
