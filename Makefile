@@ -10,7 +10,7 @@ DEMO   ?= results/demo
 DILATION ?=
 RUNFLAGS = $(if $(DILATION),--dilation $(DILATION))
 
-.PHONY: setup test unit integration test-vm demo drills bench capacity soak clean
+.PHONY: setup test unit lint format constraints integration test-vm demo drills bench capacity soak clean uninstall
 
 setup:
 	bash scripts/provision.sh
@@ -18,8 +18,25 @@ setup:
 test: setup
 	$(PY) -m pytest -q -rs tests
 
-unit: setup
-	$(PY) -m pytest -q tests/unit
+# unit and lint need no root: only a virtualenv that setup made once
+$(PY):
+	@echo "no virtualenv at $(VENV): run 'sudo make setup' once first" >&2; exit 2
+
+unit: $(PY)
+	$(PY) -m pytest -q -p no:cacheprovider tests/unit
+
+lint: $(PY)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: $(PY)
+	$(PY) -m ruff check --fix .
+	$(PY) -m ruff format .
+
+# the exact versions provisioning installs, from what this virtualenv holds
+constraints: $(PY)
+	@{ sed -n '1,3p' constraints.txt; $(PY) -m pip freeze --local --exclude-editable | sort -f; } > constraints.txt.new
+	@mv constraints.txt.new constraints.txt; git diff --stat constraints.txt
 
 integration: setup
 	$(PY) -m pytest -q -rs -m integration tests/integration
@@ -64,3 +81,9 @@ soak: setup
 # fabric is left alone (stop your own with: hpnlab down)
 clean:
 	rm -rf results .pytest_cache build *.egg-info
+
+# removes the /usr/local/bin/hpnlab link, if it is this clone's (setup made it)
+uninstall:
+	@if [ "$$(readlink /usr/local/bin/hpnlab)" = "$(abspath $(VENV))/bin/hpnlab" ]; then \
+	  rm /usr/local/bin/hpnlab && echo "removed /usr/local/bin/hpnlab"; \
+	else echo "/usr/local/bin/hpnlab is not this clone's link: left alone"; fi

@@ -16,6 +16,7 @@ and as a range, from each run's results.json:
 Target: agents <= 15 us per frame sent or received. Needs root and Open
 vSwitch; run it on an otherwise quiet machine.
 """
+
 import argparse
 import json
 import os
@@ -30,17 +31,22 @@ TARGET_US_PER_FRAME = 15.0
 def run_once(scenario, out, extra):
     hpnlab = os.path.join(os.path.dirname(sys.executable), "hpnlab")
     argv = [hpnlab] if os.path.exists(hpnlab) else [sys.executable, "-m", "testbed.cli"]
-    proc = subprocess.run(argv + ["run", scenario, "--out", out] + extra, cwd=ROOT,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        argv + ["run", scenario, "--out", out] + extra, cwd=ROOT, capture_output=True, text=True
+    )
     try:
         with open(os.path.join(out, "results.json")) as fh:
             res = json.load(fh)
     except (OSError, json.JSONDecodeError):
-        sys.exit(f"bench/agents.py: the drill wrote no results (exit {proc.returncode}):\n"
-                 + proc.stderr[-2000:])
+        sys.exit(
+            f"bench/agents.py: the drill wrote no results (exit {proc.returncode}):\n" + proc.stderr[-2000:]
+        )
     m = res["metrics"]
-    return {"cost": m.get("cpu_per_packet") or {}, "fidelity": m["fidelity"].get("min"),
-            "verdict": "PASSED" if res.get("passed") else "not passed"}
+    return {
+        "cost": m.get("cpu_per_packet") or {},
+        "fidelity": m["fidelity"].get("min"),
+        "verdict": "PASSED" if res.get("passed") else "not passed",
+    }
 
 
 def span(values):
@@ -59,22 +65,29 @@ def main():
     args = ap.parse_args()
     extra = ["--dilation", args.dilation] if args.dilation else []
     rows = []
-    print(f"{'run':>3}  {'agents us/packet':>16}  {'agents us/frame':>15}  "
-          f"{'OVS us/packet-hop':>17}  {'fidelity':>8}  verdict")
+    print(
+        f"{'run':>3}  {'agents us/packet':>16}  {'agents us/frame':>15}  "
+        f"{'OVS us/packet-hop':>17}  {'fidelity':>8}  verdict"
+    )
     with tempfile.TemporaryDirectory(prefix="hpnlab-bench-") as tmp:
         for i in range(args.runs):
             r = run_once(args.scenario, os.path.join(tmp, f"run{i}"), extra)
             c = r["cost"]
             rows.append(r)
             fid = r["fidelity"]
-            print(f"{i + 1:>3}  {c.get('agents_us') or 0:>16.1f}  "
-                  f"{c.get('agents_us_per_frame') or 0:>15.1f}  {c.get('ovs_us') or 0:>17.1f}  "
-                  f"{fid if fid is not None else 0:>8.3f}  {r['verdict']}", flush=True)
+            print(
+                f"{i + 1:>3}  {c.get('agents_us') or 0:>16.1f}  "
+                f"{c.get('agents_us_per_frame') or 0:>15.1f}  {c.get('ovs_us') or 0:>17.1f}  "
+                f"{fid if fid is not None else 0:>8.3f}  {r['verdict']}",
+                flush=True,
+            )
     per_frame = [r["cost"].get("agents_us_per_frame") for r in rows]
-    print(f"\nagents: {span([r['cost'].get('agents_us') for r in rows])} us per data packet, "
-          f"{span(per_frame)} us per frame sent or received; Open vSwitch: "
-          f"{span([r['cost'].get('ovs_us') for r in rows])} us per packet-hop "
-          f"({args.runs} runs of {args.scenario})")
+    print(
+        f"\nagents: {span([r['cost'].get('agents_us') for r in rows])} us per data packet, "
+        f"{span(per_frame)} us per frame sent or received; Open vSwitch: "
+        f"{span([r['cost'].get('ovs_us') for r in rows])} us per packet-hop "
+        f"({args.runs} runs of {args.scenario})"
+    )
     worst = max((v for v in per_frame if v is not None), default=None)
     ok = worst is not None and worst <= TARGET_US_PER_FRAME
     print(f"target <= {TARGET_US_PER_FRAME:g} us per frame: {'met' if ok else 'NOT met'}")

@@ -12,6 +12,7 @@
 Each is run --runs times, alternating; the medians and their ratio are
 printed (target: ratio <= 2). Needs root and Open vSwitch.
 """
+
 import argparse
 import os
 import statistics
@@ -21,8 +22,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from testbed.fabric.build import build_fabric  # noqa: E402
 from testbed.emulation.realize import FabricNet  # noqa: E402
+from testbed.fabric.build import build_fabric  # noqa: E402
 
 
 def time_hpnlab():
@@ -46,6 +47,7 @@ def time_plain_mininet(datapath):
     from mininet.log import setLogLevel
     from mininet.net import Mininet
     from mininet.node import OVSSwitch
+
     setLogLevel("error")
     fabric = build_fabric({}, name="bench")
     names = {n.name: f"bm{i}" for i, n in enumerate(fabric.nodes.values())}
@@ -53,14 +55,18 @@ def time_plain_mininet(datapath):
     net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False, waitConnected=False)
     try:
         for sw in fabric.switches():
-            net.addSwitch(names[sw.name], cls=OVSSwitch, datapath=datapath,
-                          dpid=f"{0xbe00 + sw.dpid:016x}", failMode="secure",
-                          protocols="OpenFlow13")
+            net.addSwitch(
+                names[sw.name],
+                cls=OVSSwitch,
+                datapath=datapath,
+                dpid=f"{0xBE00 + sw.dpid:016x}",
+                failMode="secure",
+                protocols="OpenFlow13",
+            )
         for h in fabric.hosts():
             net.addHost(names[h.name])
         for link in fabric.links:
-            net.addLink(names[link.a.node], names[link.b.node], cls=TCLink,
-                        bw=fabric.scaled_mbit(link))
+            net.addLink(names[link.a.node], names[link.b.node], cls=TCLink, bw=fabric.scaled_mbit(link))
         net.build()
         net.start()
         return time.monotonic() - t0
@@ -75,6 +81,7 @@ def main():
     if os.geteuid() != 0:
         raise SystemExit("bench: needs root")
     from testbed.emulation import capabilities
+
     datapath = capabilities.datapath(capabilities.probe())
     ours, plain = [], []
     for i in range(args.runs):

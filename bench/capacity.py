@@ -18,6 +18,7 @@ builds a fabric meanwhile.
 
     sudo .venv/bin/python bench/capacity.py [--hosts 8 16 32 64] [--out DIR]
 """
+
 import argparse
 import json
 import os
@@ -50,12 +51,19 @@ def scenario_doc(hosts):
     return {
         "name": f"capacity-{hosts}",
         "description": f"bench/capacity.py: a {hosts}-rank ring AllReduce on a dual-plane HPN "
-                       f"fabric of {segments} segment(s) of {HOSTS_PER_SEGMENT} hosts.",
-        "topology": {"kind": "hpn", "segments": segments,
-                     "hosts_per_segment": HOSTS_PER_SEGMENT},
-        "duration": 120,   # a limit: a drill of jobs only ends with its last job
-        "jobs": [{"name": f"ring{hosts}", "hosts": names, "collective": "ring",
-                  "bytes": "5GB", "compute": "200ms", "iterations": 8}],
+        f"fabric of {segments} segment(s) of {HOSTS_PER_SEGMENT} hosts.",
+        "topology": {"kind": "hpn", "segments": segments, "hosts_per_segment": HOSTS_PER_SEGMENT},
+        "duration": 120,  # a limit: a drill of jobs only ends with its last job
+        "jobs": [
+            {
+                "name": f"ring{hosts}",
+                "hosts": names,
+                "collective": "ring",
+                "bytes": "5GB",
+                "compute": "200ms",
+                "iterations": 8,
+            }
+        ],
     }
 
 
@@ -70,8 +78,12 @@ def run_point(path, dilation, out):
     """One `hpnlab run` at `dilation`: (fidelity, measured/analytical,
     wall seconds), or None when this machine cannot run it at all."""
     t0 = time.monotonic()
-    proc = subprocess.run(HPNLAB + ["run", path, "--dilation", f"{dilation:g}", "--out", out],
-                          cwd=REPO, capture_output=True, text=True)
+    proc = subprocess.run(
+        HPNLAB + ["run", path, "--dilation", f"{dilation:g}", "--out", out],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     wall = time.monotonic() - t0
     if proc.returncode == CANNOT_RUN_HERE:
         return None
@@ -98,43 +110,82 @@ def measure(hosts, directory):
     for n in budget.LADDER:
         point = run_point(path, n, os.path.join(directory, f"capacity-{hosts}-x{n:g}"))
         if point is None:
-            return [hosts, len(sc.fabric.switches()), f"{planned.dilation:g}",
-                    "cannot run here", "", "", "", "", runs, fmt(wall)]
+            return [
+                hosts,
+                len(sc.fabric.switches()),
+                f"{planned.dilation:g}",
+                "cannot run here",
+                "",
+                "",
+                "",
+                "",
+                runs,
+                fmt(wall),
+            ]
         runs += 1
         wall += point[2]
-        print(f"  {hosts} hosts, dilation {n:g}: fidelity {fmt(point[0])}, "
-              f"iteration/analytical {fmt(point[1])}, {point[2]:.0f} s", flush=True)
+        print(
+            f"  {hosts} hosts, dilation {n:g}: fidelity {fmt(point[0])}, "
+            f"iteration/analytical {fmt(point[1])}, {point[2]:.0f} s",
+            flush=True,
+        )
         first = first or point
         if point[0] >= TARGET_FIDELITY:
             found = (n, point)
             break
-    at = [f"{found[0]:g}", fmt(found[1][0]), fmt(found[1][1])] if found else [
-        f"> {budget.LADDER[-1]:g}", "-", "-"]
-    return [hosts, len(sc.fabric.switches()), f"{planned.dilation:g}",
-            fmt(first[0]), fmt(first[1])] + at + [runs, fmt(wall)]
+    at = (
+        [f"{found[0]:g}", fmt(found[1][0]), fmt(found[1][1])]
+        if found
+        else [f"> {budget.LADDER[-1]:g}", "-", "-"]
+    )
+    return (
+        [hosts, len(sc.fabric.switches()), f"{planned.dilation:g}", fmt(first[0]), fmt(first[1])]
+        + at
+        + [runs, fmt(wall)]
+    )
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hosts", type=int, nargs="+", default=[8, 16, 32, 64])
-    ap.add_argument("--out", default=None, help="where scenarios and reports go "
-                                                "(default: a new folder under /tmp)")
+    ap.add_argument(
+        "--out", default=None, help="where scenarios and reports go (default: a new folder under /tmp)"
+    )
     args = ap.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("capacity: needs root (every point is an 'hpnlab run')")
     directory = args.out or tempfile.mkdtemp(prefix="hpnlab-capacity-")
     os.makedirs(directory, exist_ok=True)
-    print(f"capacity: reports in {directory}; capacity for the plan: "
-          f"{calibration.load_or_defaults().describe()}", flush=True)
+    print(
+        f"capacity: reports in {directory}; capacity for the plan: "
+        f"{calibration.load_or_defaults().describe()}",
+        flush=True,
+    )
     rows = [measure(hosts, directory) for hosts in args.hosts]
     print()
-    print(text_table(["hosts", "switches", "plan N", "fidelity@1", "iter/analytical@1",
-                      f"N (fidelity>={TARGET_FIDELITY:g})", "fidelity@N", "iter/analytical@N",
-                      "runs", "wall s"], rows))
-    print(f"(ring AllReduce over every host, 5 GB / 5000 per rank, 200 ms compute, 8 iterations; "
-          f"plan N: what 'hpnlab plan' recommends; N: the smallest step of "
-          f"{', '.join(f'{n:g}' for n in budget.LADDER)} that kept fidelity >= "
-          f"{TARGET_FIDELITY:g})")
+    print(
+        text_table(
+            [
+                "hosts",
+                "switches",
+                "plan N",
+                "fidelity@1",
+                "iter/analytical@1",
+                f"N (fidelity>={TARGET_FIDELITY:g})",
+                "fidelity@N",
+                "iter/analytical@N",
+                "runs",
+                "wall s",
+            ],
+            rows,
+        )
+    )
+    print(
+        f"(ring AllReduce over every host, 5 GB / 5000 per rank, 200 ms compute, 8 iterations; "
+        f"plan N: what 'hpnlab plan' recommends; N: the smallest step of "
+        f"{', '.join(f'{n:g}' for n in budget.LADDER)} that kept fidelity >= "
+        f"{TARGET_FIDELITY:g})"
+    )
     return 0
 
 

@@ -31,6 +31,7 @@ The namespace and its veth pair are removed at the end, also on failure.
 Targets: hpnlab >= 100,000 packets/s and >= 50x scapy through a reused L2
 socket; the exit status is 0 only if both are met. Needs root.
 """
+
 import argparse
 import json
 import os
@@ -47,12 +48,13 @@ PAYLOAD = 4096
 DSCP = 26
 SRC_IP, DST_IP = "10.11.1.1", "10.11.2.1"
 SPORT, DQPN = 49733, 0x30002
-MESSAGE_PACKETS = 256          # a 1 MiB transfer: FIRST, MIDDLE..., LAST
+MESSAGE_PACKETS = 256  # a 1 MiB transfer: FIRST, MIDDLE..., LAST
 TARGET_PPS = 100_000
 TARGET_RATIO = 50.0
 
 
 # --- inside the namespace ---------------------------------------------------
+
 
 def link_stat(ifname, name):
     with open(f"/sys/class/net/{ifname}/statistics/{name}") as f:
@@ -84,6 +86,7 @@ class Flow:
 
     def __init__(self, tpl):
         from traffic import roce
+
         self.tpl = tpl
         self.first, self.middle, self.last = roce.SEND_FIRST, roce.SEND_MIDDLE, roce.SEND_LAST
 
@@ -105,12 +108,16 @@ def scapy_packet(src_mac, dst_mac):
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
     from scapy.packet import Raw
+
     from traffic import roce
-    return (Ether(src=src_mac, dst=dst_mac)
-            / IP(src=SRC_IP, dst=DST_IP, tos=DSCP << 2 | roce.ECT0, id=0, flags="DF", ttl=64)
-            / UDP(sport=SPORT, dport=roce.ROCE_PORT, chksum=0)
-            / BTH(opcode=roce.SEND_FIRST, dqpn=DQPN, psn=0)
-            / Raw(bytes(PAYLOAD)))
+
+    return (
+        Ether(src=src_mac, dst=dst_mac)
+        / IP(src=SRC_IP, dst=DST_IP, tos=DSCP << 2 | roce.ECT0, id=0, flags="DF", ttl=64)
+        / UDP(sport=SPORT, dport=roce.ROCE_PORT, chksum=0)
+        / BTH(opcode=roce.SEND_FIRST, dqpn=DQPN, psn=0)
+        / Raw(bytes(PAYLOAD))
+    )
 
 
 def set_bth(bth, flow, psn):
@@ -138,26 +145,33 @@ class Counted:
         self.dropped = link_stat(TX_IF, "tx_dropped") - self.drop0
 
     def result(self, method, sent, errors=0):
-        return {"method": method, "sent": sent, "errors": errors,
-                "delivered": self.delivered, "dropped": self.dropped,
-                "seconds": self.seconds, "cpu_s": self.cpu}
+        return {
+            "method": method,
+            "sent": sent,
+            "errors": errors,
+            "delivered": self.delivered,
+            "dropped": self.dropped,
+            "seconds": self.seconds,
+            "cpu_s": self.cpu,
+        }
 
 
 def run_hpnlab(flow, count, budget_s):
     import socket
+
     sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
     sock.bind((TX_IF, 0))
     try:
-        for psn in range(1000):                       # warm-up, not counted
+        for psn in range(1000):  # warm-up, not counted
             sock.send(flow.frame(psn))
         psn = errors = 0
         with Counted() as c:
             deadline = time.perf_counter() + budget_s
-            while psn < count:                        # one message per pass
+            while psn < count:  # one message per pass
                 end = min(psn + MESSAGE_PACKETS, count)
                 for p in range(psn, end):
                     try:
-                        sock.send(flow.frame(p))      # as Port.send, minus the pacer
+                        sock.send(flow.frame(p))  # as Port.send, minus the pacer
                     except OSError:
                         errors += 1
                 psn = end
@@ -171,10 +185,11 @@ def run_hpnlab(flow, count, budget_s):
 def run_scapy_l2(pkt, flow, count, budget_s):
     from scapy.config import conf
     from scapy.contrib.roce import BTH
+
     bth = pkt[BTH]
     sock = conf.L2socket(iface=TX_IF)
     try:
-        for psn in range(20):                         # warm-up, not counted
+        for psn in range(20):  # warm-up, not counted
             set_bth(bth, flow, psn)
             sock.send(pkt)
         sent = 0
@@ -192,6 +207,7 @@ def run_scapy_l2(pkt, flow, count, budget_s):
 def run_scapy_sendp(pkt, flow, count, budget_s):
     from scapy.contrib.roce import BTH
     from scapy.sendrecv import sendp
+
     bth = pkt[BTH]
     sent = 0
     with Counted() as c:
@@ -207,7 +223,9 @@ def inner(args):
     """Runs inside the namespace; prints one JSON object."""
     os.sched_setaffinity(0, {args.cpu})
     from scapy.contrib.roce import BTH
+
     from traffic import roce
+
     src_mac, dst_mac = link_mac(TX_IF), link_mac(RX_IF)
     tpl = roce.FrameTemplate(src_mac, dst_mac, SRC_IP, DST_IP, SPORT, DQPN, DSCP, PAYLOAD)
     flow = Flow(tpl)
@@ -217,15 +235,17 @@ def inner(args):
     for psn in (0, 7, 100, MESSAGE_PACKETS - 1):
         set_bth(pkt[BTH], flow, psn)
         same = same and bytes(pkt) == bytes(flow.frame(psn))
-    results = [run_hpnlab(flow, args.packets, args.seconds),
-               run_scapy_l2(pkt, flow, args.scapy_packets, args.scapy_seconds)]
+    results = [
+        run_hpnlab(flow, args.packets, args.seconds),
+        run_scapy_l2(pkt, flow, args.scapy_packets, args.scapy_seconds),
+    ]
     if args.sendp_packets > 0:
         results.append(run_scapy_sendp(pkt, flow, args.sendp_packets, args.scapy_seconds))
-    print(json.dumps({"cpu": args.cpu, "frame_len": len(tpl.buf), "same_bytes": same,
-                      "results": results}))
+    print(json.dumps({"cpu": args.cpu, "frame_len": len(tpl.buf), "same_bytes": same, "results": results}))
 
 
 # --- outside: namespace, veth pair, report ---------------------------------
+
 
 def ip(*argv, check=True):
     return subprocess.run(["ip", *argv], check=check, capture_output=True, text=True)
@@ -236,10 +256,31 @@ def netns_exists(ns):
 
 
 def setup(ns):
-    ip("netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1",
-       "net.ipv6.conf.default.disable_ipv6=1")
-    ip("-n", ns, "link", "add", TX_IF, "mtu", str(MTU), "type", "veth",
-       "peer", "name", RX_IF, "mtu", str(MTU))
+    ip(
+        "netns",
+        "exec",
+        ns,
+        "sysctl",
+        "-qw",
+        "net.ipv6.conf.all.disable_ipv6=1",
+        "net.ipv6.conf.default.disable_ipv6=1",
+    )
+    ip(
+        "-n",
+        ns,
+        "link",
+        "add",
+        TX_IF,
+        "mtu",
+        str(MTU),
+        "type",
+        "veth",
+        "peer",
+        "name",
+        RX_IF,
+        "mtu",
+        str(MTU),
+    )
     ip("-n", ns, "link", "set", TX_IF, "up")
     ip("-n", ns, "link", "set", RX_IF, "up")
 
@@ -251,17 +292,35 @@ def teardown(ns):
     deadline = time.monotonic() + 10
     while netns_exists(ns):
         if time.monotonic() > deadline:
-            print(f"bench: namespace {ns} still present; remove it with: ip netns delete {ns}",
-                  file=sys.stderr)
+            print(
+                f"bench: namespace {ns} still present; remove it with: ip netns delete {ns}", file=sys.stderr
+            )
             return
         time.sleep(0.1)
 
 
 def run_inside(ns, args):
-    cmd = ["ip", "netns", "exec", ns, sys.executable, os.path.abspath(__file__), "--inner",
-           "--cpu", str(args.cpu), "--packets", str(args.packets),
-           "--scapy-packets", str(args.scapy_packets), "--sendp-packets", str(args.sendp_packets),
-           "--seconds", str(args.seconds), "--scapy-seconds", str(args.scapy_seconds)]
+    cmd = [
+        "ip",
+        "netns",
+        "exec",
+        ns,
+        sys.executable,
+        os.path.abspath(__file__),
+        "--inner",
+        "--cpu",
+        str(args.cpu),
+        "--packets",
+        str(args.packets),
+        "--scapy-packets",
+        str(args.scapy_packets),
+        "--sendp-packets",
+        str(args.sendp_packets),
+        "--seconds",
+        str(args.seconds),
+        "--scapy-seconds",
+        str(args.scapy_seconds),
+    ]
     limit = args.seconds + 2 * args.scapy_seconds + 120
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
     if proc.returncode != 0:
@@ -272,21 +331,29 @@ def run_inside(ns, args):
 def report(out):
     frame_len = out["frame_len"]
     rows = out["results"]
-    print(f"frames: {frame_len} bytes (4096-byte RoCEv2 payload), CPU {out['cpu']}, "
-          f"scapy and hpnlab bytes identical: {'yes' if out['same_bytes'] else 'NO'}")
+    print(
+        f"frames: {frame_len} bytes (4096-byte RoCEv2 payload), CPU {out['cpu']}, "
+        f"scapy and hpnlab bytes identical: {'yes' if out['same_bytes'] else 'NO'}"
+    )
     print()
-    print(f"{'method':<32} {'sent':>8} {'delivered':>9} {'seconds':>8} {'cpu/wall':>8} "
-          f"{'packets/s':>10} {'Gbit/s':>7}")
+    print(
+        f"{'method':<32} {'sent':>8} {'delivered':>9} {'seconds':>8} {'cpu/wall':>8} "
+        f"{'packets/s':>10} {'Gbit/s':>7}"
+    )
     for r in rows:
         ok = min(r["sent"], r["delivered"])
         r["pps"] = ok / r["seconds"] if r["seconds"] > 0 else 0.0
-        print(f"{r['method']:<32} {r['sent']:>8} {r['delivered']:>9} {r['seconds']:>8.3f} "
-              f"{r['cpu_s'] / r['seconds']:>8.0%} {r['pps']:>10,.0f} "
-              f"{r['pps'] * frame_len * 8 / 1e9:>7.2f}")
+        print(
+            f"{r['method']:<32} {r['sent']:>8} {r['delivered']:>9} {r['seconds']:>8.3f} "
+            f"{r['cpu_s'] / r['seconds']:>8.0%} {r['pps']:>10,.0f} "
+            f"{r['pps'] * frame_len * 8 / 1e9:>7.2f}"
+        )
     hpn, l2 = rows[0], rows[1]
     print()
-    print(f"hpnlab delivered/sent: {hpn['delivered']}/{hpn['sent']}"
-          f" (send errors {hpn['errors']}, veth tx drops {hpn['dropped']})")
+    print(
+        f"hpnlab delivered/sent: {hpn['delivered']}/{hpn['sent']}"
+        f" (send errors {hpn['errors']}, veth tx drops {hpn['dropped']})"
+    )
     ratio = hpn["pps"] / l2["pps"] if l2["pps"] > 0 else float("inf")
     print(f"ratio hpnlab / scapy L2 socket: {ratio:,.1f} (target >= {TARGET_RATIO:.0f})")
     print(f"hpnlab on one core: {hpn['pps']:,.0f} pps (target >= {TARGET_PPS:,})")
@@ -295,23 +362,24 @@ def report(out):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--packets", type=int, default=200_000,
-                    help="hpnlab packets (default 200000)")
-    ap.add_argument("--seconds", type=float, default=20.0,
-                    help="time budget of the hpnlab run (default 20)")
-    ap.add_argument("--scapy-packets", type=int, default=3000,
-                    help="scapy L2-socket packets (default 3000)")
-    ap.add_argument("--scapy-seconds", type=float, default=3.0,
-                    help="time budget of each scapy run (default 3)")
-    ap.add_argument("--sendp-packets", type=int, default=100,
-                    help="scapy sendp() packets, 0 to skip (default 100)")
-    ap.add_argument("--cpu", type=int, default=None,
-                    help="CPU to pin the senders to (default: the highest one allowed)")
+    ap.add_argument("--packets", type=int, default=200_000, help="hpnlab packets (default 200000)")
+    ap.add_argument("--seconds", type=float, default=20.0, help="time budget of the hpnlab run (default 20)")
+    ap.add_argument("--scapy-packets", type=int, default=3000, help="scapy L2-socket packets (default 3000)")
+    ap.add_argument(
+        "--scapy-seconds", type=float, default=3.0, help="time budget of each scapy run (default 3)"
+    )
+    ap.add_argument(
+        "--sendp-packets", type=int, default=100, help="scapy sendp() packets, 0 to skip (default 100)"
+    )
+    ap.add_argument(
+        "--cpu", type=int, default=None, help="CPU to pin the senders to (default: the highest one allowed)"
+    )
     ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if os.geteuid() != 0:
-        raise SystemExit("bench/generator.py: needs root (it creates a network namespace "
-                         "and sends on raw sockets)")
+        raise SystemExit(
+            "bench/generator.py: needs root (it creates a network namespace and sends on raw sockets)"
+        )
     allowed = os.sched_getaffinity(0)
     if args.cpu is None:
         args.cpu = max(allowed)
@@ -333,7 +401,7 @@ def main():
         setup(ns)
         out = run_inside(ns, args)
     except subprocess.CalledProcessError as e:
-        raise SystemExit(f"bench: {' '.join(e.cmd)}: {e.stderr.strip()}")
+        raise SystemExit(f"bench: {' '.join(e.cmd)}: {e.stderr.strip()}") from None
     finally:
         if created:
             teardown(ns)

@@ -17,6 +17,7 @@ the end, also on failure.
 
     sudo .venv/bin/python bench/reorder.py [--runs 3] [--seconds 15]
 """
+
 import argparse
 import os
 import subprocess
@@ -72,24 +73,47 @@ def one_run(ns_a, ns_b, rate, seconds, steer):
         sh("ip", "-n", ns_b, "addr", "add", "10.99.0.2/24", "dev", "hrob")
         for ns, dev in ((ns_a, "hroa"), (ns_b, "hrob")):
             sh("ip", "-n", ns, "link", "set", dev, "up")
-        sh("ip", "netns", "exec", ns_a, "tc", "qdisc", "add", "dev", "hroa", "root", "handle", "1:",
-           "htb", "default", "1", "r2q", "1000")
-        sh("ip", "netns", "exec", ns_a, "tc", "class", "add", "dev", "hroa", "parent", "1:",
-           "classid", "1:1", "htb", "rate", rate)
+        in_a = ("ip", "netns", "exec", ns_a)
+        sh(*in_a, *"tc qdisc add dev hroa root handle 1: htb default 1 r2q 1000".split())
+        sh(*in_a, *"tc class add dev hroa parent 1: classid 1:1 htb rate".split(), rate)
         if steer:
             mask = format((1 << (os.cpu_count() or 1)) - 1, "x")
             # Only a sysfs mounted from inside the namespace shows its interfaces.
-            sh("ip", "netns", "exec", ns_b, "unshare", "-m", "sh", "-ec",
-               'd=$(mktemp -d); mount -t sysfs hpnlab-sysfs "$d"; '
-               f'echo {mask} > "$d"/class/net/hrob/queues/rx-0/rps_cpus; umount "$d"; rmdir "$d"')
-        rx = subprocess.Popen(["ip", "netns", "exec", ns_b, sys.executable, "-I", "-c", RECEIVER],
-                              stdout=subprocess.PIPE, text=True)
+            script = (
+                'd=$(mktemp -d); mount -t sysfs hpnlab-sysfs "$d"; '
+                f'echo {mask} > "$d"/class/net/hrob/queues/rx-0/rps_cpus; umount "$d"; rmdir "$d"'
+            )
+            sh("ip", "netns", "exec", ns_b, "unshare", "-m", "sh", "-ec", script)
+        rx = subprocess.Popen(
+            ["ip", "netns", "exec", ns_b, sys.executable, "-I", "-c", RECEIVER],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         try:
             if rx.stdout.readline().strip() != "ready":
                 raise RuntimeError("the receiver did not start")
-            senders = [subprocess.Popen(["ip", "netns", "exec", ns_a, "taskset", "-c", str(cpu),
-                                         sys.executable, "-I", "-c", SENDER, str(seconds)])
-                       for cpu in range(os.cpu_count() or 1)]
+            # Resolve the neighbour first: frames held while ARP resolves are
+            # released behind ones sent just after, which is not this effect.
+            sh("ip", "netns", "exec", ns_a, "ping", "-c", "1", "-W", "2", "10.99.0.2")
+            senders = [
+                subprocess.Popen(
+                    [
+                        "ip",
+                        "netns",
+                        "exec",
+                        ns_a,
+                        "taskset",
+                        "-c",
+                        str(cpu),
+                        sys.executable,
+                        "-I",
+                        "-c",
+                        SENDER,
+                        str(seconds),
+                    ]
+                )
+                for cpu in range(os.cpu_count() or 1)
+            ]
             for p in senders:
                 p.wait()
             received, late = map(int, rx.stdout.readline().split())
@@ -125,8 +149,10 @@ def main():
                 late[steer].append(n)
                 print(f"{i:>3}  {'on' if steer else 'off':>8}  {received:>9}  {n:>5}", flush=True)
         for steer in (False, True):
-            print(f"steering {'on' if steer else 'off'}: {min(late[steer])}-{max(late[steer])} "
-                  f"frames late per run ({args.runs} runs of {args.seconds:g} s)")
+            print(
+                f"steering {'on' if steer else 'off'}: {min(late[steer])}-{max(late[steer])} "
+                f"frames late per run ({args.runs} runs of {args.seconds:g} s)"
+            )
     finally:
         for ns in made:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True)

@@ -27,6 +27,7 @@ Needs root and Open vSwitch; run nothing else that builds a fabric meanwhile.
 
     sudo .venv/bin/python bench/soak.py [--cycles N] [--seed S]
 """
+
 import argparse
 import os
 import random
@@ -41,13 +42,13 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HPNLAB = [sys.executable, "-m", "testbed.cli"]
 DRILL = os.path.join("bench", "soak-drill.yaml")
-DRILL_TRAFFIC_S = 3.2   # its duration, and the moment the last agent is done
+DRILL_TRAFFIC_S = 3.2  # its duration, and the moment the last agent is done
 STATE_DIR = "/run/hpnlab"
-LOCK_FILE = "fabric.json.lock"   # stays: a lock is a file that nobody holds, not a leak
+LOCK_FILE = "fabric.json.lock"  # stays: a lock is a file that nobody holds, not a leak
 OURS = ("testbed.cli", "controllers.run", "traffic.agent", "iperf3", "tcpdump", "mininet:")
 KINDS = ("up-check", "interrupt", "kill", "concurrent")
-DRILL_DONE = (0, 1, 4)   # a drill that ran: passed, an expectation failed, untrustworthy
-REFUSED = 5              # could not run: here, another fabric holds the machine
+DRILL_DONE = (0, 1, 4)  # a drill that ran: passed, an expectation failed, untrustworthy
+REFUSED = 5  # could not run: here, another fabric holds the machine
 
 
 def state_files():
@@ -80,17 +81,24 @@ def machine_state():
             continue
         if cmd and (other_net or any(word in cmd for word in OURS)):
             procs.add(f"{pid} {cmd[:100]}")
-    links = {line.split(":")[1].strip().split("@")[0]
-             for line in _out(["ip", "-o", "link", "show"]).splitlines()}
+    links = {
+        line.split(":")[1].strip().split("@")[0] for line in _out(["ip", "-o", "link", "show"]).splitlines()
+    }
     qdiscs = {" ".join(line.split()[:5]) for line in _out(["tc", "qdisc", "show"]).splitlines()}
-    state = {"bridges": set(_out(["ovs-vsctl", "--timeout=5", "list-br"]).split()),
-             "interfaces": links, "qdiscs": qdiscs,
-             "namespaces": set(_out(["ip", "netns", "list"]).split()),
-             "processes": procs,
-             "state files": state_files()}
+    state = {
+        "bridges": set(_out(["ovs-vsctl", "--timeout=5", "list-br"]).split()),
+        "interfaces": links,
+        "qdiscs": qdiscs,
+        "namespaces": set(_out(["ip", "netns", "list"]).split()),
+        "processes": procs,
+        "state files": state_files(),
+    }
     if shutil.which("bpftool"):
-        state["bpf programs"] = {line for line in _out(["bpftool", "prog", "show"]).splitlines()
-                                 if "sched_cls" in line or "sched_act" in line}
+        state["bpf programs"] = {
+            line
+            for line in _out(["bpftool", "prog", "show"]).splitlines()
+            if "sched_cls" in line or "sched_act" in line
+        }
     return state
 
 
@@ -121,8 +129,9 @@ class Child:
 
     def __init__(self, argv):
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True)
+        self.proc = subprocess.Popen(
+            argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         self.lines = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -165,7 +174,7 @@ def cycle_up_check():
 def _stop_at_random(rng, tmp, length, sig):
     child = Child(drill_argv(tempfile.mkdtemp(dir=tmp)))
     at = rng.uniform(0.0, length)
-    time.sleep(at)   # the random moment is the point of the test, not a wait for an event
+    time.sleep(at)  # the random moment is the point of the test, not a wait for an event
     where = "after it ended"
     if child.proc.poll() is None:
         where = child.phase(DRILL_TRAFFIC_S)
@@ -207,10 +216,13 @@ def cycle_concurrent(tmp):
     if behaved:
         loser = children[refused[0]]
         said = [line for _, line in loser.lines if "error" in line]
-        behaved = (len(said) == 1 and "is already running" in said[0]
-                   and os.path.exists(os.path.join(outs[ran[0]], "results.json"))
-                   and os.path.exists(os.path.join(outs[ran[0]], "summary.md"))
-                   and not os.path.exists(os.path.join(outs[refused[0]], "results.json")))
+        behaved = (
+            len(said) == 1
+            and "is already running" in said[0]
+            and os.path.exists(os.path.join(outs[ran[0]], "results.json"))
+            and os.path.exists(os.path.join(outs[ran[0]], "summary.md"))
+            and not os.path.exists(os.path.join(outs[refused[0]], "results.json"))
+        )
     if not behaved:
         for i, c in enumerate(children):
             for _, line in c.lines[-8:]:
@@ -246,8 +258,11 @@ def main():
         if rc not in DRILL_DONE or found:
             print("\n".join(line for _, line in first.lines))
             raise SystemExit(f"soak: the uninterrupted drill ended with {rc} and left {found}")
-        print(f"soak: seed {seed}; the uninterrupted drill takes {length:.1f} s; "
-              f"{args.cycles} cycles of {', '.join(kinds)}", flush=True)
+        print(
+            f"soak: seed {seed}; the uninterrupted drill takes {length:.1f} s; "
+            f"{args.cycles} cycles of {', '.join(kinds)}",
+            flush=True,
+        )
 
         plan = [k for k in kinds for _ in range(args.cycles)]
         rng.shuffle(plan)
@@ -277,8 +292,10 @@ def main():
             if found:
                 counts[kind]["leaks"] += 1
                 for what, items in found.items():
-                    print(f"      left {what}: {', '.join(items[:6])}"
-                          + (f" (+{len(items) - 6} more)" if len(items) > 6 else ""))
+                    print(
+                        f"      left {what}: {', '.join(items[:6])}"
+                        + (f" (+{len(items) - 6} more)" if len(items) > 6 else "")
+                    )
                 subprocess.run(HPNLAB + ["down"], cwd=REPO, capture_output=True, timeout=120)
                 still = wait_quiet(before)
                 if still:

@@ -5,12 +5,13 @@ JSON line back when the controller has an answer.
     {"announce": {"jobs": [...]}}  ->  {"version": n, "jobs": [...]}  (placed, installed)
                                    ->  {"error": "..."}                 (refused)
 """
+
 import json
 import os
 import socket
 import threading
 
-MAX_REQUEST = 16 << 20        # bytes: a few thousand connections' worth
+MAX_REQUEST = 16 << 20  # bytes: a few thousand connections' worth
 
 
 class Reply:
@@ -27,7 +28,7 @@ class Reply:
         try:
             self.conn.sendall((json.dumps(obj, sort_keys=True) + "\n").encode())
         except OSError:
-            pass                # the asker gave up; nothing to tell
+            pass  # the asker gave up; nothing to tell
         finally:
             self.conn.close()
 
@@ -60,12 +61,12 @@ def _accept(server, handle):
         try:
             conn, _ = server.accept()
         except OSError:
-            return              # closed: the controller is going away
+            return  # closed: the controller is going away
         threading.Thread(target=_one, args=(conn, handle), daemon=True).start()
 
 
 def _one(conn, handle):
-    conn.settimeout(10)        # a request comes at once; never hold a thread for a silent peer
+    conn.settimeout(10)  # a request comes at once; never hold a thread for a silent peer
     reply = Reply(conn)
     data = b""
     while not data.endswith(b"\n") and len(data) < MAX_REQUEST:
@@ -82,5 +83,5 @@ def _one(conn, handle):
         return
     try:
         handle(request, reply)
-    except Exception as e:      # a bad request must not take the controller down
+    except Exception as e:  # a bad request must not take the controller down
         reply({"error": f"{type(e).__name__}: {e}"})

@@ -26,6 +26,7 @@ is reported as JSON lines on stdout, which `testbed` reads:
                                              are acknowledged, and kept in a file beside
                                              the socket so a restarted controller keeps them
 """
+
 import json
 import os
 import sys
@@ -33,11 +34,21 @@ import threading
 
 from testbed.fabric.model import Fabric
 from testbed.fabric.paths import compute_routes
+from testbed.schedule import placement
 
-from . import channel, openflow, placement, routing
-from .compat import (CONFIG_DISPATCHER, MAIN_DISPATCHER, BaseApp, arp, ether_types,
-                     ethernet, ofp_event, ofproto_v1_3, packet, set_ev_cls)
-
+from . import channel, openflow, routing
+from .compat import (
+    CONFIG_DISPATCHER,
+    MAIN_DISPATCHER,
+    BaseApp,
+    arp,
+    ether_types,
+    ethernet,
+    ofp_event,
+    ofproto_v1_3,
+    packet,
+    set_ev_cls,
+)
 
 # The states in which a switch's replies are heard. os-ken moves an
 # OpenFlow 1.3 switch to MAIN only once its own port-description request is
@@ -61,24 +72,24 @@ class HpnController(BaseApp):
         with open(os.environ["HPNLAB_FABRIC"]) as fh:
             self.fabric = Fabric.from_dict(json.load(fh))
         self.by_dpid = {n.dpid: n.name for n in self.fabric.switches()}
-        self.datapaths = {}          # switch name -> datapath
-        self.ports_known = set()     # switches whose port states we have read
-        self.down = set()            # (switch, port) that are down
-        self.programs = {}           # switch name -> routing.SwitchProgram (once read)
-        self.reading = {}            # switch name -> replies gathered while reading its state
+        self.datapaths = {}  # switch name -> datapath
+        self.ports_known = set()  # switches whose port states we have read
+        self.down = set()  # (switch, port) that are down
+        self.programs = {}  # switch name -> routing.SwitchProgram (once read)
+        self.reading = {}  # switch name -> replies gathered while reading its state
         self.version = 0
-        self.changes = 0             # flow and group changes sent since routes were last acknowledged
-        self.pending = {}            # switch name -> barrier xid for self.version
+        self.changes = 0  # flow and group changes sent since routes were last acknowledged
+        self.pending = {}  # switch name -> barrier xid for self.version
         self.routes = None
         self.lock = threading.Lock()
-        self.jobs = None             # the announced jobs (placement.py), once told
+        self.jobs = None  # the announced jobs (placement.py), once told
         # The paths chosen when they were announced: a fault moves only the
         # connections it breaks, and when it is mended every connection is
         # back where it was (where the hosts' NIC port pins send it).
         self.base_paths = None
-        self.placed = {}             # frozenset of down ports -> placement.place's result
-        self.answer = None           # where their connections went, as last computed
-        self.waiting = []            # (reply, routes version that answers it)
+        self.placed = {}  # frozenset of down ports -> placement.place's result
+        self.answer = None  # where their connections went, as last computed
+        self.waiting = []  # (reply, routes version that answers it)
         socket_path = os.environ.get("HPNLAB_JOBS_SOCKET")
         self.jobs_file = socket_path + ".json" if socket_path else None
         if self.jobs_file and os.path.exists(self.jobs_file):
@@ -95,7 +106,7 @@ class HpnController(BaseApp):
         their pins to be acknowledged by every switch."""
         jobs = request.get("announce")
         if not isinstance(jobs, dict) or not isinstance(jobs.get("jobs"), list):
-            reply({"error": "expected {\"announce\": {\"jobs\": [...]}}"})
+            reply({"error": 'expected {"announce": {"jobs": [...]}}'})
             return
         with self.lock:
             down = frozenset(self.down)
@@ -114,8 +125,12 @@ class HpnController(BaseApp):
                 json.dump({"announce": jobs, "paths": self.base_paths}, fh)
             os.replace(tmp, self.jobs_file)
             flows = [f for j in answer["jobs"] for f in j["flows"]]
-            emit(event="jobs", jobs=len(answer["jobs"]), flows=len(flows),
-                 pinned=sum(1 for f in flows if f.get("port")))
+            emit(
+                event="jobs",
+                jobs=len(answer["jobs"]),
+                flows=len(flows),
+                pinned=sum(1 for f in flows if f.get("port")),
+            )
             self.waiting.append((reply, self.version + 1))
             self._reprogram()
 
@@ -134,8 +149,11 @@ class HpnController(BaseApp):
                 # connected switch's datapath id is someone else's (the
                 # switch itself reconnects only after its old connection
                 # closed). Refused and said, never obeyed.
-                emit(event="refused", switch=name, reason="a second connection with the "
-                     "datapath id of a connected switch")
+                emit(
+                    event="refused",
+                    switch=name,
+                    reason="a second connection with the datapath id of a connected switch",
+                )
                 dp.close()
                 return
             self.datapaths[name] = dp
@@ -182,8 +200,7 @@ class HpnController(BaseApp):
             for m in fixes:
                 dp.send_msg(m)
             self.programs[name] = routing.SwitchProgram(groups=groups, flows=routes)
-            emit(event="adopted", switch=name, routes=len(routes), groups=len(groups),
-                 removed=len(strays))
+            emit(event="adopted", switch=name, routes=len(routes), groups=len(groups), removed=len(strays))
             self._reprogram()
 
     @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, CONNECTED)
@@ -241,8 +258,9 @@ class HpnController(BaseApp):
             # routes are a function of the down ports, and so is this: a
             # flapping link costs the placement once, not at every flap
             if down not in self.placed:
-                self.placed[down] = placement.place(self.fabric, self.routes, self.jobs, down,
-                                                    self.base_paths)
+                self.placed[down] = placement.place(
+                    self.fabric, self.routes, self.jobs, down, self.base_paths
+                )
             self.answer, pins, marks = self.placed[down]
         self.version += 1
         self.pending = {}
@@ -251,7 +269,8 @@ class HpnController(BaseApp):
         emit(event="overrides", version=self.version, host_overrides=self.routes.host_overrides)
         for name, dp in self.datapaths.items():
             ops, self.programs[name] = routing.diff_switch(
-                self.programs[name], routing.wanted_table(self.routes, name, pins.get(name), marks.get(name)))
+                self.programs[name], routing.wanted_table(self.routes, name, pins.get(name), marks.get(name))
+            )
             self.changes += len(ops)
             for msg in openflow.messages_for(dp, ops):
                 dp.send_msg(msg)
@@ -268,9 +287,13 @@ class HpnController(BaseApp):
                 return
             del self.pending[name]
             if not self.pending:
-                emit(event="routes", version=self.version, down=sorted(self.down),
-                     changes=self.changes,
-                     host_overrides=self.routes.host_overrides)
+                emit(
+                    event="routes",
+                    version=self.version,
+                    down=sorted(self.down),
+                    changes=self.changes,
+                    host_overrides=self.routes.host_overrides,
+                )
                 self.changes = 0
                 answered = [w for w in self.waiting if w[1] <= self.version]
                 self.waiting = [w for w in self.waiting if w[1] > self.version]
@@ -299,17 +322,24 @@ class HpnController(BaseApp):
         if mac is None:
             return
         reply = packet.Packet()
-        reply.add_protocol(ethernet.ethernet(ethertype=ether_types.ETH_TYPE_ARP,
-                                             dst=req.src_mac, src=mac))
-        reply.add_protocol(arp.arp(opcode=arp.ARP_REPLY, src_mac=mac, src_ip=req.dst_ip,
-                                   dst_mac=req.src_mac, dst_ip=req.src_ip))
+        reply.add_protocol(ethernet.ethernet(ethertype=ether_types.ETH_TYPE_ARP, dst=req.src_mac, src=mac))
+        reply.add_protocol(
+            arp.arp(
+                opcode=arp.ARP_REPLY, src_mac=mac, src_ip=req.dst_ip, dst_mac=req.src_mac, dst_ip=req.src_ip
+            )
+        )
         reply.serialize()
         ofp, parser = dp.ofproto, dp.ofproto_parser
         in_port = msg.match["in_port"]
-        dp.send_msg(parser.OFPPacketOut(datapath=dp, buffer_id=ofp.OFP_NO_BUFFER,
-                                        in_port=ofp.OFPP_CONTROLLER,
-                                        actions=[parser.OFPActionOutput(in_port)],
-                                        data=reply.data))
+        dp.send_msg(
+            parser.OFPPacketOut(
+                datapath=dp,
+                buffer_id=ofp.OFP_NO_BUFFER,
+                in_port=ofp.OFPP_CONTROLLER,
+                actions=[parser.OFPActionOutput(in_port)],
+                data=reply.data,
+            )
+        )
 
 
 def dp_max_port():

@@ -6,26 +6,29 @@ routes, detours, pinned connections). Kept apart from the event handlers so
 unit tests can drive it with a fake datapath that executes what would be
 sent.
 """
+
 from .routing import match_kind
 
-COOKIE = 0x4850_4E00          # "HPN" + 0: marks the flows hpnlab installs
+COOKIE = 0x4850_4E00  # "HPN" + 0: marks the flows hpnlab installs
 TABLE_CLASSIFY = 0
 TABLE_ROUTE = 1
 PRIO_ARP = 1000
-PRIO_NEXT = 0                  # table 0's default: on to routing
-PRIO_MARK = 200                # table 0: one connection's DSCP rewritten (its class)
+PRIO_NEXT = 0  # table 0's default: on to routing
+PRIO_MARK = 200  # table 0: one connection's DSCP rewritten (its class)
 PRIO_ROUTE = 100
-PRIO_PIN = 105                 # one connection (5-tuple) on its chosen path
-PRIO_DETOUR = 110              # a route for what came in by one port (see routing.py):
-                               # above pins, so a detoured packet never turns back
+PRIO_PIN = 105  # one connection (5-tuple) on its chosen path
+PRIO_DETOUR = 110  # a route for what came in by one port (see routing.py):
+# above pins, so a detoured packet never turns back
 ETH_IPV4 = 0x0800
 ETH_ARP = 0x0806
 IPPROTO_UDP = 17
 PRIORITY = {"route": PRIO_ROUTE, "detour": PRIO_DETOUR, "pin": PRIO_PIN, "mark": PRIO_MARK}
 FIVE_TUPLE = {"eth_type", "ip_proto", "ipv4_src", "ipv4_dst", "udp_src"}
-SHAPE = {PRIO_ROUTE: {"eth_type", "ipv4_dst"},
-         PRIO_DETOUR: {"in_port", "eth_type", "ipv4_dst"},
-         PRIO_PIN: FIVE_TUPLE}
+SHAPE = {
+    PRIO_ROUTE: {"eth_type", "ipv4_dst"},
+    PRIO_DETOUR: {"in_port", "eth_type", "ipv4_dst"},
+    PRIO_PIN: FIVE_TUPLE,
+}
 
 
 def base_flows(dp, have=frozenset()):
@@ -37,12 +40,25 @@ def base_flows(dp, have=frozenset()):
     out = []
     if "arp" not in have:
         actions = [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)]
-        out.append(_flow_mod(dp, PRIO_ARP, parser.OFPMatch(eth_type=ETH_ARP),
-                             [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)],
-                             TABLE_CLASSIFY))
+        out.append(
+            _flow_mod(
+                dp,
+                PRIO_ARP,
+                parser.OFPMatch(eth_type=ETH_ARP),
+                [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)],
+                TABLE_CLASSIFY,
+            )
+        )
     if "next" not in have:
-        out.append(_flow_mod(dp, PRIO_NEXT, parser.OFPMatch(),
-                             [parser.OFPInstructionGotoTable(TABLE_ROUTE)], TABLE_CLASSIFY))
+        out.append(
+            _flow_mod(
+                dp,
+                PRIO_NEXT,
+                parser.OFPMatch(),
+                [parser.OFPInstructionGotoTable(TABLE_ROUTE)],
+                TABLE_CLASSIFY,
+            )
+        )
     return out
 
 
@@ -52,9 +68,12 @@ def state_requests(dp):
     (fail-mode secure), so a restarted controller starts from what is there
     instead of wiping it, and traffic never notices the restart."""
     ofp, parser = dp.ofproto, dp.ofproto_parser
-    return [parser.OFPFlowStatsRequest(dp, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY,
-                                       COOKIE, 0xFFFFFFFFFFFFFFFF, parser.OFPMatch()),
-            parser.OFPGroupDescStatsRequest(dp, 0)]
+    return [
+        parser.OFPFlowStatsRequest(
+            dp, 0, ofp.OFPTT_ALL, ofp.OFPP_ANY, ofp.OFPG_ANY, COOKIE, 0xFFFFFFFFFFFFFFFF, parser.OFPMatch()
+        ),
+        parser.OFPGroupDescStatsRequest(dp, 0),
+    ]
 
 
 def read_state(dp, flow_stats, group_descs):
@@ -86,16 +105,23 @@ def read_state(dp, flow_stats, group_descs):
                 base.add("next")
                 continue
             dscp = _mark_action(ofp, actions)
-            if (f.priority == PRIO_MARK and set(fields) == FIVE_TUPLE and gotos == [TABLE_ROUTE]
-                    and dscp is not None):
-                routes[("dscp", fields["ipv4_dst"], fields["ipv4_src"], fields["udp_src"])] = \
-                    ("dscp", dscp)
+            if (
+                f.priority == PRIO_MARK
+                and set(fields) == FIVE_TUPLE
+                and gotos == [TABLE_ROUTE]
+                and dscp is not None
+            ):
+                routes[("dscp", fields["ipv4_dst"], fields["ipv4_src"], fields["udp_src"])] = ("dscp", dscp)
                 continue
         action = _route_action(ofp, actions)
         ip = fields.get("ipv4_dst")
-        if (f.table_id == TABLE_ROUTE and set(fields) == SHAPE.get(f.priority)
-                and isinstance(ip, str) and action is not None
-                and (action[0] == "output" or action[1] in known_gids)):
+        if (
+            f.table_id == TABLE_ROUTE
+            and set(fields) == SHAPE.get(f.priority)
+            and isinstance(ip, str)
+            and action is not None
+            and (action[0] == "output" or action[1] in known_gids)
+        ):
             if f.priority == PRIO_PIN:
                 routes[(None, ip, fields["ipv4_src"], fields["udp_src"])] = action
             else:
@@ -126,10 +152,20 @@ def remove_flows(dp, strays):
     """Delete flows of ours that fit no program (strict: only those, each in
     its own table: the same match and priority may be a kept flow elsewhere)."""
     ofp, parser = dp.ofproto, dp.ofproto_parser
-    return [parser.OFPFlowMod(dp, cookie=COOKIE, cookie_mask=0xFFFFFFFFFFFFFFFF,
-                              command=ofp.OFPFC_DELETE_STRICT, table_id=table,
-                              priority=prio, out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
-                              match=match) for table, prio, match in strays]
+    return [
+        parser.OFPFlowMod(
+            dp,
+            cookie=COOKIE,
+            cookie_mask=0xFFFFFFFFFFFFFFFF,
+            command=ofp.OFPFC_DELETE_STRICT,
+            table_id=table,
+            priority=prio,
+            out_port=ofp.OFPP_ANY,
+            out_group=ofp.OFPG_ANY,
+            match=match,
+        )
+        for table, prio, match in strays
+    ]
 
 
 def messages_for(dp, ops):
@@ -143,25 +179,39 @@ def messages_for(dp, ops):
             # spreads over the live ones, a fast-failover group takes the
             # first live one (weights mean nothing there and must be 0).
             gtype, weight = {"select": (ofp.OFPGT_SELECT, 1), "ff": (ofp.OFPGT_FF, 0)}[kind]
-            buckets = [parser.OFPBucket(weight=weight, watch_port=p, watch_group=ofp.OFPG_ANY,
-                                        actions=[parser.OFPActionOutput(p)]) for p in ports]
+            buckets = [
+                parser.OFPBucket(
+                    weight=weight, watch_port=p, watch_group=ofp.OFPG_ANY, actions=[parser.OFPActionOutput(p)]
+                )
+                for p in ports
+            ]
             msgs.append(parser.OFPGroupMod(dp, ofp.OFPGC_ADD, gtype, gid, buckets))
         elif op[0] == "flow_set":
             _, key, (kind, arg) = op
             if kind == "dscp":
-                inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS,
-                                                     [parser.OFPActionSetField(ip_dscp=arg)]),
-                        parser.OFPInstructionGotoTable(TABLE_ROUTE)]
+                inst = [
+                    parser.OFPInstructionActions(
+                        ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionSetField(ip_dscp=arg)]
+                    ),
+                    parser.OFPInstructionGotoTable(TABLE_ROUTE),
+                ]
             else:
                 action = parser.OFPActionOutput(arg) if kind == "output" else parser.OFPActionGroup(arg)
                 inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [action])]
             msgs.append(_flow_mod(dp, _priority(key), _route_match(parser, key), inst, _table(key)))
         elif op[0] == "flow_del":
-            msgs.append(parser.OFPFlowMod(dp, cookie=COOKIE, command=ofp.OFPFC_DELETE_STRICT,
-                                          table_id=_table(op[1]),
-                                          priority=_priority(op[1]), out_port=ofp.OFPP_ANY,
-                                          out_group=ofp.OFPG_ANY,
-                                          match=_route_match(parser, op[1])))
+            msgs.append(
+                parser.OFPFlowMod(
+                    dp,
+                    cookie=COOKIE,
+                    command=ofp.OFPFC_DELETE_STRICT,
+                    table_id=_table(op[1]),
+                    priority=_priority(op[1]),
+                    out_port=ofp.OFPP_ANY,
+                    out_group=ofp.OFPG_ANY,
+                    match=_route_match(parser, op[1]),
+                )
+            )
         else:
             raise ValueError(f"unknown operation {op[0]!r}")
     return msgs
@@ -179,8 +229,9 @@ def _route_match(parser, key):
     kind = match_kind(key)
     if kind in ("pin", "mark"):
         _, ip, src, sport = key
-        return parser.OFPMatch(eth_type=ETH_IPV4, ip_proto=IPPROTO_UDP, ipv4_src=src,
-                               ipv4_dst=ip, udp_src=sport)
+        return parser.OFPMatch(
+            eth_type=ETH_IPV4, ip_proto=IPPROTO_UDP, ipv4_src=src, ipv4_dst=ip, udp_src=sport
+        )
     in_port, ip = key
     if kind == "route":
         return parser.OFPMatch(eth_type=ETH_IPV4, ipv4_dst=ip)
@@ -188,6 +239,12 @@ def _route_match(parser, key):
 
 
 def _flow_mod(dp, priority, match, instructions, table_id):
-    return dp.ofproto_parser.OFPFlowMod(dp, cookie=COOKIE, command=dp.ofproto.OFPFC_ADD,
-                                        table_id=table_id, priority=priority, match=match,
-                                        instructions=instructions)
+    return dp.ofproto_parser.OFPFlowMod(
+        dp,
+        cookie=COOKIE,
+        command=dp.ofproto.OFPFC_ADD,
+        table_id=table_id,
+        priority=priority,
+        match=match,
+        instructions=instructions,
+    )

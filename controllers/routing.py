@@ -19,6 +19,7 @@ A switch's wanted table maps a match to next hops:
                  -> ("dscp", (value,))    rewrite that connection's DSCP (its class)
                                           before routing it
 """
+
 from dataclasses import dataclass, field
 
 ECMP, FAILOVER, DSCP = "ecmp", "failover", "dscp"
@@ -28,6 +29,7 @@ GROUP_KIND = {ECMP: "select", FAILOVER: "ff"}
 @dataclass
 class SwitchProgram:
     """The flow/group state of one switch as the controller last installed it."""
+
     # (kind "select" | "ff", ports tuple) -> group id
     groups: dict = field(default_factory=dict)
     # match (see wanted_table) -> ("output", port) | ("group", gid)
@@ -55,7 +57,7 @@ def wanted_table(routes, switch, pins=None, marks=None):
 
 
 def match_kind(key):
-    """"route", "detour", "pin" or "mark" (the shapes listed above)."""
+    """ "route", "detour", "pin" or "mark" (the shapes listed above)."""
     if len(key) == 4:
         return "mark" if key[0] == DSCP else "pin"
     return "route" if key[0] is None else "detour"

@@ -12,6 +12,7 @@ a classic setup by hand.
 (`ryu-manager controllers.hpn_app` works too where classic Ryu is installed,
 with HPNLAB_FABRIC set.)
 """
+
 import argparse
 import os
 import socket
@@ -26,7 +27,7 @@ class _UnixStream:
 
     def setsockopt(self, level, option, value):
         if level == socket.IPPROTO_TCP:
-            return None   # no Nagle on a Unix socket: nothing to turn off
+            return None  # no Nagle on a Unix socket: nothing to turn off
         return self._sock.setsockopt(level, option, value)
 
     def __getattr__(self, name):
@@ -36,10 +37,12 @@ class _UnixStream:
 def _serve_unix_connections():
     """Hand os-ken's connection factory a socket it can configure."""
     from os_ken.controller import controller
+
     factory = controller.datapath_connection_factory
 
     def unix_connection(sock, address):
         return factory(_UnixStream(sock), address or "unix")
+
     controller.datapath_connection_factory = unix_connection
 
 
@@ -49,7 +52,7 @@ def listen_on_unix_socket(path):
     controller of this run is removed: only root can have put it there."""
     if os.path.lexists(path):
         os.unlink(path)
-    os.umask(0o077)   # the socket file: root only, whatever the folder
+    os.umask(0o077)  # the socket file: root only, whatever the folder
     _serve_unix_connections()
 
 

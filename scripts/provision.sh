@@ -114,15 +114,34 @@ fi
 # fresh clone is newer than any venv (a cached VM image's included), yet
 # needs no reinstall when these files did not change.
 stamp="$venv/.hpnlab-installed"
-deps=$(cat "$repo/setup.cfg" "$repo/pyproject.toml" | sha256sum | cut -d' ' -f1)
+deps=$(cat "$repo/pyproject.toml" "$repo/constraints.txt" | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$deps" ]; then
-    log "installing hpnlab and its dependencies into $venv"
+    log "installing hpnlab and its dependencies into $venv (versions from constraints.txt)"
     "$venv/bin/python" -m pip install -q --upgrade pip setuptools wheel
-    "$venv/bin/python" -m pip install -q -e "$repo[test]"
+    "$venv/bin/python" -m pip install -q -c "$repo/constraints.txt" -e "$repo[dev]"
     echo "$deps" > "$stamp"
 else
     log "hpnlab already installed in $venv"
 fi
-"$venv/bin/python" -c "import mininet.net, os_ken, scapy, pyroute2" \
-    || { echo "provision.sh: the virtualenv cannot import mininet/os_ken/scapy/pyroute2" >&2; exit 1; }
-log "ready: $venv/bin/hpnlab"
+"$venv/bin/python" -c "import mininet.net, os_ken, scapy" \
+    || { echo "provision.sh: the virtualenv cannot import mininet/os_ken/scapy" >&2; exit 1; }
+
+# 4. `hpnlab` on root's PATH (sudo's secure_path has /usr/local/bin), so the
+#    README's commands work as typed. A link to nothing (a clone since
+#    deleted) is replaced; a link to another clone that still exists, or a
+#    file that is not a link, is left alone.
+link=/usr/local/bin/hpnlab
+target="$venv/bin/hpnlab"
+if [ -L "$link" ] && [ "$(readlink "$link")" = "$target" ]; then
+    :
+elif [ -L "$link" ] && [ ! -e "$link" ]; then
+    ln -sfn "$target" "$link"
+    log "relinked $link -> $target (it pointed at nothing)"
+elif [ -e "$link" ] || [ -L "$link" ]; then
+    log "WARNING: $link exists and is not this clone's; left as it is (use $target)"
+else
+    mkdir -p "$(dirname "$link")"
+    ln -s "$target" "$link"
+    log "linked $link -> $target (make uninstall removes it)"
+fi
+log "ready: hpnlab ($target)"

@@ -29,6 +29,7 @@ port: whether the line stayed busy while frames waited; CPU time and frames
 handled) go to the JSON file named in the config; one JSON line per
 finished iteration goes to stdout for progress.
 """
+
 import json
 import os
 import resource
@@ -45,17 +46,17 @@ from .transfers import InFlow, Job, OutFlow, flow_sport, qp_job, qp_number
 IP_RECVTOS = getattr(socket, "IP_RECVTOS", 13)
 _BTH = roce._BTH
 PSN_MASK = roce.PSN_MASK
-DATA_HEADER = roce.BTH_LEN + roce.ICRC_LEN   # a data frame's UDP payload beyond its payload
-ROUTE_SETTLE_S = 0.05       # after a link or route event, re-ask the kernel this long
-TICK_S = 0.01               # housekeeping: go-back-N timeouts, DCQCN timers, route refresh
-QUEUE_FRAMES = 12           # frames a port's data socket may have waiting in the kernel
-COALESCE_FRAMES = 6         # a wake-up comes at most every this many frame times
-MAX_RECV_PER_PASS = 256     # frames received per loop pass, so sending never starves
-MAX_FRAME = 9216            # no frame exceeds the largest MTU
-WARM_LEAD_S = 0.1           # a job's paths are warmed again this long before it starts
-WARM_QP = 0x7FFFFF          # no queue pair's number (theirs have the top bit set): ignored
-MAX_GAP_EVENTS = 20         # gap events kept per job and rank for the report
-RX_BUFFER = 4 << 20         # the receive socket's buffer: a few hundred jumbo frames
+DATA_HEADER = roce.BTH_LEN + roce.ICRC_LEN  # a data frame's UDP payload beyond its payload
+ROUTE_SETTLE_S = 0.05  # after a link or route event, re-ask the kernel this long
+TICK_S = 0.01  # housekeeping: go-back-N timeouts, DCQCN timers, route refresh
+QUEUE_FRAMES = 12  # frames a port's data socket may have waiting in the kernel
+COALESCE_FRAMES = 6  # a wake-up comes at most every this many frame times
+MAX_RECV_PER_PASS = 256  # frames received per loop pass, so sending never starves
+MAX_FRAME = 9216  # no frame exceeds the largest MTU
+WARM_LEAD_S = 0.1  # a job's paths are warmed again this long before it starts
+WARM_QP = 0x7FFFFF  # no queue pair's number (theirs have the top bit set): ignored
+MAX_GAP_EVENTS = 20  # gap events kept per job and rank for the report
+RX_BUFFER = 4 << 20  # the receive socket's buffer: a few hundred jumbo frames
 IDLE = float("inf")
 
 
@@ -75,7 +76,7 @@ class Agent:
         self.tick_s = TICK_S * d
         self.route_settle_s = ROUTE_SETTLE_S * d
         self.reroute_until = 0.0
-        self.any_paced = False      # some flow is held below line rate by DCQCN
+        self.any_paced = False  # some flow is held below line rate by DCQCN
         self.nak_retry_s = transport.DEFAULT_NAK_RETRY_S * d
         dcqcn = dict(cfg.get("dcqcn", {}))
         for key in ("alpha_period_s", "increase_period_s", "cnp_interval_s"):
@@ -85,8 +86,9 @@ class Agent:
         self.job_by_id = {job.id: job for job in self.jobs}
         frame_bytes = self.payload + roce.FRAME_OVERHEAD
         self.coalesce_s = COALESCE_FRAMES * frame_bytes * 8 / self.line_rate_bps
-        self.ports = {p: Port(p, self.line_rate_bps, frame_bytes, QUEUE_FRAMES, self.rto_s)
-                      for p in self.nic["ports"]}
+        self.ports = {
+            p: Port(p, self.line_rate_bps, frame_bytes, QUEUE_FRAMES, self.rto_s) for p in self.nic["ports"]
+        }
         self.port_of_sock = {port.sock: port for port in self.ports.values()}
         self.picker = PortPicker(self.nic["ports"])
         self.rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -95,15 +97,15 @@ class Agent:
         self.rx.setsockopt(socket.IPPROTO_IP, IP_RECVTOS, 1)
         self.rx.bind(("0.0.0.0", roce.ROCE_PORT))
         self.rx.setblocking(False)
-        self.rx_buf = bytearray(MAX_FRAME)      # every frame is received into this one buffer
+        self.rx_buf = bytearray(MAX_FRAME)  # every frame is received into this one buffer
         self.rx_bufs = [self.rx_buf]
         self.rx_view = memoryview(self.rx_buf)
-        self.inflows = {}          # (peer ip, qp) -> InFlow
-        self.completed = {}        # (peer ip, qp) -> (iteration, last psn) of finished receives
-        self.outflows = {}         # (peer ip, qp) -> OutFlow
-        self.qps = {}              # (peer ip, job id) -> Dcqcn: rate control per queue pair
-        self.ctrl = {}             # (peer ip, qp, opcode) -> control FrameTemplate
-        self.templates = {}        # (peer ip, dscp, length, opcode) -> scapy-built template
+        self.inflows = {}  # (peer ip, qp) -> InFlow
+        self.completed = {}  # (peer ip, qp) -> (iteration, last psn) of finished receives
+        self.outflows = {}  # (peer ip, qp) -> OutFlow
+        self.qps = {}  # (peer ip, job id) -> Dcqcn: rate control per queue pair
+        self.ctrl = {}  # (peer ip, qp, opcode) -> control FrameTemplate
+        self.templates = {}  # (peer ip, dscp, length, opcode) -> scapy-built template
         self.peer_by_ip = {}
         for job in self.jobs:
             job.wake_at = 0.0
@@ -137,7 +139,7 @@ class Agent:
         start_mono = time.monotonic() + (start_at - time.time())
         for job in self.jobs:
             job.start_mono += start_mono
-            job.wake_at = job.start_mono - self.warm_lead_s   # see _advance: warm, then start
+            job.wake_at = job.start_mono - self.warm_lead_s  # see _advance: warm, then start
         self.deadline = start_mono + self.cfg["deadline_s"]
 
     # --- main loop ---------------------------------------------------------
@@ -195,8 +197,7 @@ class Agent:
         # os.times() counts whole 10 ms ticks, a large error on 0.1 s of CPU.
         cpu = resource.getrusage(resource.RUSAGE_SELF)
         user, system = cpu.ru_utime - cpu0.ru_utime, cpu.ru_stime - cpu0.ru_stime
-        return {"cpu_s": user + system, "cpu_user_s": user, "cpu_system_s": system,
-                "wakeups": wakeups}
+        return {"cpu_s": user + system, "cpu_user_s": user, "cpu_system_s": system, "wakeups": wakeups}
 
     def _paced_wake(self):
         """When the earliest flow that DCQCN holds below line rate may send."""
@@ -224,7 +225,7 @@ class Agent:
                 self._route(flow, now)
         for port in self.ports.values():
             if not port.flows:
-                port.backlogged = False   # nothing waits for this port any more
+                port.backlogged = False  # nothing waits for this port any more
 
     def _advance(self, job, now):
         """Start what may start and finish what is done; set when the job
@@ -253,8 +254,7 @@ class Agent:
                 still = []
                 for s in job.pending:
                     st = status[s.index]
-                    if st == "wait" and now >= job.comm_start and all(
-                            status[d] == "done" for d in s.deps):
+                    if st == "wait" and now >= job.comm_start and all(status[d] == "done" for d in s.deps):
                         job.first_comm = job.first_comm or now
                         if s.kind == "send":
                             self._start_send(job, s, now)
@@ -262,14 +262,13 @@ class Agent:
                     if st == "active" and self._step_done(job, s):
                         status[s.index] = "done"
                         if os.environ.get("HPNLAB_TRACE"):
-                            job.trace.append((job.iter, s.index, s.kind,
-                                              round(now - job.start_mono, 4)))
+                            job.trace.append((job.iter, s.index, s.kind, round(now - job.start_mono, 4)))
                         progressed = True
                         continue
                     still.append(s)
                 job.pending = still
             if now >= job.compute_end and not job.pending:
-                print(json.dumps(job.end_iteration(now)), flush=True)   # progress for the runner
+                print(json.dumps(job.end_iteration(now)), flush=True)  # progress for the runner
                 if job.done:
                     job.wake_at = IDLE
                     return
@@ -281,7 +280,7 @@ class Agent:
         elif now < job.compute_end and not job.pending:
             job.wake_at = job.compute_end
         else:
-            job.wake_at = IDLE    # waits for transfers: their events advance it
+            job.wake_at = IDLE  # waits for transfers: their events advance it
 
     def _step_done(self, job, s):
         if s.kind == "send":
@@ -353,10 +352,9 @@ class Agent:
             if port.blocked:
                 continue
             while True:
-                heads = [f for f in self._heads(port, now)
-                         if not f.paced or f.pacer.ready(now)]
+                heads = [f for f in self._heads(port, now) if not f.paced or f.pacer.ready(now)]
                 if not heads:
-                    port.backlogged = False   # idle by the transport's choice, not the agent's
+                    port.backlogged = False  # idle by the transport's choice, not the agent's
                     break
                 port.rr = (port.rr + 1) % len(heads)
                 # One frame per peer per turn when peers share the port; a
@@ -422,7 +420,7 @@ class Agent:
         if port is None:
             return
         frame = tpl.frame(psn, syndrome=syndrome, msn=0) if opcode == roce.ACK else tpl.frame(psn)
-        if self.ports[port].send_ctrl(frame):   # control frames are small and rare: not paced
+        if self.ports[port].send_ctrl(frame):  # control frames are small and rare: not paced
             self.frames["ctrl_sent"] += 1
 
     def template(self, peer, dscp, payload_len, opcode=roce.SEND_MIDDLE):
@@ -431,9 +429,18 @@ class Agent:
         key = (peer["ip"], dscp, payload_len, opcode)
         tpl = self.templates.get(key)
         if tpl is None:
-            tpl = roce.FrameTemplate(self.nic["mac"], peer["mac"], self.nic["ip"], peer["ip"],
-                                     roce.ROCE_PORT, 0, dscp, payload_len, opcode=opcode,
-                                     aeth=opcode == roce.ACK)
+            tpl = roce.FrameTemplate(
+                self.nic["mac"],
+                peer["mac"],
+                self.nic["ip"],
+                peer["ip"],
+                roce.ROCE_PORT,
+                0,
+                dscp,
+                payload_len,
+                opcode=opcode,
+                aeth=opcode == roce.ACK,
+            )
             self.templates[key] = tpl
         return tpl
 
@@ -444,7 +451,7 @@ class Agent:
         buf, bufs, view = self.rx_buf, self.rx_bufs, self.rx_view
         inflows, dispatch = self.inflows, self._dispatch
         n = 0
-        for n in range(MAX_RECV_PER_PASS):
+        for n in range(MAX_RECV_PER_PASS):  # noqa: B007 (n counts the frames, read after the loop)
             try:
                 size, anc, _flags, addr = recv_into(bufs, space)
             except BlockingIOError:
@@ -500,8 +507,9 @@ class Agent:
             target = self.qp_map.get((src_ip, qp_job(qp), qp & 0xFFFF))
             if target is not None and target[0].iter - done_iter < 8:
                 # A retransmission after we finished (our ACK was lost): ACK again.
-                self._send_ctrl(src_ip, qp, target[0].dscp, roce.ACK, last,
-                                syndrome=roce.ACK_SYNDROME, now=now)
+                self._send_ctrl(
+                    src_ip, qp, target[0].dscp, roce.ACK, last, syndrome=roce.ACK_SYNDROME, now=now
+                )
                 return
             del self.completed[key]  # the QP number came round again (16 iterations later)
         if inflow is None:
@@ -539,13 +547,14 @@ class Agent:
                 event = self._note_gap(job, src_ip, qp, act[1], psn, now)
                 if inflow.open_gap is None or inflow.open_gap[0] != act[1]:
                     inflow.open_gap = (act[1], event, now)
-                self._send_ctrl(src_ip, qp, job.dscp, roce.ACK, act[1],
-                                syndrome=roce.NAK_PSN_SEQ_ERROR, now=now)
+                self._send_ctrl(
+                    src_ip, qp, job.dscp, roce.ACK, act[1], syndrome=roce.NAK_PSN_SEQ_ERROR, now=now
+                )
             elif act[0] == "cnp":
                 job.counters["cnps_sent"] += 1
                 self._send_ctrl(src_ip, qp, job.dscp, roce.CNP, 0, now=now)
         if inflow.rx.done:
-            self._advance(job, now)   # the step this transfer fed may end now
+            self._advance(job, now)  # the step this transfer fed may end now
 
     def _note_gap(self, job, src_ip, qp, expected, got, now):
         """A receiver saw a PSN beyond the one it expected: a packet of this
@@ -554,33 +563,43 @@ class Agent:
         job.counters["gaps_seen"] += 1
         if len(job.gap_events) < MAX_GAP_EVENTS:
             peer = self.peer_by_ip.get(src_ip, {})
-            event = {"t": round(now - job.start_mono, 4), "from": peer.get("host", src_ip),
-                     "iter": (qp >> 16) & 0xF, "expected_psn": expected, "got_psn": got}
+            event = {
+                "t": round(now - job.start_mono, 4),
+                "from": peer.get("host", src_ip),
+                "iter": (qp >> 16) & 0xF,
+                "expected_psn": expected,
+                "got_psn": got,
+            }
             job.gap_events.append(event)
             return event
         return None
 
     def results(self, extra):
         meters = {p.ifname: p.meter for p in self.ports.values()}
-        return {"host": self.cfg["host"],
-                "jobs": [j.results() for j in self.jobs],
-                # Whether each port's line stayed busy while frames waited
-                # for it: the generator's fidelity (see transport.LineMeter).
-                "pacing": {"late_packets": sum(m.late for m in meters.values()),
-                           "max_lag_s": max(m.max_lag_s for m in meters.values()),
-                           "lost_s": sum(m.lost_s for m in meters.values()),
-                           "tx_s": sum(m.tx_s for m in meters.values()),
-                           "ports": {name: m.summary() for name, m in meters.items()}},
-                "port_send_errors": {p.ifname: p.errors for p in self.ports.values()},
-                "control_frames_dropped": sum(p.ctrl_dropped for p in self.ports.values()),
-                "frames": dict(self.frames), "route_lookups": self.picker.lookups,
-                # Frames the kernel dropped because this agent did not read
-                # them in time (the host short of CPU): a loss the emulated
-                # network did not cause.
-                "rx_buffer_bytes": self.rx_buffer,
-                "rx_overflows": _delta(udp_rcvbuf_errors(), self.rx_overflows_at_start),
-                "time_dilation": self.dilation,
-                **extra}
+        return {
+            "host": self.cfg["host"],
+            "jobs": [j.results() for j in self.jobs],
+            # Whether each port's line stayed busy while frames waited
+            # for it: the generator's fidelity (see transport.LineMeter).
+            "pacing": {
+                "late_packets": sum(m.late for m in meters.values()),
+                "max_lag_s": max(m.max_lag_s for m in meters.values()),
+                "lost_s": sum(m.lost_s for m in meters.values()),
+                "tx_s": sum(m.tx_s for m in meters.values()),
+                "ports": {name: m.summary() for name, m in meters.items()},
+            },
+            "port_send_errors": {p.ifname: p.errors for p in self.ports.values()},
+            "control_frames_dropped": sum(p.ctrl_dropped for p in self.ports.values()),
+            "frames": dict(self.frames),
+            "route_lookups": self.picker.lookups,
+            # Frames the kernel dropped because this agent did not read
+            # them in time (the host short of CPU): a loss the emulated
+            # network did not cause.
+            "rx_buffer_bytes": self.rx_buffer,
+            "rx_overflows": _delta(udp_rcvbuf_errors(), self.rx_overflows_at_start),
+            "time_dilation": self.dilation,
+            **extra,
+        }
 
 
 def receive_buffer(sock, want):
@@ -632,6 +651,7 @@ def main(argv=None):
 
     def stop(signum, frame):
         agent.stop = True
+
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     # Set up the switches' entries for every path now (see Agent.warm);
@@ -647,6 +667,7 @@ def main(argv=None):
     agent.set_start(json.loads(line)["start_at"])
     if os.environ.get("HPNLAB_PROFILE"):  # developer aid: where the agent's CPU goes
         import cProfile
+
         prof = cProfile.Profile(time.process_time)
         extra = prof.runcall(agent.run)
         prof.dump_stats(cfg["out"] + ".prof")

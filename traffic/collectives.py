@@ -19,6 +19,7 @@ pass it sends chunk (i-s) % m (its own chunk first, then what it has just
 received). A ring all-reduce therefore sends 2B - c[i] - c[i+1] bytes from
 member i and receives 2B - c[i-1] - c[i].
 """
+
 import heapq
 from dataclasses import dataclass
 
@@ -27,22 +28,22 @@ KINDS = ("send", "recv")
 
 @dataclass(frozen=True)
 class Step:
-    index: int        # position in this rank's list
-    kind: str         # "send" or "recv"
-    peer: int         # the other rank
-    nbytes: int       # bytes moved (> 0)
-    tag: str          # pairs a send (a->b, tag) with the recv (b<-a, tag)
-    deps: tuple       # indices of earlier steps of this rank that must finish first
-    phase: str        # "reduce-scatter", "all-gather", "intra-rs", ...
-    port: int | None = None   # NIC port (plane) pinned, None = per-flow spreading
+    index: int  # position in this rank's list
+    kind: str  # "send" or "recv"
+    peer: int  # the other rank
+    nbytes: int  # bytes moved (> 0)
+    tag: str  # pairs a send (a->b, tag) with the recv (b<-a, tag)
+    deps: tuple  # indices of earlier steps of this rank that must finish first
+    phase: str  # "reduce-scatter", "all-gather", "intra-rs", ...
+    port: int | None = None  # NIC port (plane) pinned, None = per-flow spreading
 
 
 @dataclass(frozen=True)
 class Schedule:
     algorithm: str
     ranks: int
-    size: int         # message size S in bytes (per-rank buffer)
-    steps: dict       # rank -> tuple of Step
+    size: int  # message size S in bytes (per-rank buffer)
+    steps: dict  # rank -> tuple of Step
 
     def bytes_sent(self, rank):
         return sum(s.nbytes for s in self.steps[rank] if s.kind == "send")
@@ -55,10 +56,15 @@ class Schedule:
 
     def matching(self):
         """{(sender, send index): (receiver, recv index)} for every send."""
-        recvs = {(r, s.peer, s.tag): (r, s.index)
-                 for r, st in self.steps.items() for s in st if s.kind == "recv"}
-        return {(r, s.index): recvs[(s.peer, r, s.tag)]
-                for r, st in self.steps.items() for s in st if s.kind == "send"}
+        recvs = {
+            (r, s.peer, s.tag): (r, s.index) for r, st in self.steps.items() for s in st if s.kind == "recv"
+        }
+        return {
+            (r, s.index): recvs[(s.peer, r, s.tag)]
+            for r, st in self.steps.items()
+            for s in st
+            if s.kind == "send"
+        }
 
     def validate(self):
         if set(self.steps) != set(range(self.ranks)):
@@ -88,8 +94,9 @@ class Schedule:
         unpaired = sends.keys() ^ recvs.keys()
         if unpaired:
             key = min(unpaired)
-            raise ValueError(f"transfer {key} has a {'send' if key in sends else 'recv'}"
-                             " without its counterpart")
+            raise ValueError(
+                f"transfer {key} has a {'send' if key in sends else 'recv'} without its counterpart"
+            )
         for key, nb in sends.items():
             if recvs[key] != nb:
                 raise ValueError(f"transfer {key}: send {nb} B != recv {recvs[key]} B")
@@ -123,6 +130,7 @@ class Schedule:
 
 # ---------------------------------------------------------------- helpers
 
+
 def _split(total, k):
     """k pieces differing by at most one byte, summing to total exactly."""
     q, r = divmod(total, k)
@@ -137,7 +145,7 @@ def _int(name, value, minimum):
 
 def _check(n, size, port):
     _int("n", n, 2)
-    _int("size", size, n)   # at least one byte per chunk
+    _int("size", size, n)  # at least one byte per chunk
     if port is not None:
         _int("port", port, 0)
 
@@ -149,8 +157,7 @@ class _Builder:
 
     def add(self, rank, kind, peer, nbytes, tag, deps, phase):
         idx = len(self.steps[rank])
-        self.steps[rank].append(Step(idx, kind, peer, nbytes, tag,
-                                     tuple(sorted(deps)), phase, self.port))
+        self.steps[rank].append(Step(idx, kind, peer, nbytes, tag, tuple(sorted(deps)), phase, self.port))
         return idx
 
     def xfer(self, src, dst, nbytes, tag, phase, deps=()):
@@ -160,8 +167,7 @@ class _Builder:
         return self.add(dst, "recv", src, nbytes, tag, (), phase)
 
     def build(self, algorithm, n, size):
-        sched = Schedule(algorithm, n, size,
-                         {r: tuple(s) for r, s in self.steps.items()})
+        sched = Schedule(algorithm, n, size, {r: tuple(s) for r, s in self.steps.items()})
         sched.validate()
         return sched
 
@@ -176,13 +182,13 @@ def _ring_pass(b, members, chunks, mode, phase, tag, ready):
         for i, src in enumerate(members):
             c = (i - s - 1) % m if mode == "rs" else (i - s) % m
             dst = members[(i + 1) % m]
-            got[dst] = (b.xfer(src, dst, chunks[c], f"{tag}:{s}", phase,
-                               ready.get(src, ())),)
+            got[dst] = (b.xfer(src, dst, chunks[c], f"{tag}:{s}", phase, ready.get(src, ())),)
         ready = {**ready, **got}
     return ready
 
 
 # ------------------------------------------------------------- algorithms
+
 
 def ring_allreduce(n, size, port=None):
     _check(n, size, port)
@@ -210,14 +216,16 @@ def halving_doubling_allreduce(n, size, port=None):
         rs = s < levels
         got = {}
         for r in range(n):
-            if rs:   # range width 2d: send the half not containing r
+            if rs:  # range width 2d: send the half not containing r
                 base = r // (2 * d) * (2 * d) + (0 if r & d else d)
-            else:    # range width d around r
+            else:  # range width d around r
                 base = r // d * d
-            nbytes = sum(chunks[base:base + d])
-            got[r ^ d] = (b.xfer(r, r ^ d, nbytes, f"hd:{s}",
-                                 "reduce-scatter" if rs else "all-gather",
-                                 ready.get(r, ())),)
+            nbytes = sum(chunks[base : base + d])
+            got[r ^ d] = (
+                b.xfer(
+                    r, r ^ d, nbytes, f"hd:{s}", "reduce-scatter" if rs else "all-gather", ready.get(r, ())
+                ),
+            )
         ready = got
     return b.build("halving-doubling", n, size)
 
@@ -258,10 +266,9 @@ def hierarchical_allreduce(groups, size, port=None):
                 chunks[i] = part
         group_chunks.append(chunks)
         ready = _ring_pass(b, members, chunks, "rs", "intra-rs", f"g{g}-rs", ready)
-        for i in range(lanes, len(members)):   # fold extra members into lanes
+        for i in range(lanes, len(members)):  # fold extra members into lanes
             head = members[i % lanes]
-            r = b.xfer(members[i], head, chunks[i], f"g{g}-fwd{i}", "intra-rs",
-                       ready[members[i]])
+            r = b.xfer(members[i], head, chunks[i], f"g{g}-fwd{i}", "intra-rs", ready[members[i]])
             ready[head] = ready[head] + (r,)
     for j in range(lanes):
         lane, parts = [g[j] for g in gs], _split(lane_bytes[j], len(gs))
@@ -269,10 +276,17 @@ def hierarchical_allreduce(groups, size, port=None):
         ready = _ring_pass(b, lane, parts, "ag", "inter-ar", f"lane{j}-ag", ready)
     for g, members in enumerate(gs):
         chunks = group_chunks[g]
-        for i in range(lanes, len(members)):   # hand the reduced shards back
-            ready[members[i]] = (b.xfer(members[i % lanes], members[i], chunks[i],
-                                        f"g{g}-ret{i}", "intra-ag",
-                                        ready[members[i % lanes]]),)
+        for i in range(lanes, len(members)):  # hand the reduced shards back
+            ready[members[i]] = (
+                b.xfer(
+                    members[i % lanes],
+                    members[i],
+                    chunks[i],
+                    f"g{g}-ret{i}",
+                    "intra-ag",
+                    ready[members[i % lanes]],
+                ),
+            )
         _ring_pass(b, members, chunks, "ag", "intra-ag", f"g{g}-ag", ready)
     return b.build("hierarchical", n, size)
 
@@ -283,8 +297,12 @@ def crossing_bytes(schedule, groups):
     if sum(len(g) for g in gs) != schedule.ranks:
         raise ValueError("groups do not cover the schedule's ranks")
     home = {r: gi for gi, g in enumerate(gs) for r in g}
-    return sum(s.nbytes for r, st in schedule.steps.items() for s in st
-               if s.kind == "send" and home[s.peer] != home[r])
+    return sum(
+        s.nbytes
+        for r, st in schedule.steps.items()
+        for s in st
+        if s.kind == "send" and home[s.peer] != home[r]
+    )
 
 
 def all_to_all(n, size, port=None):
@@ -294,7 +312,7 @@ def all_to_all(n, size, port=None):
     _check(n, size, port)
     b, chunks = _Builder(n, port), _split(size, n)
     for r in range(n):
-        for k in range(1, n):   # start at the next rank so peers are staggered
+        for k in range(1, n):  # start at the next rank so peers are staggered
             d = (r + k) % n
             b.xfer(r, d, chunks[d], "a2a", "alltoall")
     return b.build("all-to-all", n, size)
@@ -318,8 +336,7 @@ def pipeline(n, nbytes, microbatches=1, backward=True, port=None):
     for i in range(n):
         for m in range(microbatches):
             if i > 0:
-                fwd_recv[i, m] = b.add(i, "recv", i - 1, nbytes, f"fwd{m}", (),
-                                       "pipeline-fwd")
+                fwd_recv[i, m] = b.add(i, "recv", i - 1, nbytes, f"fwd{m}", (), "pipeline-fwd")
             if i < n - 1:
                 deps = (fwd_recv[i, m],) if i > 0 else prev0
                 idx = b.add(i, "send", i + 1, nbytes, f"fwd{m}", deps, "pipeline-fwd")
@@ -343,11 +360,14 @@ def compile(kind, n=None, size=None, groups=None, **kw):
         if groups is None:
             raise ValueError("hierarchical needs groups")
         return hierarchical_allreduce(groups, size, **kw)
-    table = {"ring": ring_allreduce, "halving-doubling": halving_doubling_allreduce,
-             "all-to-all": all_to_all, "pipeline": pipeline}
+    table = {
+        "ring": ring_allreduce,
+        "halving-doubling": halving_doubling_allreduce,
+        "all-to-all": all_to_all,
+        "pipeline": pipeline,
+    }
     if kind not in table:
-        raise ValueError(f"unknown collective {kind!r}; known: "
-                         f"{sorted(table) + ['hierarchical']}")
+        raise ValueError(f"unknown collective {kind!r}; known: {sorted(table) + ['hierarchical']}")
     if n is None and groups is not None:
         n = sum(len(g) for g in _groups(groups))
     if n is None or size is None:
@@ -365,6 +385,7 @@ def for_job(collective, n, size, groups=None, port=None, microbatches=1):
 
 
 # ---------------------------------------------------------------- timing
+
 
 def analytical_time(schedule, rank_rate_bps, latency_s=0.0):
     """Lower-bound makespan (s) of a schedule with no fabric contention.
@@ -391,7 +412,7 @@ def analytical_time(schedule, rank_rate_bps, latency_s=0.0):
     for snd, rcv in match.items():
         kids[snd].append(rcv)
     ready_at = dict.fromkeys(step, 0.0)
-    finish, pending = {}, []   # pending: heap of (ready time, send key)
+    finish, pending = {}, []  # pending: heap of (ready time, send key)
 
     def done(key, t):
         stack = [(key, t)]
@@ -408,9 +429,9 @@ def analytical_time(schedule, rank_rate_bps, latency_s=0.0):
                         heapq.heappush(pending, (ready_at[c], c))
 
     for k in step:
-        if waits[k] == 0:   # recvs always wait for their send
+        if waits[k] == 0:  # recvs always wait for their send
             heapq.heappush(pending, (0.0, k))
-    active = {}   # rank -> {send key: bits left}
+    active = {}  # rank -> {send key: bits left}
     now = 0.0
     while pending or active:
         while pending and pending[0][0] <= now:
@@ -424,7 +445,7 @@ def analytical_time(schedule, rank_rate_bps, latency_s=0.0):
             sent = (nxt - now) * rank_rate_bps / len(flows)
             for k in list(flows):
                 flows[k] -= sent
-                if flows[k] <= 1e-6:   # float slack, far below one bit
+                if flows[k] <= 1e-6:  # float slack, far below one bit
                     del flows[k]
                     done(k, nxt + latency_s)
             if not flows:

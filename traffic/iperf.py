@@ -6,6 +6,7 @@ host; the client opens `parallel` TCP streams (each a flow with its own
 5-tuple, so the source NIC spreads them over its ports). Per-flow
 throughput comes from the receiver's 0.1 s intervals.
 """
+
 from dataclasses import dataclass
 
 BASE_PORT = 5201
@@ -33,9 +34,17 @@ def plan_pairs(fabric, traffic):
         src_nic = fabric.nics_of(entry["src"])[0]
         for dst in entry["dst"]:
             dst_nic = next(n for n in fabric.nics_of(dst) if n.rail == src_nic.rail)
-            pairs.append(PairSpec(entry["src"], dst, dst_nic.ip, int(entry.get("parallel", 1)),
-                                  float(entry.get("start", 0.0)), BASE_PORT + len(pairs),
-                                  int(entry.get("dscp", 0))))
+            pairs.append(
+                PairSpec(
+                    entry["src"],
+                    dst,
+                    dst_nic.ip,
+                    int(entry.get("parallel", 1)),
+                    float(entry.get("start", 0.0)),
+                    BASE_PORT + len(pairs),
+                    int(entry.get("dscp", 0)),
+                )
+            )
     return pairs
 
 
@@ -47,9 +56,22 @@ def server_argv(pair):
 def client_argv(pair, duration):
     """The client of `pair`, sending until the drill's `duration` is over."""
     length = max(1, int(round(duration - pair.start)))
-    return ["iperf3", "-c", pair.dst_ip, "-p", str(pair.port), "-t", str(length),
-            "-P", str(pair.parallel), "-i", str(INTERVAL_S), "-J", "--connect-timeout", "3000"] + \
-        (["-S", str(pair.dscp << 2)] if pair.dscp else [])   # TOS byte: DSCP in its upper 6 bits
+    return [
+        "iperf3",
+        "-c",
+        pair.dst_ip,
+        "-p",
+        str(pair.port),
+        "-t",
+        str(length),
+        "-P",
+        str(pair.parallel),
+        "-i",
+        str(INTERVAL_S),
+        "-J",
+        "--connect-timeout",
+        "3000",
+    ] + (["-S", str(pair.dscp << 2)] if pair.dscp else [])  # TOS byte: DSCP in its upper 6 bits
 
 
 def receiver_series(report, pair, offset):
@@ -59,6 +81,6 @@ def receiver_series(report, pair, offset):
     ids = pair.flow_ids()
     flows = {fid: [] for fid in ids}
     for interval in (report or {}).get("intervals", []):
-        for k, stream in enumerate(interval.get("streams", [])[:len(ids)]):
+        for k, stream in enumerate(interval.get("streams", [])[: len(ids)]):
             flows[ids[k]].append((offset + stream["end"], stream["bits_per_second"] / 1e6))
     return flows

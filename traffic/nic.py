@@ -1,5 +1,6 @@
 """The host's NIC as the traffic agent drives it: one raw socket per port,
 paced at the port's line rate, and the kernel's choice of port for a flow."""
+
 import fcntl
 import socket
 import struct
@@ -8,19 +9,21 @@ import termios
 
 from . import roce, transport
 
-PORT_BURST = 4              # frames of catch-up credit of a paced (below line rate) flow
+PORT_BURST = 4  # frames of catch-up credit of a paced (below line rate) flow
 
 
 RTM_NEWROUTE, RTM_GETROUTE, NLMSG_ERROR = 24, 26, 2
 NLM_F_REQUEST = 1
 RTA_DST, RTA_SRC, RTA_OIF, RTA_MULTIPATH, RTA_IP_PROTO, RTA_SPORT, RTA_DPORT = 1, 2, 4, 9, 27, 28, 29
-RTM_F_FIB_MATCH = 0x2000               # answer with the route entry itself, every next hop in it
+RTM_F_FIB_MATCH = 0x2000  # answer with the route entry itself, every next hop in it
 RTNH_F_DEAD, RTNH_F_LINKDOWN = 0x1, 0x10
 RTMGRP_LINK, RTMGRP_IPV4_ROUTE = 0x1, 0x40
-_NLMSG = struct.Struct("=IHHII")       # length, type, flags, sequence, port id
-_RTMSG = struct.Struct("=BBBBBBBBI")   # family, dst/src prefix lengths, tos, table, protocol, scope, type, flags
+_NLMSG = struct.Struct("=IHHII")  # length, type, flags, sequence, port id
+_RTMSG = struct.Struct(
+    "=BBBBBBBBI"
+)  # family, dst/src prefix lengths, tos, table, protocol, scope, type, flags
 _RTA = struct.Struct("=HH")
-_RTNH = struct.Struct("=HBBi")         # length, flags, hops, interface index
+_RTNH = struct.Struct("=HBBi")  # length, flags, hops, interface index
 
 
 def _attr(kind, payload):
@@ -33,10 +36,14 @@ def route_request(seq, src_ip, dst_ip, sport, dport, proto, flags=0):
     (what `ip route get ... sport S dport D ipproto udp` asks); with
     RTM_F_FIB_MATCH in `flags`, which route entry it uses (`ip route get
     fibmatch`)."""
-    body = (_RTMSG.pack(socket.AF_INET, 32, 32, 0, 0, 0, 0, 0, flags)
-            + _attr(RTA_DST, socket.inet_aton(dst_ip)) + _attr(RTA_SRC, socket.inet_aton(src_ip))
-            + _attr(RTA_IP_PROTO, bytes((proto,)))
-            + _attr(RTA_SPORT, sport.to_bytes(2, "big")) + _attr(RTA_DPORT, dport.to_bytes(2, "big")))
+    body = (
+        _RTMSG.pack(socket.AF_INET, 32, 32, 0, 0, 0, 0, 0, flags)
+        + _attr(RTA_DST, socket.inet_aton(dst_ip))
+        + _attr(RTA_SRC, socket.inet_aton(src_ip))
+        + _attr(RTA_IP_PROTO, bytes((proto,)))
+        + _attr(RTA_SPORT, sport.to_bytes(2, "big"))
+        + _attr(RTA_DPORT, dport.to_bytes(2, "big"))
+    )
     return _NLMSG.pack(_NLMSG.size + len(body), RTM_GETROUTE, NLM_F_REQUEST, seq, 0) + body
 
 
@@ -52,7 +59,7 @@ def _route_attrs(reply):
         size, attr = _RTA.unpack_from(reply, off)
         if size < _RTA.size:
             break
-        attrs.append((attr, reply[off + _RTA.size:off + size]))
+        attrs.append((attr, reply[off + _RTA.size : off + size]))
         off += (size + 3) & ~3
     return rtm_flags, attrs
 
@@ -79,7 +86,7 @@ def route_live_oifs(reply):
     for attr, payload in attrs:
         if attr == RTA_OIF and not rtm_flags & (RTNH_F_DEAD | RTNH_F_LINKDOWN):
             live.add(int.from_bytes(payload[:4], sys.byteorder))
-        elif attr == RTA_MULTIPATH:      # one rtnexthop (and its own attributes) per hop
+        elif attr == RTA_MULTIPATH:  # one rtnexthop (and its own attributes) per hop
             off = 0
             while off + _RTNH.size <= len(payload):
                 nh_len, nh_flags, _hops, oif = _RTNH.unpack_from(payload, off)
@@ -144,13 +151,12 @@ class PortPicker:
         self.seq += 1
         reply = self._ask(route_request(self.seq, src_ip, dst_ip, sport, roce.ROCE_PORT, 17))
         oif = None if reply is None else route_oif(reply)
-        return self.index.get(oif)   # None: no route right now (every port down), or not ours
+        return self.index.get(oif)  # None: no route right now (every port down), or not ours
 
     def _live(self, src_ip, dst_ip):
         """Our ports the route entry to `dst_ip` may use now."""
         self.seq += 1
-        reply = self._ask(route_request(self.seq, src_ip, dst_ip, 0, roce.ROCE_PORT, 17,
-                                        RTM_F_FIB_MATCH))
+        reply = self._ask(route_request(self.seq, src_ip, dst_ip, 0, roce.ROCE_PORT, 17, RTM_F_FIB_MATCH))
         oifs = set() if reply is None else route_live_oifs(reply)
         return {self.index[o] for o in oifs if o in self.index}
 
@@ -163,7 +169,7 @@ class PortPicker:
                 seen = True
             except BlockingIOError:
                 break
-            except OSError:      # the event queue overflowed: assume anything changed
+            except OSError:  # the event queue overflowed: assume anything changed
                 seen = True
         if seen:
             self.cache.clear()
@@ -204,8 +210,8 @@ class Port:
         self.rr = 0
         self.errors = 0
         self.ctrl_dropped = 0
-        self.blocked = False      # the kernel queue is full: wait for select() to say writable
-        self.backlogged = False   # frames were ready when the last send attempt stopped
+        self.blocked = False  # the kernel queue is full: wait for select() to say writable
+        self.backlogged = False  # frames were ready when the last send attempt stopped
 
     def send(self, frame, now):
         """True: queued; False: the queue is full (wait until writable);
@@ -235,7 +241,7 @@ class Port:
             self.ctrl.send(frame)
             return True
         except OSError:
-            self.ctrl_dropped += 1   # go-back-N repairs a lost ACK; a lost CNP is only late
+            self.ctrl_dropped += 1  # go-back-N repairs a lost ACK; a lost CNP is only late
             return False
 
     def close(self):

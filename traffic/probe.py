@@ -16,6 +16,7 @@ once every receiver is ready) and, at the end,
 writes every arrival; the sender writes every send time. Both are run by
 testbed/drill/probes.py; the gaps are computed by testbed/results/probe.py.
 """
+
 import argparse
 import json
 import math
@@ -24,8 +25,8 @@ import struct
 import sys
 import time
 
-HEADER = struct.Struct("!IId")     # flow, sequence number in the flow, send time
-PAYLOAD = 64                       # bytes of UDP payload: small, like a keepalive
+HEADER = struct.Struct("!IId")  # flow, sequence number in the flow, send time
+PAYLOAD = 64  # bytes of UDP payload: small, like a keepalive
 
 
 def receive(bind, port, out):
@@ -34,7 +35,7 @@ def receive(bind, port, out):
     sock.bind((bind, port))
     print("ready", flush=True)
     until = float(sys.stdin.readline())
-    arrivals = {}                  # flow -> [[seq, arrival time], ...]
+    arrivals = {}  # flow -> [[seq, arrival time], ...]
     buf = bytearray(2048)
     while True:
         left = until - time.monotonic()
@@ -43,7 +44,7 @@ def receive(bind, port, out):
         sock.settimeout(min(left, 0.5))
         try:
             n = sock.recv_into(buf)
-        except socket.timeout:
+        except TimeoutError:
             continue
         now = time.monotonic()
         if n < HEADER.size:
@@ -79,7 +80,7 @@ def send(src, dst, port, sport, rate, flows, start, until, out):
         try:
             socks[flow].send(HEADER.pack(flow, seq[flow], now) + pad)
         except OSError:
-            errors += 1            # e.g. no route for a moment: the gap shows it
+            errors += 1  # e.g. no route for a moment: the gap shows it
         sent[flow].append(round(now, 6))
         seq[flow] += 1
         k += 1
@@ -109,8 +110,9 @@ def main(argv=None):
     if args.mode == "recv":
         receive(args.bind, args.port, args.out)
     else:
-        send(args.src, args.dst, args.port, args.sport, args.rate, args.flows,
-             args.start, args.until, args.out)
+        send(
+            args.src, args.dst, args.port, args.sport, args.rate, args.flows, args.start, args.until, args.out
+        )
     return 0
 
 

@@ -34,6 +34,7 @@ subtracts again.
 Receivers get the UDP payload (BTH ... ICRC) from a UDP socket and parse it
 with `parse_bth` / `parse_aeth` / `payload_length` (struct, no scapy).
 """
+
 import struct
 import zlib
 
@@ -50,7 +51,7 @@ SEND_FIRST = 0x00
 SEND_MIDDLE = 0x01
 SEND_LAST = 0x02
 SEND_ONLY = 0x04
-ACK = 0x11          # RC Acknowledge: BTH / AETH
+ACK = 0x11  # RC Acknowledge: BTH / AETH
 CNP = 0x81
 DATA_OPCODES = frozenset((SEND_FIRST, SEND_MIDDLE, SEND_LAST, SEND_ONLY))
 
@@ -69,7 +70,7 @@ NAK_PSN_SEQ_ERROR = 0x60
 
 ETH_LEN, IP_LEN, UDP_LEN, BTH_LEN, AETH_LEN, ICRC_LEN = 14, 20, 8, 12, 4, 4
 CNP_PAD_LEN = 16
-BTH_OFF = ETH_LEN + IP_LEN + UDP_LEN      # 42: templates never carry IP options
+BTH_OFF = ETH_LEN + IP_LEN + UDP_LEN  # 42: templates never carry IP options
 PSN_MASK = 0xFFFFFF
 
 _BTH = struct.Struct("!BBHII")
@@ -85,7 +86,7 @@ _LRH_STANDIN = b"\xff" * 8
 # about 1,000 CRCs of the frame, so it is built only for a length that
 # keeps coming (TABLE_AFTER_FRAMES frames hashed the long way).
 TABLE_AFTER_FRAMES = 64
-_psn_tables = {}       # bytes after the PSN word -> 4 tables
+_psn_tables = {}  # bytes after the PSN word -> 4 tables
 _psn_slow_frames = {}  # bytes after the PSN word -> frames hashed the long way
 
 
@@ -132,8 +133,20 @@ class FrameTemplate:
     among themselves); ACK templates need aeth=True.
     """
 
-    def __init__(self, src_mac, dst_mac, src_ip, dst_ip, sport, dqpn, dscp,
-                 payload_len, opcode=SEND_MIDDLE, ecn=ECT0, aeth=False):
+    def __init__(
+        self,
+        src_mac,
+        dst_mac,
+        src_ip,
+        dst_ip,
+        sport,
+        dqpn,
+        dscp,
+        payload_len,
+        opcode=SEND_MIDDLE,
+        ecn=ECT0,
+        aeth=False,
+    ):
         if aeth != (opcode == ACK):
             raise ValueError("an AETH goes with (and only with) the ACK opcode")
         if not 0 <= dscp < 64 or not 0 <= ecn < 4:
@@ -149,8 +162,7 @@ class FrameTemplate:
             payload_len = 0
         self.payload_len = payload_len
         pad = -payload_len % 4
-        bth = BTH(opcode=opcode, padcount=pad, dqpn=dqpn, psn=0,
-                  becn=1 if opcode == CNP else 0)
+        bth = BTH(opcode=opcode, padcount=pad, dqpn=dqpn, psn=0, becn=1 if opcode == CNP else 0)
         if opcode == CNP:
             padding = getattr(_scapy_roce, "CNPPadding", None)
             bth = bth / (padding() if padding else Raw(bytes(CNP_PAD_LEN)))
@@ -159,31 +171,31 @@ class FrameTemplate:
                 bth = bth / AETH(syndrome=self.syndrome, msn=self.msn)
             if payload_len + pad:
                 bth = bth / Raw(bytes(payload_len + pad))
-        pkt = (Ether(src=src_mac, dst=dst_mac)
-               / IP(src=src_ip, dst=dst_ip, tos=dscp << 2 | ecn, id=0,
-                    flags="DF", ttl=64)
-               / UDP(sport=sport, dport=ROCE_PORT, chksum=0)
-               / bth)
+        pkt = (
+            Ether(src=src_mac, dst=dst_mac)
+            / IP(src=src_ip, dst=dst_ip, tos=dscp << 2 | ecn, id=0, flags="DF", ttl=64)
+            / UDP(sport=sport, dport=ROCE_PORT, chksum=0)
+            / bth
+        )
         self.buf = bytearray(bytes(pkt))
         self.aeth_off = BTH_OFF + BTH_LEN if aeth else None
 
         head = bytearray(self.buf[ETH_LEN:BTH_OFF])
-        head[1] = head[8] = 0xFF                      # TOS, TTL
-        head[10:12] = b"\xff\xff"                     # IP checksum
-        head[IP_LEN + 6:IP_LEN + 8] = b"\xff\xff"     # UDP checksum
+        head[1] = head[8] = 0xFF  # TOS, TTL
+        head[10:12] = b"\xff\xff"  # IP checksum
+        head[IP_LEN + 6 : IP_LEN + 8] = b"\xff\xff"  # UDP checksum
         self._prefix_crc = zlib.crc32(_LRH_STANDIN + head)
-        self._bth_rest = bytes(self.buf[BTH_OFF + 1:BTH_OFF + 4]) + b"\xff"
+        self._bth_rest = bytes(self.buf[BTH_OFF + 1 : BTH_OFF + 4]) + b"\xff"
         self._crc_by_opcode = {}
-        self._psn0_icrc = {}       # opcode -> ICRC with a zero PSN word (table path)
-        self._tail = memoryview(self.buf)[BTH_OFF + 5:-ICRC_LEN]
+        self._psn0_icrc = {}  # opcode -> ICRC with a zero PSN word (table path)
+        self._tail = memoryview(self.buf)[BTH_OFF + 5 : -ICRC_LEN]
         self._siblings = {payload_len: self}
         self.frame(0)
 
     def _head_crc(self, opcode):
         """CRC state after prefix + BTH[0:5] for this opcode (cached)."""
         if _layout(opcode) != _layout(self.opcode):
-            raise ValueError("opcode %#x does not fit a %s template"
-                             % (opcode, _layout(self.opcode)))
+            raise ValueError(f"opcode {opcode:#x} does not fit a {_layout(self.opcode)} template")
         crc = zlib.crc32(bytes((opcode,)) + self._bth_rest, self._prefix_crc)
         self._crc_by_opcode[opcode] = crc
         return crc
@@ -208,7 +220,7 @@ class FrameTemplate:
         if self.aeth_off is not None:
             s = self.syndrome if syndrome is None else syndrome
             m = self.msn if msn is None else msn
-            buf[self.aeth_off:self.aeth_off + 4] = (s << 24 | m & PSN_MASK).to_bytes(4, "big")
+            buf[self.aeth_off : self.aeth_off + 4] = (s << 24 | m & PSN_MASK).to_bytes(4, "big")
         elif syndrome is not None or msn is not None:
             raise ValueError("this template has no AETH")
         crc = self._crc_by_opcode.get(op)
@@ -236,8 +248,7 @@ class FrameTemplate:
         checksum and UDP length differ, so it needs a frame of its own."""
         tpl = self._siblings.get(payload_len)
         if tpl is None:
-            tpl = FrameTemplate(*self._args, payload_len, opcode=self.opcode,
-                                ecn=self.ecn, aeth=self.aeth)
+            tpl = FrameTemplate(*self._args, payload_len, opcode=self.opcode, ecn=self.ecn, aeth=self.aeth)
             tpl._siblings = self._siblings
             self._siblings[payload_len] = tpl
         return tpl
@@ -253,17 +264,17 @@ class FrameTemplate:
         tpl._args = self._args[:4] + (sport, dqpn) + self._args[6:]
         buf = bytearray(self.buf)
         udp = ETH_LEN + IP_LEN
-        buf[udp:udp + 2] = sport.to_bytes(2, "big")
-        buf[BTH_OFF + 5:BTH_OFF + 8] = dqpn.to_bytes(3, "big")
+        buf[udp : udp + 2] = sport.to_bytes(2, "big")
+        buf[BTH_OFF + 5 : BTH_OFF + 8] = dqpn.to_bytes(3, "big")
         tpl.buf = buf
         head = bytearray(buf[ETH_LEN:BTH_OFF])
         head[1] = head[8] = 0xFF
         head[10:12] = b"\xff\xff"
-        head[IP_LEN + 6:IP_LEN + 8] = b"\xff\xff"
+        head[IP_LEN + 6 : IP_LEN + 8] = b"\xff\xff"
         tpl._prefix_crc = zlib.crc32(_LRH_STANDIN + head)
         tpl._crc_by_opcode = {}
         tpl._psn0_icrc = {}
-        tpl._tail = memoryview(buf)[BTH_OFF + 5:-ICRC_LEN]
+        tpl._tail = memoryview(buf)[BTH_OFF + 5 : -ICRC_LEN]
         tpl._siblings = {tpl.payload_len: tpl}
         tpl.frame(0)
         return tpl
@@ -272,7 +283,7 @@ class FrameTemplate:
         return len(self.buf)
 
 
-FRAME_OVERHEAD = 14 + 20 + 8 + 12 + 4   # Ethernet, IPv4, UDP, BTH, ICRC
+FRAME_OVERHEAD = 14 + 20 + 8 + 12 + 4  # Ethernet, IPv4, UDP, BTH, ICRC
 IB_MTUS = (4096, 2048, 1024, 512, 256)
 
 
@@ -287,11 +298,11 @@ def payload_for_mtu(mtu):
 
 # --- receiving side: the UDP payload (BTH ... ICRC) ------------------------
 
+
 def parse_bth(data):
     """(opcode, dqpn, psn, ackreq, fecn, becn) from a UDP payload."""
     op, _flags, _pkey, w1, w2 = _BTH.unpack_from(data)
-    return (op, w1 & PSN_MASK, w2 & PSN_MASK, bool(w2 >> 31),
-            bool(w1 >> 31), bool(w1 >> 30 & 1))
+    return (op, w1 & PSN_MASK, w2 & PSN_MASK, bool(w2 >> 31), bool(w1 >> 31), bool(w1 >> 30 & 1))
 
 
 def parse_aeth(data):
@@ -310,6 +321,7 @@ def payload_length(data):
 
 # --- whole frames: checks and dissection ------------------------------------
 
+
 def verify_icrc(frame_bytes):
     """True if a whole Ethernet frame is RoCEv2/IPv4 with a correct ICRC.
 
@@ -323,19 +335,23 @@ def verify_icrc(frame_bytes):
     if etype != b"\x08\x00" or len(b) < off + IP_LEN or b[off] >> 4 != 4:
         return False
     ihl = (b[off] & 0x0F) * 4
-    end = off + int.from_bytes(b[off + 2:off + 4], "big")
+    end = off + int.from_bytes(b[off + 2 : off + 4], "big")
     udp = off + ihl
-    if (b[off + 9] != 17 or end > len(b) or end < udp + UDP_LEN + BTH_LEN + ICRC_LEN
-            or int.from_bytes(b[udp + 2:udp + 4], "big") != ROCE_PORT):
+    if (
+        b[off + 9] != 17
+        or end > len(b)
+        or end < udp + UDP_LEN + BTH_LEN + ICRC_LEN
+        or int.from_bytes(b[udp + 2 : udp + 4], "big") != ROCE_PORT
+    ):
         return False
     ip = bytearray(b[off:udp])
     ip[1] = ip[8] = 0xFF
     ip[10:12] = b"\xff\xff"
-    rest = bytearray(b[udp:end - ICRC_LEN])
-    rest[6:8] = b"\xff\xff"                  # UDP checksum
-    rest[UDP_LEN + 4] = 0xFF                 # BTH FECN/BECN/resv6
+    rest = bytearray(b[udp : end - ICRC_LEN])
+    rest[6:8] = b"\xff\xff"  # UDP checksum
+    rest[UDP_LEN + 4] = 0xFF  # BTH FECN/BECN/resv6
     crc = zlib.crc32(rest, zlib.crc32(ip, zlib.crc32(_LRH_STANDIN)))
-    return crc.to_bytes(4, "little") == b[end - ICRC_LEN:end]
+    return crc.to_bytes(4, "little") == b[end - ICRC_LEN : end]
 
 
 def dissect(frame_bytes):

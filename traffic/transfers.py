@@ -2,6 +2,7 @@
 both ends derive from the schedule, a send step as a paced RoCE flow
 (OutFlow), a receive (InFlow), and one rank of one job (Job) with its
 iterations and counters."""
+
 from . import collectives, roce, transport
 from .nic import PORT_BURST
 
@@ -39,18 +40,21 @@ class OutFlow:
         self.npackets = max(1, -(-step.nbytes // payload))
         tail = step.nbytes - (self.npackets - 1) * payload
         self.full = agent.template(self.peer, job.dscp, payload).retarget(self.sport, self.qp)
-        self.last = self.full if tail == payload else agent.template(
-            self.peer, job.dscp, tail).retarget(self.sport, self.qp)
+        self.last = (
+            self.full
+            if tail == payload
+            else agent.template(self.peer, job.dscp, tail).retarget(self.sport, self.qp)
+        )
         self.gbn = transport.GbnSender(self.npackets, agent.window, agent.rto_s)
         # Rate control belongs to the queue pair (this job's connection to
         # the peer), not to one transfer: a new transfer keeps the rate the
         # last one reached instead of starting at line rate again.
         self.dcqcn = agent.qp_rate(self.peer["ip"], job.id)
         self.pacer = transport.Pacer(self.dcqcn.rate, burst_packets=PORT_BURST)
-        self.paced = self.dcqcn.rate < agent.line_rate_bps   # below line rate: pace in user space
+        self.paced = self.dcqcn.rate < agent.line_rate_bps  # below line rate: pace in user space
         agent.any_paced |= self.paced
         self.port = None
-        self.seq = (iteration, step.index)   # issue order: FIFO per peer
+        self.seq = (iteration, step.index)  # issue order: FIFO per peer
 
     def opcode(self, psn):
         if self.npackets == 1:
@@ -69,10 +73,11 @@ class InFlow:
     def __init__(self, nbytes, payload, agent):
         self.nbytes = nbytes
         self.npackets = max(1, -(-nbytes // payload))
-        self.rx = transport.GbnReceiver(self.npackets, cnp_interval_s=agent.dcqcn_params.cnp_interval_s,
-                                       nak_retry_s=agent.nak_retry_s)
+        self.rx = transport.GbnReceiver(
+            self.npackets, cnp_interval_s=agent.dcqcn_params.cnp_interval_s, nak_retry_s=agent.nak_retry_s
+        )
         self.bytes = 0
-        self.open_gap = None    # (psn awaited, gap event or None, time the gap was seen)
+        self.open_gap = None  # (psn awaited, gap event or None, time the gap was seen)
 
 
 class Job:
@@ -91,13 +96,18 @@ class Job:
         self.compute_s = spec["compute_s"]
         self.overlap = spec["overlap"]
         self.iterations = spec["iterations"]
-        self.schedule = collectives.for_job(spec["collective"], len(self.peers), spec["bytes"],
-                                            groups=spec.get("groups"), port=self.port,
-                                            microbatches=spec.get("microbatches", 1))
+        self.schedule = collectives.for_job(
+            spec["collective"],
+            len(self.peers),
+            spec["bytes"],
+            groups=spec.get("groups"),
+            port=self.port,
+            microbatches=spec.get("microbatches", 1),
+        )
         self.steps = self.schedule.steps[self.rank]
         tags = sorted({s.tag for steps in self.schedule.steps.values() for s in steps})
         self.tag_index = {t: i for i, t in enumerate(tags)}
-        self.warmed = False   # its paths set up just before its start (Agent.warm)
+        self.warmed = False  # its paths set up just before its start (Agent.warm)
         self.start_mono = start_mono + spec.get("start", 0.0)
         self.iter = -1
         self.records = []
@@ -105,11 +115,19 @@ class Job:
         self.done = False
         self.status = {}
         self.pending = []
-        self.counters = {"bytes_sent": 0, "bytes_received": 0, "packets_sent": 0,
-                         "retransmitted": 0, "timeouts": 0, "naks_received": 0,
-                         "cnps_received": 0, "cnps_sent": 0, "ce_marks": 0,
-                         "gaps_seen": 0}
-        self.gap_events = []   # the first few gaps this rank saw: where loss showed up
+        self.counters = {
+            "bytes_sent": 0,
+            "bytes_received": 0,
+            "packets_sent": 0,
+            "retransmitted": 0,
+            "timeouts": 0,
+            "naks_received": 0,
+            "cnps_received": 0,
+            "cnps_sent": 0,
+            "ce_marks": 0,
+            "gaps_seen": 0,
+        }
+        self.gap_events = []  # the first few gaps this rank saw: where loss showed up
 
     def begin_iteration(self, now):
         self.iter += 1
@@ -117,7 +135,7 @@ class Job:
         self.comm_start = now + (1.0 - self.overlap) * self.compute_s
         self.compute_end = now + self.compute_s
         self.status = {s.index: "wait" for s in self.steps}
-        self.pending = list(self.steps)   # steps not done yet, in schedule order
+        self.pending = list(self.steps)  # steps not done yet, in schedule order
         self.iter_bytes = {"sent": 0, "received": 0}
         self.first_comm = None
 
@@ -125,10 +143,18 @@ class Job:
         """Record the iteration that ends now and begin the next one (or
         finish). Returns the record."""
         comm = now - self.first_comm if self.first_comm else 0.0
-        rec = {"job": self.name, "rank": self.rank, "iter": self.iter,
-               "start": self.t_start - self.start_mono, "end": now - self.start_mono,
-               "compute_s": self.compute_s, "comm_s": comm, "iter_s": now - self.t_start,
-               "bytes_sent": self.iter_bytes["sent"], "bytes_received": self.iter_bytes["received"]}
+        rec = {
+            "job": self.name,
+            "rank": self.rank,
+            "iter": self.iter,
+            "start": self.t_start - self.start_mono,
+            "end": now - self.start_mono,
+            "compute_s": self.compute_s,
+            "comm_s": comm,
+            "iter_s": now - self.t_start,
+            "bytes_sent": self.iter_bytes["sent"],
+            "bytes_received": self.iter_bytes["received"],
+        }
         self.records.append(rec)
         if self.iter + 1 >= self.iterations:
             self.done = True
@@ -138,7 +164,13 @@ class Job:
 
     def results(self):
         """What this rank measured, for the agent's results file."""
-        return {"name": self.name, "rank": self.rank, "iterations_planned": self.iterations,
-                "iterations": self.records, **self.counters,
-                "bytes_per_iteration_planned": self.schedule.bytes_sent(self.rank),
-                "gap_events": self.gap_events, "trace": self.trace}
+        return {
+            "name": self.name,
+            "rank": self.rank,
+            "iterations_planned": self.iterations,
+            "iterations": self.records,
+            **self.counters,
+            "bytes_per_iteration_planned": self.schedule.bytes_sent(self.rank),
+            "gap_events": self.gap_events,
+            "trace": self.trace,
+        }

@@ -58,26 +58,28 @@ Go-back-N (`GbnSender`/`GbnReceiver`) follows the RC transport: PSN ==
 packet index, cumulative ACKs, a NAK (PSN sequence error) names the PSN the
 receiver expects, and a sender timeout goes back to the oldest unacked PSN.
 """
+
 import math
 from dataclasses import dataclass
 
-RATE_SNAP = 1e-3            # R_C snaps to R_T within this fraction of line rate
+RATE_SNAP = 1e-3  # R_C snaps to R_T within this fraction of line rate
 DEFAULT_CNP_INTERVAL_S = 4e-3
 DEFAULT_NAK_RETRY_S = 0.05
-_EPS = 1e-9                 # float slack for comparing times (and period counts)
+_EPS = 1e-9  # float slack for comparing times (and period counts)
 
 
 @dataclass
 class DcqcnParams:
     """DCQCN knobs; the bps ones left at None are derived from line_rate_bps."""
+
     line_rate_bps: float
-    min_rate_bps: float | None = None       # 1% of line rate
+    min_rate_bps: float | None = None  # 1% of line rate
     g: float = 1 / 256
     alpha_period_s: float = 5e-3
     increase_period_s: float = 5e-3
     fast_recovery_steps: int = 5
-    ai_rate_bps: float | None = None        # 1% of line rate
-    hai_rate_bps: float | None = None       # 10% of line rate
+    ai_rate_bps: float | None = None  # 1% of line rate
+    hai_rate_bps: float | None = None  # 10% of line rate
     cnp_interval_s: float = DEFAULT_CNP_INTERVAL_S
 
     def __post_init__(self):
@@ -107,13 +109,13 @@ class Dcqcn:
 
     def __init__(self, params):
         self.p = params
-        self.rate = float(params.line_rate_bps)      # R_C
-        self.target = float(params.line_rate_bps)    # R_T
+        self.rate = float(params.line_rate_bps)  # R_C
+        self.target = float(params.line_rate_bps)  # R_T
         self.alpha = 1.0
         self.cnps = 0
-        self.stage_steps = 0          # increase periods applied since the last CNP
-        self._alpha_steps = 0         # alpha periods applied since the last CNP
-        self._since = None            # time of the last CNP; None: limiter idle
+        self.stage_steps = 0  # increase periods applied since the last CNP
+        self._alpha_steps = 0  # alpha periods applied since the last CNP
+        self._since = None  # time of the last CNP; None: limiter idle
 
     def on_cnp(self, now):
         self.tick(now)
@@ -139,7 +141,7 @@ class Dcqcn:
         line = p.line_rate_bps
         while self.stage_steps < n:
             if self.rate == line and self.target == line:
-                self.stage_steps = n          # nothing left to increase
+                self.stage_steps = n  # nothing left to increase
                 break
             self._increase()
 
@@ -182,15 +184,15 @@ class Pacer:
         self.set_rate(rate_bps)
         self.burst_packets = burst_packets
         self.tolerance_s = tolerance_s
-        self.next_time = None     # earliest departure of the next packet
+        self.next_time = None  # earliest departure of the next packet
         self.late = 0
         self.max_lag_s = 0.0
-        self.lost_s = 0.0         # schedule time lost to lateness beyond the burst credit
-        self.tx_s = 0.0           # sum of the packets' transmission times at the rate
+        self.lost_s = 0.0  # schedule time lost to lateness beyond the burst credit
+        self.tx_s = 0.0  # sum of the packets' transmission times at the rate
         self.packets = 0
         self.bytes = 0
-        self._waiting = False     # caller was told "not yet" since the last send
-        self._lag = None          # lag noticed at the first ready poll
+        self._waiting = False  # caller was told "not yet" since the last send
+        self._lag = None  # lag noticed at the first ready poll
 
     def set_rate(self, rate_bps):
         """New rate; it spaces the packets sent from now on."""
@@ -212,7 +214,7 @@ class Pacer:
     def sent(self, nbytes, now):
         tx = nbytes * 8 / self.rate_bps
         if self.next_time is None:
-            base = now          # a fresh pacer starts without credit
+            base = now  # a fresh pacer starts without credit
         else:
             if self._waiting:
                 lag = self._lag if self._lag is not None else now - self.next_time
@@ -266,19 +268,19 @@ class LineMeter:
         self.drain_at = None
         self.tx_s = 0.0
         self.lost_s = 0.0
-        self.late = 0             # frames queued more than tolerance_s after the line went idle
+        self.late = 0  # frames queued more than tolerance_s after the line went idle
         self.max_lag_s = 0.0
         self.stalls = 0
         self.packets = 0
         self.resyncs = 0
-        self.gaps = []            # (start, length) of every late gap, monotonic clock
+        self.gaps = []  # (start, length) of every late gap, monotonic clock
 
     def sent(self, nbytes, now, backlogged):
         tx = nbytes * 8 / self.rate_bps
         start = now
         if self.drain_at is not None:
             if self.drain_at > now:
-                start = self.drain_at           # queued behind what is still draining
+                start = self.drain_at  # queued behind what is still draining
             elif backlogged:
                 gap = now - self.drain_at
                 if gap > self.max_gap_s:
@@ -288,7 +290,7 @@ class LineMeter:
                     self.max_lag_s = max(self.max_lag_s, gap)
                     if gap > self.tolerance_s:
                         self.late += 1
-                        if len(self.gaps) < MAX_GAPS:   # when, so a pause can explain it
+                        if len(self.gaps) < MAX_GAPS:  # when, so a pause can explain it
                             self.gaps.append((round(self.drain_at, 6), round(gap, 6)))
         self.drain_at = start + tx
         self.tx_s += tx
@@ -312,10 +314,16 @@ class LineMeter:
         return self.tx_s / (self.tx_s + self.lost_s) if self.tx_s else None
 
     def summary(self):
-        return {"tx_s": round(self.tx_s, 6), "lost_s": round(self.lost_s, 6),
-                "packets": self.packets, "late_packets": self.late,
-                "max_lag_s": round(self.max_lag_s, 6), "stalls": self.stalls,
-                "resyncs": self.resyncs, "gaps": self.gaps}
+        return {
+            "tx_s": round(self.tx_s, 6),
+            "lost_s": round(self.lost_s, 6),
+            "packets": self.packets,
+            "late_packets": self.late,
+            "max_lag_s": round(self.max_lag_s, 6),
+            "stalls": self.stalls,
+            "resyncs": self.resyncs,
+            "gaps": self.gaps,
+        }
 
 
 class GbnSender:
@@ -331,14 +339,14 @@ class GbnSender:
     """
 
     def __init__(self, npackets, window, rto_s):
-        if not 0 < npackets < 2 ** 24:
+        if not 0 < npackets < 2**24:
             raise ValueError("need 0 < npackets < 2**24 (PSNs are 24 bits)")
         if window < 1 or rto_s <= 0:
             raise ValueError("need window >= 1 and rto_s > 0")
         self.npackets, self.window, self.rto_s = npackets, window, rto_s
         self.una = self.nxt = self.high = 0
         self.timer_start = 0.0
-        self.retransmitted = 0      # sends of a PSN that had been sent before
+        self.retransmitted = 0  # sends of a PSN that had been sent before
         self.timeouts = 0
         self.naks = 0
 
@@ -357,9 +365,9 @@ class GbnSender:
 
     def on_sent(self, psn, now):
         if psn != self.nxt:
-            raise ValueError("sent psn %d, expected %d" % (psn, self.nxt))
+            raise ValueError(f"sent psn {psn}, expected {self.nxt}")
         if self.una >= self.high:
-            self.timer_start = now          # first packet in flight: arm the timer
+            self.timer_start = now  # first packet in flight: arm the timer
         if psn < self.high:
             self.retransmitted += 1
         else:
@@ -403,9 +411,10 @@ class GbnReceiver:
     `cnp_interval_s`.
     """
 
-    def __init__(self, npackets, ack_every=8, cnp_interval_s=DEFAULT_CNP_INTERVAL_S,
-                 nak_retry_s=DEFAULT_NAK_RETRY_S):
-        if not 0 < npackets < 2 ** 24:
+    def __init__(
+        self, npackets, ack_every=8, cnp_interval_s=DEFAULT_CNP_INTERVAL_S, nak_retry_s=DEFAULT_NAK_RETRY_S
+    ):
+        if not 0 < npackets < 2**24:
             raise ValueError("need 0 < npackets < 2**24 (PSNs are 24 bits)")
         self.npackets, self.ack_every = npackets, max(1, ack_every)
         self.cnp_interval_s, self.nak_retry_s = cnp_interval_s, nak_retry_s
@@ -428,8 +437,12 @@ class GbnReceiver:
         """Take the next in-order packet if it needs no answer (no ACK due,
         not the last one); False leaves everything to on_data. The receive
         loop's fast path: most packets of a transfer are just that."""
-        if (psn != self.expected or self._unacked + 1 >= self.ack_every
-                or psn + 1 >= self.npackets or self._nak_psn is not None):
+        if (
+            psn != self.expected
+            or self._unacked + 1 >= self.ack_every
+            or psn + 1 >= self.npackets
+            or self._nak_psn is not None
+        ):
             return False
         self.expected += 1
         self.received += 1
@@ -448,8 +461,7 @@ class GbnReceiver:
                 self._unacked = 0
         elif self.expected < psn < self.npackets:
             self.out_of_order += 1
-            if (self._nak_psn != self.expected
-                    or now - self._nak_time >= self.nak_retry_s - _EPS):
+            if self._nak_psn != self.expected or now - self._nak_time >= self.nak_retry_s - _EPS:
                 actions.append(("nak", self.expected))
                 self._nak_psn, self._nak_time = self.expected, now
         elif psn < self.expected:
@@ -457,7 +469,7 @@ class GbnReceiver:
             actions.append(("ack", self.expected - 1))
             self._unacked = 0
         else:
-            return actions          # beyond the transfer: not ours to judge
+            return actions  # beyond the transfer: not ours to judge
         if ce:
             self.ce_marks += 1
             if self._last_cnp is None or now - self._last_cnp >= self.cnp_interval_s - _EPS:

@@ -8,7 +8,7 @@
 # The image is cached under $HPNLAB_VM_CACHE (/var/cache/hpnlab/vm), outside
 # the clone, keyed by a hash of everything that decides its contents: this
 # script, provision.sh, the VM's boot stub and the project's dependencies
-# (setup.cfg, pyproject.toml). The project itself is not in the image: the VM
+# (pyproject.toml, constraints.txt). The project itself is not in the image: the VM
 # mounts the clone at /hpnlab and the image's venv has it installed editable
 # from there, so a code change needs no rebuild.
 #
@@ -28,8 +28,8 @@ die() { printf 'build-image.sh: %s\n' "$*" >&2; exit 1; }
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap and chroot)"
 
-key=$(cat "$0" "$here/stub-init" "$repo/scripts/provision.sh" "$repo/setup.cfg" \
-          "$repo/pyproject.toml" | sha256sum | cut -c1-16)
+key=$(cat "$0" "$here/stub-init" "$repo/scripts/provision.sh" "$repo/pyproject.toml" \
+          "$repo/constraints.txt" | sha256sum | cut -c1-16)
 image=$cache/debian12-$key
 if [ -f "$image/rootfs.img" ]; then
     phase "cached image $image"
@@ -87,7 +87,7 @@ debootstrap --variant=minbase --include="$include" "$suite" "$root" >"$work/debo
 phase "fetching Python packages on the host (its pip configuration)"
 wheels=$work/wheels
 # The same Python (3.11, Debian's) as the image, so the wheels fit it.
-/usr/bin/python3 -m pip download -q -d "$wheels" pip setuptools wheel "$repo[test]" \
+/usr/bin/python3 -m pip download -q -d "$wheels" -c "$repo/constraints.txt" pip setuptools wheel "$repo[dev]" \
     >"$work/pip.log" 2>&1 || { tail -20 "$work/pip.log" >&2; die "pip download failed (log above)"; }
 
 phase "provisioning in a chroot (scripts/provision.sh, image mode)"

@@ -6,6 +6,7 @@ pair and listing the first in its module's COMMANDS.
 
 Exit statuses: see common.EXIT_STATUSES (printed by --help).
 """
+
 import argparse
 import sys
 
@@ -17,8 +18,11 @@ COMMANDS = files.COMMANDS + plan.COMMANDS + crux.COMMANDS + machine.COMMANDS + d
 
 def build_parser():
     parser = argparse.ArgumentParser(
-        prog="hpnlab", description="Packet-level emulation testbed for AI-training data-center networks.",
-        epilog=EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
+        prog="hpnlab",
+        description="Packet-level emulation testbed for AI-training data-center networks.",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in COMMANDS:
         add(subparsers)

@@ -1,4 +1,5 @@
 """`python -m testbed.cli`: the same as the `hpnlab` command."""
+
 import sys
 
 from . import main

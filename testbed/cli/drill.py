@@ -1,4 +1,5 @@
 """Subcommands about drills: run (needs root) and compare (reads results)."""
+
 import argparse
 import os
 
@@ -11,28 +12,50 @@ from testbed.results.compare import render_side_by_side
 from testbed.results.text import fmt
 from testbed.results.trust import WARN, failed_checks, verdict
 
-from .common import (CANNOT_RUN_HERE, EXIT_STATUSES, FAILED, INVALID, NOT_RUN, OK, UNTRUSTWORTHY,
-                     add_topology_dir_option, err, interrupted_status, need_root, print_problems)
+from .common import (
+    CANNOT_RUN_HERE,
+    EXIT_STATUSES,
+    FAILED,
+    INVALID,
+    NOT_RUN,
+    OK,
+    UNTRUSTWORTHY,
+    add_topology_dir_option,
+    err,
+    interrupted_status,
+    need_root,
+    print_problems,
+)
 from .machine import default_dir, prepare_report, sigterm_as_interrupt
 from .plan import add_calibration_option, dilation_arg
 
-
 # --- run / compare ----------------------------------------------------------
 
+
 def add_run(sub):
-    p = sub.add_parser("run", help="run a drill scenario and write its report",
-                       epilog=EXIT_STATUSES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser(
+        "run",
+        help="run a drill scenario and write its report",
+        epilog=EXIT_STATUSES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("scenario", metavar="SCENARIO.yaml")
-    p.add_argument("--out", default=None,
-                   help="report folder, new or empty (default: results/NAME-TIME)")
-    p.add_argument("--force", action="store_true",
-                   help="replace an earlier report in --out (only a folder holding nothing "
-                        "but hpnlab's report files)")
+    p.add_argument("--out", default=None, help="report folder, new or empty (default: results/NAME-TIME)")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an earlier report in --out (only a folder holding nothing but hpnlab's report files)",
+    )
     add_topology_dir_option(p)
-    p.add_argument("--dilation", type=dilation_arg, default=None, metavar="N|auto",
-                   help="time dilation: rates /N and times xN on this machine, reported in "
-                        "emulated time; auto: the capacity plan's choice (overrides the "
-                        "scenario's time_dilation)")
+    p.add_argument(
+        "--dilation",
+        type=dilation_arg,
+        default=None,
+        metavar="N|auto",
+        help="time dilation: rates /N and times xN on this machine, reported in "
+        "emulated time; auto: the capacity plan's choice (overrides the "
+        "scenario's time_dilation)",
+    )
     add_calibration_option(p)
     p.set_defaults(run=run_run)
 
@@ -40,22 +63,26 @@ def add_run(sub):
 def run_run(args):
     try:
         emulated = load_scenario(args.scenario, args.topology_dir)
-        n, choice = budget.resolve(emulated, args.dilation,
-                                   lambda: calibration.load_or_defaults(args.calibration))
+        n, choice = budget.resolve(
+            emulated, args.dilation, lambda: calibration.load_or_defaults(args.calibration)
+        )
     except ConfigError as e:
         return print_problems(e)
     if need_root("run"):
         return NOT_RUN
     from testbed.drill.runner import ReachabilityError, run_scenario
     from testbed.emulation.realize import CapabilityError
+
     sc = dilate(emulated, n)
     out, status = prepare_report(args.out or default_dir("results", sc.name), args.force)
     if out is None:
         return status
     if choice["from"] == "auto":
         plan = choice["plan"]
-        print(f"time dilation auto: {n:g} ({fmt(plan['cores_asked'])} cores asked at dilation 1, "
-              f"budget {fmt(plan['budget_cores'])}; capacity: {plan['capacity']})")
+        print(
+            f"time dilation auto: {n:g} ({fmt(plan['cores_asked'])} cores asked at dilation 1, "
+            f"budget {fmt(plan['budget_cores'])}; capacity: {plan['capacity']})"
+        )
     print(f"running {sc.name}: {_length(emulated, sc)}, {len(sc.faults)} faults; report in {out}")
     sigterm_as_interrupt()
     try:
@@ -67,7 +94,7 @@ def run_run(args):
         return err(str(e), CANNOT_RUN_HERE)
     except (ReachabilityError, RuntimeError, TimeoutError) as e:
         return err(str(e))
-    except OSError as e:   # a full disk, a folder gone: one line, not a traceback
+    except OSError as e:  # a full disk, a folder gone: one line, not a traceback
         return err(f"{e.filename or out}: {e.strerror or e}")
     print(outcome_text(results, os.path.join(out, "summary.md")))
     _calibrate_from_first_run(results, args.calibration, out)
@@ -78,8 +105,10 @@ def outcome_text(results, summary_path):
     """What a drill found, for the terminal: each expectation, problem and
     failed trust check, then the verdict. Names and messages come from the
     scenario file: shown, never obeyed (no control characters pass)."""
-    lines = [f"  {e['status'].upper():13} {e['name']}: expected {e['expected']}, "
-             f"measured {fmt(e['measured'])}" for e in results["expectations"]]
+    lines = [
+        f"  {e['status'].upper():13} {e['name']}: expected {e['expected']}, measured {fmt(e['measured'])}"
+        for e in results["expectations"]
+    ]
     lines += [f"  PROBLEM       {problem}" for problem in results.get("problems") or []]
     for check in failed_checks(results):
         word = "WARNING" if check["severity"] == WARN else "UNTRUSTED"
@@ -94,9 +123,9 @@ def run_status(results):
     if results["passed"]:
         return OK
     if results.get("problems"):
-        return NOT_RUN         # it did not do what the scenario asked
+        return NOT_RUN  # it did not do what the scenario asked
     if not results.get("trustworthy", True):
-        return UNTRUSTWORTHY   # the machine could not judge
+        return UNTRUSTWORTHY  # the machine could not judge
     return FAILED
 
 
@@ -115,11 +144,12 @@ def _calibrate_from_first_run(results, path, out):
     if results.get("time_dilation", 1) != 1 or os.path.lexists(path):
         return
     try:
-        cal = calibration.from_results(results, f"hpnlab run {results.get('scenario_file')}",
-                                       os.path.join(out, store.RESULTS_JSON))
+        cal = calibration.from_results(
+            results, f"hpnlab run {results.get('scenario_file')}", os.path.join(out, store.RESULTS_JSON)
+        )
         calibration.save(cal, path)
     except ValueError:
-        return   # this run measured too little to calibrate on
+        return  # this run measured too little to calibrate on
     except OSError as e:
         print(f"(could not store this machine's calibration in {path}: {e.strerror or e})")
         return

@@ -1,21 +1,22 @@
 """Subcommands that only read files (no root): check, topo show."""
+
 import json
 
-from testbed.fabric.problems import ConfigError
+from testbed.fabric.problems import ConfigError, printable
 from testbed.fabric.scenario import load_fabric
 from testbed.fabric.units import format_rate
 
-from testbed.fabric.problems import printable
-
 from .common import INVALID, OK, add_topology_dir_option, print_problems
-
 
 # --- check -------------------------------------------------------------------
 
+
 def add_check(subparsers):
     p = subparsers.add_parser(
-        "check", help="validate topology and scenario files (no root needed)",
-        description="Validate each FILE as a scenario (it has a 'topology' key) or a topology.")
+        "check",
+        help="validate topology and scenario files (no root needed)",
+        description="Validate each FILE as a scenario (it has a 'topology' key) or a topology.",
+    )
     p.add_argument("files", nargs="+", metavar="FILE")
     add_topology_dir_option(p)
     p.set_defaults(run=run_check)
@@ -30,19 +31,26 @@ def run_check(args):
             print_problems(e)
             status = INVALID
             continue
-        print(printable(f"OK {path} ({kind}: {len(fabric.hosts())} hosts, "
-              f"{len(fabric.switches())} switches, {len(fabric.links)} links)"))
+        print(
+            printable(
+                f"OK {path} ({kind}: {len(fabric.hosts())} hosts, "
+                f"{len(fabric.switches())} switches, {len(fabric.links)} links)"
+            )
+        )
     return status
 
 
 # --- topo show ---------------------------------------------------------------
 
+
 def add_topo(subparsers):
     p = subparsers.add_parser("topo", help="inspect topologies")
     topo = p.add_subparsers(dest="topo_command", metavar="SUBCOMMAND", required=True)
     show = topo.add_parser(
-        "show", help="print the fabric a topology or scenario file builds",
-        description="Print the nodes, links and NICs that FILE (a topology or scenario) builds.")
+        "show",
+        help="print the fabric a topology or scenario file builds",
+        description="Print the nodes, links and NICs that FILE (a topology or scenario) builds.",
+    )
     show.add_argument("file", metavar="FILE")
     show.add_argument("--json", action="store_true", help="print the model as JSON instead")
     show.set_defaults(run=run_topo_show)
@@ -73,19 +81,46 @@ def describe_fabric(fabric):
     dci_links = [l for l in fabric.links if l.kind == "dci"]
     if dci_links:
         dci = fabric.params.get("dci", {})
-        lines.append(f"DCI: {len(dci_links)} links of {format_rate(dci_links[0].rate_bps)}, "
-                     f"delay {dci_links[0].delay_s * 1e3:g}ms, "
-                     f"oversubscription {dci.get('effective_oversubscription', '-')}")
-    lines += ["", "NODES", _table(
-        ["name", "kind", "dc", "segment", "plane", "rail", "dpid"],
-        [[n.name, n.kind, n.dc, n.segment, n.plane, n.rail, n.dpid] for n in fabric.nodes.values()])]
-    lines += ["", "LINKS", _table(
-        ["a", "b", "kind", "plane", "rate", "scaled Mbit/s", "delay"],
-        [[l.a.ifname, l.b.ifname, l.kind, l.plane, format_rate(l.rate_bps),
-          f"{fabric.scaled_mbit(l):.6g}", f"{l.delay_s * 1e3:g}ms"] for l in fabric.links])]
-    lines += ["", "NICS", _table(
-        ["host", "rail", "ip", "mac", "ports"],
-        [[n.host, n.rail, n.ip, n.mac, ", ".join(n.ports)] for n in fabric.nics])]
+        lines.append(
+            f"DCI: {len(dci_links)} links of {format_rate(dci_links[0].rate_bps)}, "
+            f"delay {dci_links[0].delay_s * 1e3:g}ms, "
+            f"oversubscription {dci.get('effective_oversubscription', '-')}"
+        )
+    lines += [
+        "",
+        "NODES",
+        _table(
+            ["name", "kind", "dc", "segment", "plane", "rail", "dpid"],
+            [[n.name, n.kind, n.dc, n.segment, n.plane, n.rail, n.dpid] for n in fabric.nodes.values()],
+        ),
+    ]
+    lines += [
+        "",
+        "LINKS",
+        _table(
+            ["a", "b", "kind", "plane", "rate", "scaled Mbit/s", "delay"],
+            [
+                [
+                    l.a.ifname,
+                    l.b.ifname,
+                    l.kind,
+                    l.plane,
+                    format_rate(l.rate_bps),
+                    f"{fabric.scaled_mbit(l):.6g}",
+                    f"{l.delay_s * 1e3:g}ms",
+                ]
+                for l in fabric.links
+            ],
+        ),
+    ]
+    lines += [
+        "",
+        "NICS",
+        _table(
+            ["host", "rail", "ip", "mac", "ports"],
+            [[n.host, n.rail, n.ip, n.mac, ", ".join(n.ports)] for n in fabric.nics],
+        ),
+    ]
     return "\n".join(lines)
 
 

@@ -1,4 +1,5 @@
 """Subcommands that build on the machine: doctor, up, down."""
+
 import contextlib
 import datetime
 import json
@@ -8,21 +9,35 @@ import signal
 import sys
 import time
 
-from testbed.emulation import capabilities, ledger as ledger_mod
+from testbed.emulation import capabilities
+from testbed.emulation import ledger as ledger_mod
 from testbed.fabric.problems import ConfigError
 from testbed.fabric.scenario import load_fabric, load_scenario
 from testbed.plan import calibration
 from testbed.results.text import fmt
 
-from .common import (CANNOT_RUN_HERE, FAILED, INVALID, NOT_RUN, OK, Terminated, add_topology_dir_option,
-                     err, interrupted_status, need_root, print_problems)
+from .common import (
+    CANNOT_RUN_HERE,
+    FAILED,
+    INVALID,
+    NOT_RUN,
+    OK,
+    Terminated,
+    add_topology_dir_option,
+    err,
+    interrupted_status,
+    need_root,
+    print_problems,
+)
 
 
 def sigterm_as_interrupt():
     """`hpnlab down` stops a running `up` with SIGTERM: unwind like Ctrl-C
     so the same teardown runs."""
+
     def handler(signum, frame):
         raise Terminated
+
     signal.signal(signal.SIGTERM, handler)
 
 
@@ -34,6 +49,7 @@ def prepare_report(out, force):
     as they were."""
     from testbed.emulation import ledger
     from testbed.emulation.rundir import FolderError, prepare_report_dir
+
     if ledger.lock_is_held():
         return None, err(ledger.holder_message(), NOT_RUN)
     try:
@@ -46,18 +62,33 @@ def prepare_report(out, force):
 
 # --- doctor ------------------------------------------------------------------
 
-REQUIRED = ("htb", "iperf3", "ovs-vsctl", "ovsdb running", "ethtool", "mnexec",
-            "python: mininet", "python: os_ken")
+REQUIRED = (
+    "htb",
+    "iperf3",
+    "ovs-vsctl",
+    "ovsdb running",
+    "ethtool",
+    "mnexec",
+    "python: mininet",
+    "python: os_ken",
+)
 
 
 def add_doctor(sub):
     p = sub.add_parser("doctor", help="what this machine's kernel and tools can do")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--calibrate", action="store_true",
-                   help="measure the CPU each emulated packet costs here with a short ring "
-                        "drill and store it (for 'hpnlab plan' and time_dilation: auto)")
-    p.add_argument("--calibration", default=calibration.DEFAULT_PATH, metavar="FILE",
-                   help="where --calibrate stores it (default: %(default)s)")
+    p.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="measure the CPU each emulated packet costs here with a short ring "
+        "drill and store it (for 'hpnlab plan' and time_dilation: auto)",
+    )
+    p.add_argument(
+        "--calibration",
+        default=calibration.DEFAULT_PATH,
+        metavar="FILE",
+        help="where --calibrate stores it (default: %(default)s)",
+    )
     p.set_defaults(run=run_doctor)
 
 
@@ -67,16 +98,24 @@ def run_doctor(args):
     feats = capabilities.probe()
     missing = [f.name for f in feats if f.name in REQUIRED and not f.present]
     if args.json:
-        print(json.dumps({"features": [f.__dict__ for f in feats],
-                          "datapath": capabilities.datapath(feats), "missing_required": missing},
-                         indent=1))
+        print(
+            json.dumps(
+                {
+                    "features": [f.__dict__ for f in feats],
+                    "datapath": capabilities.datapath(feats),
+                    "missing_required": missing,
+                },
+                indent=1,
+            )
+        )
     else:
         width = max(len(f.name) for f in feats)
         for f in feats:
             mark = "yes" if f.present else "NO "
             print(f"{f.name:<{width}}  {mark}  {f.enables}  [{f.detail}]")
-        print(f"\nswitch datapath: {capabilities.datapath(feats)}"
-              f" ({'kernel module present' if capabilities.datapath(feats) == 'kernel' else 'userspace: no openvswitch module'})")
+        kind = capabilities.datapath(feats)
+        why = "kernel module present" if kind == "kernel" else "userspace: no openvswitch module"
+        print(f"\nswitch datapath: {kind} ({why})")
         if missing:
             print(f"missing and required: {', '.join(missing)} (run: make setup)")
     return CANNOT_RUN_HERE if missing else OK
@@ -89,6 +128,7 @@ def run_calibrate(args):
         return NOT_RUN
     from testbed.drill.runner import ReachabilityError, run_scenario
     from testbed.emulation.realize import CapabilityError
+
     out, status = prepare_report(default_dir("results", "calibration"), force=False)
     if out is None:
         return status
@@ -96,13 +136,13 @@ def run_calibrate(args):
         sc = load_scenario(calibration.write_drill(out))
     except ConfigError as e:
         return print_problems(e)
-    print(f"calibrating: {sc.name} ({len(sc.jobs[0]['hosts'])}-rank ring on HPN-mini); "
-          f"report in {out}")
+    print(f"calibrating: {sc.name} ({len(sc.jobs[0]['hosts'])}-rank ring on HPN-mini); report in {out}")
     sigterm_as_interrupt()
     try:
         results = run_scenario(sc, out)
-        cal = calibration.from_results(results, "hpnlab doctor --calibrate",
-                                       os.path.join(out, "results.json"))
+        cal = calibration.from_results(
+            results, "hpnlab doctor --calibrate", os.path.join(out, "results.json")
+        )
     except KeyboardInterrupt as e:
         err("interrupted; the fabric was torn down, nothing was stored")
         return interrupted_status(e)
@@ -115,22 +155,30 @@ def run_calibrate(args):
     except OSError as e:
         return err(f"cannot store the calibration in {args.calibration}: {e.strerror or e}")
     # The cost per packet holds even when the drill itself fell behind.
-    print(f"drill fidelity {fmt(results['metrics']['fidelity']['min'])}; stored in "
-          f"{args.calibration}: {cal.describe()}")
+    print(
+        f"drill fidelity {fmt(results['metrics']['fidelity']['min'])}; stored in "
+        f"{args.calibration}: {cal.describe()}"
+    )
     return OK
 
 
 # --- up / down ---------------------------------------------------------------
 
+
 def add_up(sub):
     p = sub.add_parser("up", help="build a fabric and keep it running (or --check it and tear down)")
     p.add_argument("file", metavar="FILE", help="topology or scenario file")
-    p.add_argument("--check", action="store_true",
-                   help="verify all-pairs reachability over every port, print a summary, tear down")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="verify all-pairs reachability over every port, print a summary, tear down",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable summary (with --check)")
-    p.add_argument("--run-dir", default=None,
-                   help="where logs go: a new or empty folder (default: a new private folder "
-                        "in /tmp)")
+    p.add_argument(
+        "--run-dir",
+        default=None,
+        help="where logs go: a new or empty folder (default: a new private folder in /tmp)",
+    )
     add_topology_dir_option(p)
     p.set_defaults(run=run_up)
 
@@ -144,6 +192,7 @@ def run_up(args):
         return NOT_RUN
     from testbed.emulation.realize import CapabilityError, FabricNet
     from testbed.emulation.rundir import FolderError, new_private_dir
+
     try:
         run_dir = args.run_dir or new_private_dir("/tmp", f"hpnlab-{fabric.name}")
     except OSError as e:
@@ -178,32 +227,42 @@ def run_up(args):
     except (RuntimeError, TimeoutError, OSError) as e:
         return err(str(e))
     finally:
-        if args.run_dir is None:   # the folder we made, if nothing was written in it
+        if args.run_dir is None:  # the folder we made, if nothing was written in it
             with contextlib.suppress(OSError):
                 os.rmdir(run_dir)
 
 
 def _check(fnet, fabric, as_json):
     from testbed.emulation.realize import unreachable
+
     t = time.monotonic()
     reach = fnet.check_reachability()
     pairs = [(h, p, r) for h, d in reach.items() for p, r in d.items()]
     bad = unreachable(reach)
     rtts = [r for _, _, r in pairs if r is not None]
     summary = {
-        "fabric": fabric.name, "kind": fabric.kind, "datapath": fnet.datapath,
-        "hosts": len(fabric.hosts()), "switches": len(fabric.switches()), "links": len(fabric.links),
+        "fabric": fabric.name,
+        "kind": fabric.kind,
+        "datapath": fnet.datapath,
+        "hosts": len(fabric.hosts()),
+        "switches": len(fabric.switches()),
+        "links": len(fabric.links),
         "bringup_s": round(fnet.timings["routes"], 3),
         "check_s": round(time.monotonic() - t, 3),
-        "pairs": len(pairs), "reachable": len(pairs) - len(bad), "unreachable": bad,
-        "max_rtt_ms": max(rtts) if rtts else None, "passed": not bad,
+        "pairs": len(pairs),
+        "reachable": len(pairs) - len(bad),
+        "unreachable": bad,
+        "max_rtt_ms": max(rtts) if rtts else None,
+        "passed": not bad,
     }
     if as_json:
         print(json.dumps(summary, indent=1))
     else:
-        print(f"{summary['reachable']}/{summary['pairs']} host-port pairs reachable "
-              f"(bring-up {summary['bringup_s']} s, check {summary['check_s']} s, "
-              f"max RTT {summary['max_rtt_ms']} ms)")
+        print(
+            f"{summary['reachable']}/{summary['pairs']} host-port pairs reachable "
+            f"(bring-up {summary['bringup_s']} s, check {summary['check_s']} s, "
+            f"max RTT {summary['max_rtt_ms']} ms)"
+        )
         for b in bad:
             print(f"  unreachable: {b}")
         print("PASSED" if not bad else "FAILED")
@@ -212,8 +271,7 @@ def _check(fnet, fabric, as_json):
 
 def add_down(sub):
     p = sub.add_parser("down", help="tear down the fabric left running by 'hpnlab up'")
-    p.add_argument("--any-user", action="store_true",
-                   help="also stop a fabric another user started")
+    p.add_argument("--any-user", action="store_true", help="also stop a fabric another user started")
     p.set_defaults(run=run_down)
 
 
@@ -226,11 +284,12 @@ def run_down(args):
         return OK
     started_by, me = led.data.get("user"), ledger_mod.invoking_user()
     if started_by and started_by != me and not args.any_user:
-        return err(f"fabric {led.data.get('fabric')!r} was started by {started_by}, not by {me}; "
-                   "pass --any-user to stop it anyway")
+        return err(
+            f"fabric {led.data.get('fabric')!r} was started by {started_by}, not by {me}; "
+            "pass --any-user to stop it anyway"
+        )
     owner = led.data["owner"]
-    if owner != os.getpid() and ledger_mod.signal_process(owner, led.data.get("owner_start"),
-                                                          signal.SIGTERM):
+    if owner != os.getpid() and ledger_mod.signal_process(owner, led.data.get("owner_start"), signal.SIGTERM):
         print(f"stopping fabric {led.data['fabric']!r} (pid {owner})")
         # its lock goes when its teardown is done (or when it dies)
         ledger_mod.wait_until(lambda: not ledger_mod.lock_is_held(), DOWN_WAIT_S)

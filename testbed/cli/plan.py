@@ -1,6 +1,7 @@
 """`hpnlab plan` (no root): the packets per second a scenario asks of this
 machine, against its measured capacity, and the time dilation that fits;
 and the options every command that chooses a dilation shares."""
+
 import argparse
 import json
 
@@ -22,16 +23,23 @@ def dilation_arg(text):
 
 
 def add_calibration_option(parser):
-    parser.add_argument("--calibration", default=calibration.DEFAULT_PATH, metavar="FILE",
-                        help="this machine's stored capacity (default: %(default)s)")
+    parser.add_argument(
+        "--calibration",
+        default=calibration.DEFAULT_PATH,
+        metavar="FILE",
+        help="this machine's stored capacity (default: %(default)s)",
+    )
 
 
 def add_plan(sub):
-    p = sub.add_parser("plan", help="the packets/s a scenario asks of this machine and the "
-                                    "time dilation that fits (no root needed)")
+    p = sub.add_parser(
+        "plan",
+        help="the packets/s a scenario asks of this machine and the time dilation that fits (no root needed)",
+    )
     p.add_argument("scenario", metavar="SCENARIO.yaml")
-    p.add_argument("--dilation", type=dilation_arg, default=None, metavar="N",
-                   help="also say how dilation N would fare")
+    p.add_argument(
+        "--dilation", type=dilation_arg, default=None, metavar="N", help="also say how dilation N would fare"
+    )
     add_calibration_option(p)
     add_topology_dir_option(p)
     p.add_argument("--json", action="store_true", help="the plan's numbers as JSON")

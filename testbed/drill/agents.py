@@ -1,13 +1,15 @@
 """The traffic agents of a drill's training jobs, as processes: one per host,
 started inside its namespace, released together at a common start time,
 followed for progress, waited for and ended."""
+
 import json
 import os
 import subprocess
 import threading
 import time
 
-from testbed.emulation.procs import end as end_process, own_module
+from testbed.emulation.procs import end as end_process
+from testbed.emulation.procs import own_module
 
 
 class JobAgents:
@@ -27,9 +29,14 @@ class JobAgents:
             with open(path, "w") as fh:
                 json.dump(cfg, fh, indent=1)
             with open(os.path.join(self.run_dir, f"agent-{host}.log"), "w") as err:
-                proc = self.fnet.popen_in(host, own_module("traffic.agent", path),
-                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=err, text=True)
+                proc = self.fnet.popen_in(
+                    host,
+                    own_module("traffic.agent", path),
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=err,
+                    text=True,
+                )
             self.procs[host] = proc
             threading.Thread(target=self._follow, args=(host, proc), daemon=True).start()
 
@@ -52,12 +59,18 @@ class JobAgents:
         """Block until every agent has set up its sockets (an event each
         agent prints), so that they can all start at the same moment."""
         with self.lock:
-            ok = self.lock.wait_for(lambda: len(self.ready) == len(self.procs) or any(
-                p.poll() is not None for p in self.procs.values()), timeout)
+            ok = self.lock.wait_for(
+                lambda: (
+                    len(self.ready) == len(self.procs)
+                    or any(p.poll() is not None for p in self.procs.values())
+                ),
+                timeout,
+            )
             missing = sorted(set(self.procs) - self.ready)
         if not ok or missing:
-            raise RuntimeError(f"traffic agents not ready in {timeout:.0f} s: {', '.join(missing)} "
-                               f"(logs in {self.run_dir})")
+            raise RuntimeError(
+                f"traffic agents not ready in {timeout:.0f} s: {', '.join(missing)} (logs in {self.run_dir})"
+            )
 
     def go(self, start_at):
         for proc in self.procs.values():
@@ -79,8 +92,10 @@ class JobAgents:
                 rc = end_process(proc, 10)
                 problems.append(f"agent on {host} did not stop by itself")
             if rc != 0:
-                problems.append(f"agent on {host} exited with status {rc}: see "
-                                f"{os.path.join(self.run_dir, 'agent-' + host + '.log')}")
+                problems.append(
+                    f"agent on {host} exited with status {rc}: see "
+                    f"{os.path.join(self.run_dir, 'agent-' + host + '.log')}"
+                )
         return problems
 
     def stop(self):

@@ -9,8 +9,9 @@ source port `traffic.transfers.flow_sport` derives, and every transfer of
 that pair rides it, so a path chosen for the connection holds for all of
 its bytes.
 """
+
 from testbed.fabric.paths import compute_routes, enumerate_paths
-from traffic import collectives
+from testbed.results.analytical import schedule_of
 from traffic.transfers import flow_sport
 
 
@@ -18,10 +19,7 @@ def connections(job, job_id, fabric):
     """[flow dict] of one scenario job: src/dst host and address, source
     port and bytes per iteration, one per (rank, peer) that sends."""
     hosts = job["hosts"]
-    index = {h: i for i, h in enumerate(hosts)}
-    groups = None if job["groups"] is None else [[index[h] for h in g] for g in job["groups"]]
-    schedule = collectives.for_job(job["collective"], len(hosts), job["bytes"], groups=groups,
-                                   port=job["port"], microbatches=job["microbatches"])
+    schedule = schedule_of(job)  # the one the analysis judges and the agents run
     flows = []
     for rank in range(len(hosts)):
         sent = {}
@@ -29,10 +27,19 @@ def connections(job, job_id, fabric):
             sent[step.peer] = sent.get(step.peer, 0) + step.nbytes
         for peer, nbytes in sorted(sent.items()):
             src, dst = hosts[rank], hosts[peer]
-            flows.append({"name": f"{src}>{dst}", "rank": rank, "peer": peer,
-                          "src": fabric.nics_of(src)[0].ip, "dst": fabric.nics_of(dst)[0].ip,
-                          "src_host": src, "dst_host": dst,
-                          "sport": flow_sport(job_id, peer, rank), "bytes": nbytes})
+            flows.append(
+                {
+                    "name": f"{src}>{dst}",
+                    "rank": rank,
+                    "peer": peer,
+                    "src": fabric.nics_of(src)[0].ip,
+                    "dst": fabric.nics_of(dst)[0].ip,
+                    "src_host": src,
+                    "dst_host": dst,
+                    "sport": flow_sport(job_id, peer, rank),
+                    "bytes": nbytes,
+                }
+            )
     return flows
 
 
@@ -42,13 +49,23 @@ def announcement(fabric, jobs):
     compute, overlap, DSCP and connections, and the DSCP that selects each
     queue class (highest priority first; none without queues)."""
     classes = fabric.queues.class_dscps() if fabric.queues is not None else []
-    return {"classes": classes,
-            "jobs": [{"name": job["name"], "id": job_id, "paths": job.get("paths", "ecmp"),
-                      "priority": job.get("priority", "fixed"),
-                      "compute_s": job["compute_s"], "overlap": job["overlap"],
-                      "dscp": job["dscp"], "pinned_port": job["port"],
-                      "flows": connections(job, job_id, fabric)}
-                     for job_id, job in enumerate(jobs)]}
+    return {
+        "classes": classes,
+        "jobs": [
+            {
+                "name": job["name"],
+                "id": job_id,
+                "paths": job.get("paths", "ecmp"),
+                "priority": job.get("priority", "fixed"),
+                "compute_s": job["compute_s"],
+                "overlap": job["overlap"],
+                "dscp": job["dscp"],
+                "pinned_port": job["port"],
+                "flows": connections(job, job_id, fabric),
+            }
+            for job_id, job in enumerate(jobs)
+        ],
+    }
 
 
 def agent_pins(fabric, answer):
@@ -61,8 +78,9 @@ def agent_pins(fabric, answer):
             if port is None:
                 continue
             nic = fabric.nics_of(flow["src_host"])[0]
-            out.setdefault(job["name"], {}).setdefault(flow["src_host"], {})[flow["peer"]] = \
-                nic.ports.index(port)
+            out.setdefault(job["name"], {}).setdefault(flow["src_host"], {})[flow["peer"]] = nic.ports.index(
+                port
+            )
     return out
 
 
@@ -82,7 +100,7 @@ def fabric_links(fabric, jobs_announced):
         pinned = job.get("pinned_port")
         for flow in job["flows"]:
             ports = fabric.nic_by_ip(flow["src"]).ports
-            for port in ports if pinned is None else ports[pinned:pinned + 1]:
+            for port in ports if pinned is None else ports[pinned : pinned + 1]:
                 for hops in enumerate_paths(fabric, routes, port, flow["dst"]):
                     links.update(name[h] for h in hops if fabric.nodes[far[h]].is_switch)
         out[job["name"]] = sorted(links)

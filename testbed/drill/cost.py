@@ -5,6 +5,7 @@ frames the machine dropped outside any modeled queue, where the kernel
 counts them: Open vSwitch's packet sockets that it did not read in time
 (userspace datapath), and the per-CPU backlogs a frame crossing a veth
 waits in."""
+
 import os
 
 from testbed.emulation.capabilities import ovs_packet_sockets, ovs_socket_values
@@ -75,7 +76,9 @@ class CostMeter:
         cpu, packets, socket_drops, backlog = self._read()
         cpu0, packets0, socket_drops0, backlog0 = self.first
         cpu_s = _delta(cpu, cpu0)
-        return {"ovs_cpu_s": None if cpu_s is None else round(cpu_s, 3),
-                "switch_packet_hops": packets - packets0,
-                "ovs_socket_drops": socket_drops - socket_drops0,
-                "backlog_drops": _delta(backlog, backlog0)}
+        return {
+            "ovs_cpu_s": None if cpu_s is None else round(cpu_s, 3),
+            "switch_packet_hops": packets - packets0,
+            "ovs_socket_drops": socket_drops - socket_drops0,
+            "backlog_drops": _delta(backlog, backlog0),
+        }

@@ -2,6 +2,7 @@
 replugged at their scheduled times on the drill's clock, each fault stamped
 with when it really happened; and how long the controller took to converge
 after each one, from its acknowledged route versions."""
+
 import time
 
 
@@ -32,9 +33,18 @@ def run_timeline(fnet, flows, pairs, sc, t0, log):
         fnet.set_link(link, up=item["action"] == "link-up")
         t = time.monotonic() - t0
         log(f"[{t:6.2f}s] {item['action']} {a} <-> {b}")
-        applied.append({"at": at, "issued_at": round(issued, 4), "applied_at": round(t, 4),
-                        "action": item["action"], "link": [a, b], "index": item.get("index", 0),
-                        "link_name": link.name, **({"name": item["name"]} if item.get("name") else {})})
+        applied.append(
+            {
+                "at": at,
+                "issued_at": round(issued, 4),
+                "applied_at": round(t, 4),
+                "action": item["action"],
+                "link": [a, b],
+                "index": item.get("index", 0),
+                "link_name": link.name,
+                **({"name": item["name"]} if item.get("name") else {}),
+            }
+        )
     return applied, controller
 
 

@@ -1,6 +1,7 @@
 """The iperf3 flows of a drill, as processes in the emulated hosts: servers
 started and waited for until they listen, clients started on the drill's
 timeline, all waited for or ended, and their reports read back."""
+
 import json
 import os
 import subprocess
@@ -26,8 +27,9 @@ class IperfFlows:
     def start_servers(self, timeout=10.0):
         for p in self.pairs:
             with open(self._out("server", p), "w") as fh:
-                self.servers[p] = self.fnet.popen_in(p.dst, server_argv(p), stdout=fh,
-                                                     stderr=subprocess.STDOUT)
+                self.servers[p] = self.fnet.popen_in(
+                    p.dst, server_argv(p), stdout=fh, stderr=subprocess.STDOUT
+                )
         # Wait until every server listens (an event, polled), not a fixed sleep.
         deadline = time.monotonic() + timeout
         for p in self.pairs:
@@ -45,8 +47,9 @@ class IperfFlows:
     def start_client(self, p, t0):
         """Start the client of pair `p`; `t0` is the run clock's zero."""
         with open(self._out("client", p), "w") as fh:
-            self.clients[p] = self.fnet.popen_in(p.src, client_argv(p, self.duration), stdout=fh,
-                                                 stderr=subprocess.STDOUT)
+            self.clients[p] = self.fnet.popen_in(
+                p.src, client_argv(p, self.duration), stdout=fh, stderr=subprocess.STDOUT
+            )
         self.client_started[p] = time.monotonic() - t0
 
     def wait(self, timeout):
@@ -63,8 +66,9 @@ class IperfFlows:
                     problems.append(f"iperf3 {name} {p.src}->{p.dst} did not finish in time")
                     continue
                 if rc != 0:
-                    problems.append(f"iperf3 {name} {p.src}->{p.dst} failed (status {rc}): see "
-                                    f"{self._out(name, p)}")
+                    problems.append(
+                        f"iperf3 {name} {p.src}->{p.dst} failed (status {rc}): see {self._out(name, p)}"
+                    )
         return problems
 
     def stop(self):

@@ -1,5 +1,6 @@
 """Training jobs in a drill, as plans (pure): which ranks each host's traffic
 agent plays, and the configuration file each agent reads."""
+
 import os
 
 from traffic import roce
@@ -19,13 +20,25 @@ def rank_specs(fabric, jobs, pins=None):
         index = {h: i for i, h in enumerate(job["hosts"])}
         groups = None if job["groups"] is None else [[index[h] for h in g] for g in job["groups"]]
         for rank, h in enumerate(job["hosts"]):
-            per_host.setdefault(h, []).append({
-                "id": job_id, "name": job["name"], "rank": rank, "peers": peers,
-                "collective": job["collective"], "bytes": job["bytes"], "groups": groups,
-                "compute_s": job["compute_s"], "overlap": job["overlap"],
-                "iterations": job["iterations"], "dscp": job["dscp"], "port": job["port"],
-                "microbatches": job["microbatches"], "start": job["start"],
-                "pins": pins.get(job["name"], {}).get(h, {})})
+            per_host.setdefault(h, []).append(
+                {
+                    "id": job_id,
+                    "name": job["name"],
+                    "rank": rank,
+                    "peers": peers,
+                    "collective": job["collective"],
+                    "bytes": job["bytes"],
+                    "groups": groups,
+                    "compute_s": job["compute_s"],
+                    "overlap": job["overlap"],
+                    "iterations": job["iterations"],
+                    "dscp": job["dscp"],
+                    "port": job["port"],
+                    "microbatches": job["microbatches"],
+                    "start": job["start"],
+                    "pins": pins.get(job["name"], {}).get(h, {}),
+                }
+            )
     return per_host
 
 
@@ -52,10 +65,20 @@ def agent_configs(fabric, jobs, run_dir, deadline_s, transport=None, pins=None):
         dcqcn = dict(knobs.pop("dcqcn", {}))
         for share in [k for k in dcqcn if k.endswith("_share")]:
             dcqcn[share.replace("_share", "_bps")] = dcqcn.pop(share) * rate
-        out[host] = {"host": host, "deadline_s": deadline_s, "payload": roce.payload_for_mtu(fabric.mtu),
-                     "time_dilation": fabric.time_dilation, **knobs, "dcqcn": dcqcn,
-                     "out": os.path.join(run_dir, f"agent-{host}.json"),
-                     "nic": {"ip": nic.ip, "mac": nic.mac, "ports": list(nic.ports),
-                             "rate_bps": min(rates[p] for p in nic.ports)},
-                     "jobs": specs}
+        out[host] = {
+            "host": host,
+            "deadline_s": deadline_s,
+            "payload": roce.payload_for_mtu(fabric.mtu),
+            "time_dilation": fabric.time_dilation,
+            **knobs,
+            "dcqcn": dcqcn,
+            "out": os.path.join(run_dir, f"agent-{host}.json"),
+            "nic": {
+                "ip": nic.ip,
+                "mac": nic.mac,
+                "ports": list(nic.ports),
+                "rate_bps": min(rates[p] for p in nic.ports),
+            },
+            "jobs": specs,
+        }
     return out

@@ -1,15 +1,17 @@
 """The drill's probes as processes: a receiver in each destination host,
 started and bound before the drill's clock starts, and a sender in each
 source host that starts sending at the drill's zero (traffic/probe.py)."""
+
 import json
 import os
 import subprocess
 
-from testbed.emulation.procs import end as end_process, own_module
+from testbed.emulation.procs import end as end_process
+from testbed.emulation.procs import own_module
 
-BASE_PORT = 7100          # UDP destination port of probe i: BASE_PORT + i
-SOURCE_BASE = 20000       # UDP source ports of probe i: SOURCE_BASE + 100 i + flow
-LINGER_S = 0.5            # receivers keep listening this long after the senders stop
+BASE_PORT = 7100  # UDP destination port of probe i: BASE_PORT + i
+SOURCE_BASE = 20000  # UDP source ports of probe i: SOURCE_BASE + 100 i + flow
+LINGER_S = 0.5  # receivers keep listening this long after the senders stop
 
 
 class Probes:
@@ -30,16 +32,29 @@ class Probes:
         until the deadline start_senders() gives it."""
         for i, p in enumerate(self.probes):
             _, dst = self._nics(p)
-            proc = self.fnet.popen_in(p["dst"], own_module(
-                "traffic.probe", "recv", "--bind", dst.ip, "--port", BASE_PORT + i,
-                "--out", self._file(i, "recv")),
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            proc = self.fnet.popen_in(
+                p["dst"],
+                own_module(
+                    "traffic.probe",
+                    "recv",
+                    "--bind",
+                    dst.ip,
+                    "--port",
+                    BASE_PORT + i,
+                    "--out",
+                    self._file(i, "recv"),
+                ),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
             self.receivers.append(proc)
         for i, proc in enumerate(self.receivers):
             line = proc.stdout.readline().strip()
             if line != "ready":
-                raise RuntimeError(f"probe {i} receiver in {self.probes[i]['dst']} did not start "
-                                   f"(status {proc.poll()})")
+                raise RuntimeError(
+                    f"probe {i} receiver in {self.probes[i]['dst']} did not start (status {proc.poll()})"
+                )
 
     def start_senders(self, t0, until):
         """Senders send from `t0` to `until` (monotonic); receivers listen
@@ -49,16 +64,38 @@ class Probes:
             proc.stdin.close()
         for i, p in enumerate(self.probes):
             src, dst = self._nics(p)
-            self.senders.append(self.fnet.popen_in(p["src"], own_module(
-                "traffic.probe", "send", "--src", src.ip, "--dst", dst.ip,
-                "--port", BASE_PORT + i, "--sport", SOURCE_BASE + 100 * i,
-                "--rate", p["rate"], "--flows", p["flows"],
-                "--start", f"{t0:.6f}", "--until", f"{until:.6f}", "--out", self._file(i, "send"))))
+            self.senders.append(
+                self.fnet.popen_in(
+                    p["src"],
+                    own_module(
+                        "traffic.probe",
+                        "send",
+                        "--src",
+                        src.ip,
+                        "--dst",
+                        dst.ip,
+                        "--port",
+                        BASE_PORT + i,
+                        "--sport",
+                        SOURCE_BASE + 100 * i,
+                        "--rate",
+                        p["rate"],
+                        "--flows",
+                        p["flows"],
+                        "--start",
+                        f"{t0:.6f}",
+                        "--until",
+                        f"{until:.6f}",
+                        "--out",
+                        self._file(i, "send"),
+                    ),
+                )
+            )
 
     def wait(self, timeout):
         """Wait for every probe process to finish on its own; the problems."""
         problems = []
-        for i, proc in enumerate(self.senders + self.receivers):
+        for proc in self.senders + self.receivers:
             try:
                 code = proc.wait(timeout)
             except Exception:

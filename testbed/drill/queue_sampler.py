@@ -4,6 +4,7 @@ The engine's counters live in one mmap-ed BPF array, so a sample is a copy
 of memory: no process, no netlink dump, no system call. The thread measures
 its own CPU time, which the results report as the telemetry's cost.
 """
+
 import threading
 import time
 
@@ -22,8 +23,7 @@ class QueueSampler:
         n = len(engine.fabric.queues.classes)
         self.names = [c.name for c in engine.fabric.queues.classes]
         # one row per (port, class), in a fixed order
-        self.rows = [(ifname, c) for ifname in sorted(engine.slots, key=engine.slots.get)
-                     for c in range(n)]
+        self.rows = [(ifname, c) for ifname in sorted(engine.slots, key=engine.slots.get) for c in range(n)]
         self.index = np.array([engine.slots[i] * CLASSES + c for i, c in self.rows])
         self.t, self.backlog_b, self.backlog_p, self.marks = [], [], [], []
         self.first = self.last = None
@@ -56,7 +56,7 @@ class QueueSampler:
                 self.last = snap
                 due += self.interval
                 self._stop.wait(max(0.0, due - time.monotonic()))
-        except Exception as e:   # reported with the run's problems
+        except Exception as e:  # reported with the run's problems
             self.error = f"{type(e).__name__}: {e}"
         finally:
             self.cpu_s = time.thread_time() - cpu0
@@ -81,21 +81,29 @@ class QueueSampler:
         cum = np.array(self.marks) - self.first[:, MARKS]
         for r, (ifname, c) in enumerate(self.rows):
             col = b[:, r]
-            entry = {"sent_bytes": int(total[r, DEQ_B]), "sent_pkts": int(total[r, DEQ_P]),
-                     "drops": int(total[r, DROP_P]), "drop_bytes": int(total[r, DROP_B]),
-                     "marks": int(total[r, MARKS]), "ect_pkts": int(total[r, ECT]),
-                     "max_backlog_bytes": int(col.max()), "mean_backlog_bytes": float(col.mean()),
-                     "p99_backlog_bytes": float(np.percentile(col, 99)),
-                     "max_backlog_pkts": int(p[:, r].max())}
+            entry = {
+                "sent_bytes": int(total[r, DEQ_B]),
+                "sent_pkts": int(total[r, DEQ_P]),
+                "drops": int(total[r, DROP_P]),
+                "drop_bytes": int(total[r, DROP_B]),
+                "marks": int(total[r, MARKS]),
+                "ect_pkts": int(total[r, ECT]),
+                "max_backlog_bytes": int(col.max()),
+                "mean_backlog_bytes": float(col.mean()),
+                "p99_backlog_bytes": float(np.percentile(col, 99)),
+                "max_backlog_pkts": int(p[:, r].max()),
+            }
             if entry["sent_pkts"] or entry["drops"]:
                 ports.setdefault(ifname, {})[self.names[c]] = entry
             if entry["max_backlog_bytes"] > 0:
                 series[f"{ifname}/{self.names[c]}"] = [int(x) for x in col]
-            if entry["marks"] > 0:   # cumulative CE marks since the start
+            if entry["marks"] > 0:  # cumulative CE marks since the start
                 marks[f"{ifname}/{self.names[c]}"] = [int(x) for x in cum[:, r]]
-        return {"classes": self.names, "samples": len(self.t),
-                "sample_hz": round(len(self.t) / wall, 1),
-                "cpu_share": round(self.cpu_s / wall, 4), "ports": ports,
-                "series": {"t": [round(t, 4) for t in self.t], "backlog_bytes": series,
-                           "marks": marks}}
-
+        return {
+            "classes": self.names,
+            "samples": len(self.t),
+            "sample_hz": round(len(self.t) / wall, 1),
+            "cpu_share": round(self.cpu_s / wall, 4),
+            "ports": ports,
+            "series": {"t": [round(t, 4) for t in self.t], "backlog_bytes": series, "marks": marks},
+        }

@@ -1,6 +1,7 @@
 """`hpnlab run`: build the fabric, run traffic, apply the fault timeline,
 sample, tear down; then measure, judge, and write results.json, summary.md
 and the plots."""
+
 import datetime
 import math
 import os
@@ -9,21 +10,32 @@ from dataclasses import dataclass, field
 
 from testbed.emulation.capture import Capture
 from testbed.emulation.realize import FabricNet, unreachable
-from testbed.results import (analytical, controller, counters, dilation, expectations, pauses, plots,
-                             probe, queues, store, trust)
+from testbed.results import (
+    analytical,
+    controller,
+    counters,
+    dilation,
+    expectations,
+    pauses,
+    plots,
+    probe,
+    queues,
+    store,
+    trust,
+)
 from testbed.results.flows import SETTLE_S, compute_metrics
 from testbed.results.jobs import job_metrics
 from traffic.iperf import INTERVAL_S, plan_pairs
 
 from . import sampler
-from .queue_sampler import QueueSampler
-from .cost import CostMeter
 from .agents import JobAgents
+from .announce import agent_pins, announcement, fabric_links
+from .cost import CostMeter
 from .faults import convergence_s, link_switch_ports, run_timeline, sleep_until, switch_ends
 from .iperf import IperfFlows
-from .probes import Probes
-from .announce import agent_pins, announcement, fabric_links
 from .jobs import agent_configs
+from .probes import Probes
+from .queue_sampler import QueueSampler
 
 
 class ReachabilityError(RuntimeError):
@@ -33,11 +45,12 @@ class ReachabilityError(RuntimeError):
 @dataclass
 class _Run:
     """What a drill recorded while the fabric was up."""
-    t0: float                 # the drill clock's zero (monotonic)
-    ran_s: float              # traffic time actually run
-    faults: list              # as applied, with applied_at
-    problems: list            # what went wrong while running
-    events: list              # the controller's events
+
+    t0: float  # the drill clock's zero (monotonic)
+    ran_s: float  # traffic time actually run
+    faults: list  # as applied, with applied_at
+    problems: list  # what went wrong while running
+    events: list  # the controller's events
     flows: IperfFlows
     samples: list
     cpu: list
@@ -45,13 +58,13 @@ class _Run:
     capture_files: list
     datapath: str
     bringup_s: float | None
-    emulator: dict = field(default_factory=dict)   # Open vSwitch CPU and packet-hops over the traffic
-    queues: dict | None = None   # the queue engine's counters (drill/queue_sampler.py)
-    pauses: dict | None = None   # the pause daemon's record (emulation/pfc.py)
-    controller_actions: list = field(default_factory=list)   # the timeline's stops and starts
-    probes: list | None = None   # what each probe sent and received (drill/probes.py)
-    placement: dict | None = None   # the controller's answer to the job announcement
-    announced: dict | None = None   # what the controller was told (drill/announce.py)
+    emulator: dict = field(default_factory=dict)  # Open vSwitch CPU and packet-hops over the traffic
+    queues: dict | None = None  # the queue engine's counters (drill/queue_sampler.py)
+    pauses: dict | None = None  # the pause daemon's record (emulation/pfc.py)
+    controller_actions: list = field(default_factory=list)  # the timeline's stops and starts
+    probes: list | None = None  # what each probe sent and received (drill/probes.py)
+    placement: dict | None = None  # the controller's answer to the job announcement
+    announced: dict | None = None  # what the controller was told (drill/announce.py)
 
 
 def run_scenario(sc, out_dir, log=print, dilation_choice=None):
@@ -80,14 +93,18 @@ def _run(sc, out_dir, log):
             # ones in the switches) before the first packet is sent.
             announced = announcement(fabric, sc.jobs)
             placement = fnet.announce_jobs(announced)
-            configs = agent_configs(fabric, sc.jobs, run_dir, sc.duration_s, sc.transport,
-                                    pins=agent_pins(fabric, placement))
+            configs = agent_configs(
+                fabric, sc.jobs, run_dir, sc.duration_s, sc.transport, pins=agent_pins(fabric, placement)
+            )
             agents = JobAgents(fnet, configs, run_dir, log)
         captures = []
-        cost = CostMeter(end.ifname for link in fabric.links for end in (link.a, link.b)
-                         if fabric.nodes[end.node].is_switch)
-        samp = sampler.LinkSampler(fnet, senders,
-                                   on_sample=_progress(fabric, senders, agents, sc.jobs, log))
+        cost = CostMeter(
+            end.ifname
+            for link in fabric.links
+            for end in (link.a, link.b)
+            if fabric.nodes[end.node].is_switch
+        )
+        samp = sampler.LinkSampler(fnet, senders, on_sample=_progress(fabric, senders, agents, sc.jobs, log))
         qsamp = QueueSampler(fnet.queues) if fnet.queues is not None else None
         probes = Probes(fnet, sc.probes, run_dir) if sc.probes else None
         try:
@@ -115,8 +132,7 @@ def _run(sc, out_dir, log):
                 # Every fault applied: the drill ends when the last agent
                 # does (each stops at the deadline too).
                 problems = agents.wait(timeout=max(0.0, t0 + sc.duration_s - time.monotonic()) + 15)
-                ran_s = min(sc.duration_s,
-                            math.ceil((time.monotonic() - t0) / INTERVAL_S) * INTERVAL_S)
+                ran_s = min(sc.duration_s, math.ceil((time.monotonic() - t0) / INTERVAL_S) * INTERVAL_S)
             else:
                 sleep_until(t0 + sc.duration_s)
                 problems = flows.wait(timeout=15)
@@ -146,23 +162,44 @@ def _run(sc, out_dir, log):
         if fnet.pauses is not None and pause_record is None:
             problems.append(f"the pause daemon wrote no record; see {fnet.pauses.log_path}")
         problems += [f"pause daemon: {e}" for e in (pause_record or {}).get("errors", [])]
-        problems += [f"controller routes version {ev.get('version')}: {ev['apply_error']}"
-                     for ev in events if ev.get("apply_error")]
-        problems += [f"switch {ev.get('switch')} rejected an OpenFlow message from the controller "
-                     f"(error type {ev.get('type')}, code {ev.get('code')})"
-                     for ev in events if ev["event"] == "error"]
-        problems += [f"the controller refused a connection that claimed to be switch "
-                     f"{ev.get('switch')} ({ev.get('reason')})"
-                     for ev in events if ev["event"] == "refused"]
-        return _Run(t0=t0, ran_s=ran_s, faults=faults, problems=problems, events=events,
-                    flows=flows, samples=samp.samples, cpu=samp.cpu,
-                    agent_results=agents.results() if agents else None,
-                    capture_files=capture_files, datapath=fnet.datapath,
-                    bringup_s=fnet.timings.get("routes"), emulator=emulator,
-                    queues=qsamp.result() if qsamp else None, pauses=pause_record,
-                    controller_actions=controller_actions,
-                    probes=probes.records() if probes else None, placement=placement,
-                    announced=announced)
+        problems += [
+            f"controller routes version {ev.get('version')}: {ev['apply_error']}"
+            for ev in events
+            if ev.get("apply_error")
+        ]
+        problems += [
+            f"switch {ev.get('switch')} rejected an OpenFlow message from the controller "
+            f"(error type {ev.get('type')}, code {ev.get('code')})"
+            for ev in events
+            if ev["event"] == "error"
+        ]
+        problems += [
+            f"the controller refused a connection that claimed to be switch "
+            f"{ev.get('switch')} ({ev.get('reason')})"
+            for ev in events
+            if ev["event"] == "refused"
+        ]
+        return _Run(
+            t0=t0,
+            ran_s=ran_s,
+            faults=faults,
+            problems=problems,
+            events=events,
+            flows=flows,
+            samples=samp.samples,
+            cpu=samp.cpu,
+            agent_results=agents.results() if agents else None,
+            capture_files=capture_files,
+            datapath=fnet.datapath,
+            bringup_s=fnet.timings.get("routes"),
+            emulator=emulator,
+            queues=qsamp.result() if qsamp else None,
+            pauses=pause_record,
+            controller_actions=controller_actions,
+            probes=probes.records() if probes else None,
+            placement=placement,
+            announced=announced,
+        )
 
 
 def _results(sc, run, started, dilation_choice=None):
@@ -170,14 +207,18 @@ def _results(sc, run, started, dilation_choice=None):
     whether it can be trusted, and judge the expectations: the results dict."""
     fabric, faults = sc.fabric, run.faults
     for fault in faults:
-        fault["converged_s"] = convergence_s(run.events, run.t0, fault,
-                                             link_switch_ports(fabric, fault))
+        fault["converged_s"] = convergence_s(run.events, run.t0, fault, link_switch_ports(fabric, fault))
     per_flow, info = run.flows.series()
     series = _grid(per_flow, info, run.ran_s)
     rates, names = counters.egress_rates(fabric)
-    fid_links = counters.fidelity(run.samples, rates, names, counters.egress_owners(fabric),
-                                  counters.fault_edges(fabric, faults, SETTLE_S),
-                                  frame_bytes=fabric.mtu + 14)
+    fid_links = counters.fidelity(
+        run.samples,
+        rates,
+        names,
+        counters.egress_owners(fabric),
+        counters.fault_edges(fabric, faults, SETTLE_S),
+        frame_bytes=fabric.mtu + 14,
+    )
     m = compute_metrics(series, info, faults, run.ran_s, fid_links)
     m["queue_drops"] = counters.queue_drops(run.samples, names)
     # where the machine itself dropped frames, as the kernel counted them
@@ -197,60 +238,90 @@ def _results(sc, run, started, dilation_choice=None):
             if jm.get("window_s"):
                 jm["dci_bytes"] = counters.dci_bytes(fabric, run.samples, *jm["window_s"])
                 # how evenly the job's bytes spread over the links it could use
-                jm["link_load"] = counters.egress_bytes(run.samples, spread_over[name],
-                                                        *jm["window_s"])
+                jm["link_load"] = counters.egress_bytes(run.samples, spread_over[name], *jm["window_s"])
                 jm["link_load_max_mean"] = counters.max_mean(jm["link_load"])
         m["generators"] = trust.generator_metrics(
-            run.agent_results, pauses.paused_intervals(run.pauses) if run.pauses else None)
+            run.agent_results, pauses.paused_intervals(run.pauses) if run.pauses else None
+        )
         trust.fold_generators(m["fidelity"], m["generators"])
-        lost = trust.unexplained_loss(m["jobs"], m["queue_drops"], faults,
-                                      m["generators"]["rx_overflows"])
+        lost = trust.unexplained_loss(m["jobs"], m["queue_drops"], faults, m["generators"]["rx_overflows"])
         if lost:
             lost["emulator_drops"] = emulator_drops
             m["fidelity"]["unexplained_loss"] = lost
         m["dci_bytes"] = counters.dci_bytes(fabric, run.samples)
         m["cpu_per_packet"] = counters.cpu_per_packet(run.agent_results, run.emulator)
     if run.probes is not None:
-        m["probe"] = probe.probe_results(run.probes, faults, run.t0, run.ran_s, run.samples,
-                                         lambda f: [e.ifname for e in switch_ends(fabric, f)])
+        m["probe"] = probe.probe_results(
+            run.probes,
+            faults,
+            run.t0,
+            run.ran_s,
+            run.samples,
+            lambda f: [e.ifname for e in switch_ends(fabric, f)],
+        )
         m.update(probe.gap_metrics(m["probe"]))
     m["host_cpu"] = counters.cpu_summary(run.cpu)
     # Measured so far: this machine's time. Judged and reported from here
     # on: emulated time, which is what the scenario's bounds are written in.
     n = sc.fabric.time_dilation
-    emulated = dilation.to_emulated({"metrics": m, "faults": faults, "series": series,
-                                     "duration_s": round(run.ran_s, 3),
-                                     "duration_planned_s": sc.duration_s}, n)
+    emulated = dilation.to_emulated(
+        {
+            "metrics": m,
+            "faults": faults,
+            "series": series,
+            "duration_s": round(run.ran_s, 3),
+            "duration_planned_s": sc.duration_s,
+        },
+        n,
+    )
     m, faults, series = emulated["metrics"], emulated["faults"], emulated["series"]
     pause_recs = None
     if run.pauses is not None:
         class_names = [c.name for c in fabric.queues.classes]
         pause_recs = pauses.to_emulated(pauses.records(run.pauses, run.t0, class_names), n)
-        m["pfc"] = pauses.summary(pause_recs, run.pauses.get("events", 0), run.pauses.get("errors", ()),
-                                  run.pauses.get("scheduling"))
+        m["pfc"] = pauses.summary(
+            pause_recs,
+            run.pauses.get("events", 0),
+            run.pauses.get("errors", ()),
+            run.pauses.get("scheduling"),
+        )
         totals = pauses.class_totals(pause_recs)
         for c in fabric.queues.classes:
             if c.pfc is not None:
                 m.setdefault("classes", {}).setdefault(c.name, {}).update(
-                    totals.get(c.name, {"pauses": 0, "paused_s": 0.0}))
+                    totals.get(c.name, {"pauses": 0, "paused_s": 0.0})
+                )
     m["controller"] = controller.record(run.events, run.t0, run.controller_actions, run.ran_s, n)
     run.problems += controller.problems(m["controller"])
     judged = trust.assess(m, faults)
     trustworthy = judged["trustworthy"]
     exp = expectations.evaluate(sc.expect, m, trustworthy)
     return {
-        "scenario": sc.name, "description": sc.description, "scenario_file": sc.path,
-        "started": started, "duration_s": emulated["duration_s"],
+        "scenario": sc.name,
+        "description": sc.description,
+        "scenario_file": sc.path,
+        "started": started,
+        "duration_s": emulated["duration_s"],
         "duration_planned_s": emulated["duration_planned_s"],
-        "time_dilation": n, "time_dilation_choice": dilation_choice or {"from": "given"},
+        "time_dilation": n,
+        "time_dilation_choice": dilation_choice or {"from": "given"},
         # A run that hit problems (a tool that failed, routes not installed)
         # did not do what the scenario asked, whatever the numbers say.
         "passed": trustworthy and expectations.all_passed(exp) and not run.problems,
-        "trustworthy": trustworthy, "trust": judged,
-        "fabric": {"kind": fabric.kind, "datapath": run.datapath, "hosts": len(fabric.hosts()),
-                   "switches": len(fabric.switches()), "links": len(fabric.links),
-                   "bringup_s": run.bringup_s},
-        "expectations": exp, "metrics": m, "faults": faults, "series": series,
+        "trustworthy": trustworthy,
+        "trust": judged,
+        "fabric": {
+            "kind": fabric.kind,
+            "datapath": run.datapath,
+            "hosts": len(fabric.hosts()),
+            "switches": len(fabric.switches()),
+            "links": len(fabric.links),
+            "bringup_s": run.bringup_s,
+        },
+        "expectations": exp,
+        "metrics": m,
+        "faults": faults,
+        "series": series,
         "queues": queues.to_emulated(run.queues, n),
         "pauses": pause_recs,
         "placement": run.placement,
@@ -266,17 +337,27 @@ def _write(sc, run, results, out_dir, log=print):
     if run.capture_files:
         results["files"]["captures"] = [os.path.basename(p) for p in run.capture_files if p]
     store.write_results(out_dir, results)
-    drawings = (("plot", lambda: plots.plot_throughput(
-                    out_dir, results["series"], results["faults"], f"{sc.name}: throughput per flow",
-                    flow_info=results["series"]["flow_info"], time_dilation=results["time_dilation"])),
-                ("iterations", lambda: plots.plot_iterations(out_dir, results)),
-                ("queues", lambda: plots.plot_queues(out_dir, results)),
-                ("marks", lambda: plots.plot_marks(out_dir, results)),
-                ("pauses", lambda: plots.plot_pauses(out_dir, results)))
+    drawings = (
+        (
+            "plot",
+            lambda: plots.plot_throughput(
+                out_dir,
+                results["series"],
+                results["faults"],
+                f"{sc.name}: throughput per flow",
+                flow_info=results["series"]["flow_info"],
+                time_dilation=results["time_dilation"],
+            ),
+        ),
+        ("iterations", lambda: plots.plot_iterations(out_dir, results)),
+        ("queues", lambda: plots.plot_queues(out_dir, results)),
+        ("marks", lambda: plots.plot_marks(out_dir, results)),
+        ("pauses", lambda: plots.plot_pauses(out_dir, results)),
+    )
     for key, draw in drawings:
         try:
             path = draw()
-        except Exception as e:   # noqa: BLE001 - the run's results stand without the plot
+        except Exception as e:  # noqa: BLE001 - the run's results stand without the plot
             results.setdefault("plot_errors", []).append(f"{key}: {type(e).__name__}: {e}")
             log(f"warning: the {key} plot failed ({type(e).__name__}: {e}); results.json is complete")
             continue
@@ -289,8 +370,9 @@ def _require_reachable(fnet):
     reach = fnet.check_reachability()
     bad = unreachable(reach)
     if bad:
-        raise ReachabilityError(f"{len(bad)} host/port pairs unreachable before traffic "
-                                f"started, e.g. {bad[0]}")
+        raise ReachabilityError(
+            f"{len(bad)} host/port pairs unreachable before traffic started, e.g. {bad[0]}"
+        )
 
 
 def _grid(per_flow, info, duration):
@@ -329,4 +411,5 @@ def _progress(fabric, senders, agents, jobs, log):
             per_port = " ".join(f"{r:5.1f}" for r in rates)
             parts.append(f"{h} {sum(rates):6.1f} Mbit/s (ports: {per_port})")
         log(f"[{t:6.2f}s] " + "; ".join(parts))
+
     return on_sample

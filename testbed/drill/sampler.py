@@ -7,6 +7,7 @@ Root-namespace ports (switch side) are read with one `tc` call per sample;
 the egress of the hosts that send is read inside their namespaces. CPU
 busy time is sampled alongside.
 """
+
 import json
 import subprocess
 import threading
@@ -17,8 +18,9 @@ from testbed.fabric.model import HOST
 
 def read_qdiscs(argv_prefix=()):
     """{dev: (bytes sent, backlog bytes, drops)} of every HTB root qdisc."""
-    r = subprocess.run(list(argv_prefix) + ["tc", "-s", "-j", "qdisc", "show"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        list(argv_prefix) + ["tc", "-s", "-j", "qdisc", "show"], capture_output=True, text=True
+    )
     out = {}
     if r.returncode != 0:
         return out
@@ -34,8 +36,8 @@ class LinkSampler:
         self.hosts = list(hosts)
         self.interval = interval
         self.on_sample = on_sample
-        self.samples = []            # (t, {dev: (bytes, backlog, drops)})
-        self.cpu = []                # (t, busy fraction of all cores since the last sample)
+        self.samples = []  # (t, {dev: (bytes, backlog, drops)})
+        self.cpu = []  # (t, busy fraction of all cores since the last sample)
         self._cpu_last = None
         self.error = None
         self._stop = threading.Event()

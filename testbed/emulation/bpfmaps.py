@@ -4,12 +4,13 @@ sampling its counters costs no system call.
 
 Kept apart from what the maps mean (testbed/emulation/queues.py).
 """
+
 import ctypes
 import ctypes.util
 import mmap
 import os
 
-SYS_BPF = 321            # x86_64
+SYS_BPF = 321  # x86_64
 BPF_MAP_LOOKUP_ELEM, BPF_MAP_UPDATE_ELEM, BPF_MAP_DELETE_ELEM = 1, 2, 3
 BPF_OBJ_GET, BPF_OBJ_GET_INFO_BY_FD = 7, 15
 BPF_ANY = 0
@@ -19,24 +20,33 @@ _libc.syscall.restype = ctypes.c_long
 
 
 class _ObjGet(ctypes.Structure):
-    _fields_ = [("pathname", ctypes.c_uint64), ("bpf_fd", ctypes.c_uint32),
-                ("file_flags", ctypes.c_uint32)]
+    _fields_ = [("pathname", ctypes.c_uint64), ("bpf_fd", ctypes.c_uint32), ("file_flags", ctypes.c_uint32)]
 
 
 class _Elem(ctypes.Structure):
-    _fields_ = [("map_fd", ctypes.c_uint32), ("pad", ctypes.c_uint32), ("key", ctypes.c_uint64),
-                ("value", ctypes.c_uint64), ("flags", ctypes.c_uint64)]
+    _fields_ = [
+        ("map_fd", ctypes.c_uint32),
+        ("pad", ctypes.c_uint32),
+        ("key", ctypes.c_uint64),
+        ("value", ctypes.c_uint64),
+        ("flags", ctypes.c_uint64),
+    ]
 
 
 class _InfoByFd(ctypes.Structure):
-    _fields_ = [("bpf_fd", ctypes.c_uint32), ("info_len", ctypes.c_uint32),
-                ("info", ctypes.c_uint64)]
+    _fields_ = [("bpf_fd", ctypes.c_uint32), ("info_len", ctypes.c_uint32), ("info", ctypes.c_uint64)]
 
 
 class _MapInfo(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_uint32), ("id", ctypes.c_uint32), ("key_size", ctypes.c_uint32),
-                ("value_size", ctypes.c_uint32), ("max_entries", ctypes.c_uint32),
-                ("map_flags", ctypes.c_uint32), ("name", ctypes.c_char * 16)]
+    _fields_ = [
+        ("type", ctypes.c_uint32),
+        ("id", ctypes.c_uint32),
+        ("key_size", ctypes.c_uint32),
+        ("value_size", ctypes.c_uint32),
+        ("max_entries", ctypes.c_uint32),
+        ("map_flags", ctypes.c_uint32),
+        ("name", ctypes.c_char * 16),
+    ]
 
 
 def _bpf(cmd, attr):
@@ -59,22 +69,25 @@ class PinnedMap:
         except OSError as e:
             raise OSError(e.errno, f"cannot open the BPF map {path}: {e.strerror}") from None
         info = _MapInfo()
-        _bpf(BPF_OBJ_GET_INFO_BY_FD, _InfoByFd(bpf_fd=self.fd, info_len=ctypes.sizeof(info),
-                                               info=ctypes.addressof(info)))
+        _bpf(
+            BPF_OBJ_GET_INFO_BY_FD,
+            _InfoByFd(bpf_fd=self.fd, info_len=ctypes.sizeof(info), info=ctypes.addressof(info)),
+        )
         self.key_size, self.value_size = info.key_size, info.value_size
         self.max_entries = info.max_entries
         self._mm = None
 
     def update(self, key: bytes, value: bytes):
         k, v = ctypes.create_string_buffer(key, len(key)), ctypes.create_string_buffer(value, len(value))
-        _bpf(BPF_MAP_UPDATE_ELEM, _Elem(map_fd=self.fd, key=ctypes.addressof(k),
-                                       value=ctypes.addressof(v), flags=BPF_ANY))
+        _bpf(
+            BPF_MAP_UPDATE_ELEM,
+            _Elem(map_fd=self.fd, key=ctypes.addressof(k), value=ctypes.addressof(v), flags=BPF_ANY),
+        )
 
     def lookup(self, key: bytes):
         k = ctypes.create_string_buffer(key, len(key))
         v = ctypes.create_string_buffer(self.value_size)
-        _bpf(BPF_MAP_LOOKUP_ELEM, _Elem(map_fd=self.fd, key=ctypes.addressof(k),
-                                       value=ctypes.addressof(v)))
+        _bpf(BPF_MAP_LOOKUP_ELEM, _Elem(map_fd=self.fd, key=ctypes.addressof(k), value=ctypes.addressof(v)))
         return v.raw
 
     def memory(self, writable=False):
@@ -92,7 +105,7 @@ class PinnedMap:
         if self._mm is not None:
             try:
                 self._mm.close()
-            except BufferError:   # a view of it is still alive: it goes with its last user
+            except BufferError:  # a view of it is still alive: it goes with its last user
                 pass
             self._mm = None
         if self.fd is not None:
@@ -122,8 +135,7 @@ class RingBuffer:
         self.size = pinned.max_entries
         page = mmap.PAGESIZE
         self._cons = mmap.mmap(self.fd, page, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
-        self._prod = mmap.mmap(self.fd, page + 2 * self.size, mmap.MAP_SHARED, mmap.PROT_READ,
-                               offset=page)
+        self._prod = mmap.mmap(self.fd, page + 2 * self.size, mmap.MAP_SHARED, mmap.PROT_READ, offset=page)
         self._data = memoryview(self._prod)[page:]
 
     def records(self):
@@ -134,12 +146,12 @@ class RingBuffer:
         mask = self.size - 1
         while cons < prod:
             at = cons & mask
-            head = int.from_bytes(self._data[at:at + 4], "little")
+            head = int.from_bytes(self._data[at : at + 4], "little")
             if head & RINGBUF_BUSY:
                 break
             length = head & ~(RINGBUF_BUSY | RINGBUF_DISCARD)
             if not head & RINGBUF_DISCARD:
-                out.append(bytes(self._data[at + RINGBUF_HEADER:at + RINGBUF_HEADER + length]))
+                out.append(bytes(self._data[at + RINGBUF_HEADER : at + RINGBUF_HEADER + length]))
             cons += (length + RINGBUF_HEADER + 7) & ~7
             self._cons[0:8] = cons.to_bytes(8, "little")
         return out

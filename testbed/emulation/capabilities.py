@@ -6,6 +6,7 @@ in, loadable, or missing. The namespace is an unnamed one of the probe's own
 process (unshare): it vanishes with that process, so no probe can leave
 anything behind, even when hpnlab is interrupted or killed meanwhile.
 """
+
 import importlib.util
 import os
 import re
@@ -51,6 +52,7 @@ def _bpf_queue_probe():
     a veth, in a throw-away network and mount namespace with its own bpffs,
     so that the maps it pins vanish with it."""
     from .queues import QueueSetupError, attach_lines, build_object
+
     try:
         obj = build_object()
     except QueueSetupError as e:
@@ -58,8 +60,9 @@ def _bpf_queue_probe():
     # the very lines a fabric runs: a switch port on pa, a host port on pb
     lines = attach_lines("pa", obj) + attach_lines("pb", obj, host=True)
     load = "printf '%s\\n' " + " ".join(shlex.quote(l) for l in lines) + " | tc -batch -"
-    r = _run(["unshare", "--net", "--mount", "sh", "-c",
-              f"mount -t bpf bpf /sys/fs/bpf && {_VETH} && {load}"])
+    r = _run(
+        ["unshare", "--net", "--mount", "sh", "-c", f"mount -t bpf bpf /sys/fs/bpf && {_VETH} && {load}"]
+    )
     if r.returncode != 0:
         return False, (r.stderr.strip().splitlines() or ["failed"])[-1]
     return True, f"loaded ({os.path.basename(obj)})"
@@ -74,14 +77,32 @@ def _qdisc_probe(module, args):
 QDISCS = {
     # name: (kernel module, tc arguments, what it enables)
     "htb": ("sch_htb", ["htb", "default", "1"], "link rate shaping (required)"),
-    "red": ("sch_red", ["red", "limit", "400000", "min", "30000", "max", "90000", "avpkt", "1500",
-                        "burst", "40", "probability", "0.1", "bandwidth", "10Mbit", "ecn"],
-            "ECN marking by queue length (RED)"),
+    "red": (
+        "sch_red",
+        [
+            "red",
+            "limit",
+            "400000",
+            "min",
+            "30000",
+            "max",
+            "90000",
+            "avpkt",
+            "1500",
+            "burst",
+            "40",
+            "probability",
+            "0.1",
+            "bandwidth",
+            "10Mbit",
+            "ecn",
+        ],
+        "ECN marking by queue length (RED)",
+    ),
     "netem": ("sch_netem", ["netem", "delay", "1ms"], "link delay, loss and jitter (e.g. DCI delay)"),
     "prio": ("sch_prio", ["prio"], "strict-priority queues"),
     "ets": ("sch_ets", ["ets", "bands", "2", "strict", "2"], "ETS priority queues"),
-    "tbf": ("sch_tbf", ["tbf", "rate", "10mbit", "burst", "10kb", "latency", "50ms"],
-            "token-bucket shaping"),
+    "tbf": ("sch_tbf", ["tbf", "rate", "10mbit", "burst", "10kb", "latency", "50ms"], "token-bucket shaping"),
 }
 
 
@@ -89,20 +110,34 @@ def probe():
     """Return a list of Features. Needs root for the kernel probes."""
     feats = []
     ovs_mod = _modprobe("openvswitch")
-    feats.append(Feature("openvswitch module", ovs_mod,
-                         "loaded" if ovs_mod else "not loadable",
-                         "OVS kernel datapath (fast); without it the userspace datapath is used"))
+    feats.append(
+        Feature(
+            "openvswitch module",
+            ovs_mod,
+            "loaded" if ovs_mod else "not loadable",
+            "OVS kernel datapath (fast); without it the userspace datapath is used",
+        )
+    )
     if os.geteuid() == 0 and all(shutil.which(t) for t in ("ip", "tc", "unshare")):
         for name, (module, args, enables) in QDISCS.items():
             ok, detail = _qdisc_probe(module, args)
             feats.append(Feature(name, ok, detail, enables))
         ok, detail = _bpf_queue_probe()
-        feats.append(Feature(BPF_QUEUES, ok, detail,
-                             "priority classes, ECN marking and queue counters (scenario queues)"))
+        feats.append(
+            Feature(
+                BPF_QUEUES, ok, detail, "priority classes, ECN marking and queue counters (scenario queues)"
+            )
+        )
         _modprobe("bonding")
         r = _in_fresh_netns("ip link add bond0 type bond")
-        feats.append(Feature("bonding", r.returncode == 0, (r.stderr.strip() or "ok"),
-                             "Linux bonding (not needed: NIC ports use multipath routes)"))
+        feats.append(
+            Feature(
+                "bonding",
+                r.returncode == 0,
+                (r.stderr.strip() or "ok"),
+                "Linux bonding (not needed: NIC ports use multipath routes)",
+            )
+        )
     else:
         feats.append(Feature("kernel qdiscs", False, "not probed: needs root", "everything"))
     _modprobe("tcp_dctcp")
@@ -111,19 +146,32 @@ def probe():
             ccs = fh.read().split()
     except OSError:
         ccs = []
-    feats.append(Feature("dctcp", "dctcp" in ccs, " ".join(ccs) or "unknown",
-                         "DCTCP congestion control (ECN-reactive TCP)"))
-    for tool, enables in (("iperf3", "bulk TCP traffic (drills)"), ("ovs-vsctl", "Open vSwitch"),
-                          ("ethtool", "offload settings TCP needs on the userspace datapath"),
-                          ("tcpdump", "packet captures"), ("mnexec", "Mininet hosts")):
+    feats.append(
+        Feature(
+            "dctcp", "dctcp" in ccs, " ".join(ccs) or "unknown", "DCTCP congestion control (ECN-reactive TCP)"
+        )
+    )
+    for tool, enables in (
+        ("iperf3", "bulk TCP traffic (drills)"),
+        ("ovs-vsctl", "Open vSwitch"),
+        ("ethtool", "offload settings TCP needs on the userspace datapath"),
+        ("tcpdump", "packet captures"),
+        ("mnexec", "Mininet hosts"),
+    ):
         path = shutil.which(tool)
         feats.append(Feature(tool, bool(path), path or "not found", enables))
     ovs_up = bool(shutil.which("ovs-vsctl")) and _run(["ovs-vsctl", "--timeout=3", "show"]).returncode == 0
-    feats.append(Feature("ovsdb running", ovs_up, "ovs-vsctl show " + ("ok" if ovs_up else "failed"),
-                         "building fabrics (start it: make setup)"))
+    feats.append(
+        Feature(
+            "ovsdb running",
+            ovs_up,
+            "ovs-vsctl show " + ("ok" if ovs_up else "failed"),
+            "building fabrics (start it: make setup)",
+        )
+    )
     if ovs_up:
         feats.append(_ovs_tx_feature(userspace=not ovs_mod))
-    for mod in ("mininet", "os_ken", "scapy", "pyroute2"):
+    for mod in ("mininet", "os_ken", "scapy"):
         ok = importlib.util.find_spec(mod) is not None
         feats.append(Feature(f"python: {mod}", ok, "importable" if ok else "missing", "hpnlab itself"))
     return feats
@@ -176,8 +224,10 @@ def ovs_send_buffer():
 
 
 def _ovs_tx_feature(userspace):
-    enables = ("switch queues as deep as modeled on the userspace datapath "
-               "(make setup raises net.core.wmem_default and restarts an idle OVS)")
+    enables = (
+        "switch queues as deep as modeled on the userspace datapath "
+        "(make setup raises net.core.wmem_default and restarts an idle OVS)"
+    )
     if not userspace:
         return Feature(OVS_TX_FEATURE, True, "kernel datapath: not used", enables)
     size, where = ovs_send_buffer(), "ovs-vswitchd send buffer"
@@ -187,8 +237,9 @@ def _ovs_tx_feature(userspace):
                 size, where = int(fh.read()), "net.core.wmem_default (OVS has not sent yet)"
         except (OSError, ValueError):
             return Feature(OVS_TX_FEATURE, False, "unknown", enables)
-    return Feature(OVS_TX_FEATURE, size >= OVS_TX_BUFFER,
-                   f"{where} {size} bytes (want >= {OVS_TX_BUFFER})", enables)
+    return Feature(
+        OVS_TX_FEATURE, size >= OVS_TX_BUFFER, f"{where} {size} bytes (want >= {OVS_TX_BUFFER})", enables
+    )
 
 
 def has(feats, name):
@@ -220,16 +271,22 @@ def missing_for(fabric, feats):
     module = {name: mod for name, (mod, _, _) in QDISCS.items()}
     out = []
     if any(f.name == "ovsdb running" for f in feats) and not has(feats, "ovsdb running"):
-        out.append("Open vSwitch is not running (ovs-vsctl show failed): start it with "
-                   "'make setup', or /usr/share/openvswitch/scripts/ovs-ctl start")
+        out.append(
+            "Open vSwitch is not running (ovs-vsctl show failed): start it with "
+            "'make setup', or /usr/share/openvswitch/scripts/ovs-ctl start"
+        )
     for name, why in required_features(fabric):
         if has(feats, name):
             continue
         if name == BPF_QUEUES:
             detail = next((f.detail for f in feats if f.name == name), "not probed")
-            out.append(f"{why} need the BPF queue engine, which does not work here: {detail} "
-                       "(hpnlab doctor shows it; make setup installs clang and libbpf-dev)")
+            out.append(
+                f"{why} need the BPF queue engine, which does not work here: {detail} "
+                "(hpnlab doctor shows it; make setup installs clang and libbpf-dev)"
+            )
         else:
-            out.append(f"{why} need the {name} qdisc (kernel module {module.get(name, name)}), "
-                       f"which this kernel lacks; run it where the module exists (e.g. the Vagrant VM)")
+            out.append(
+                f"{why} need the {name} qdisc (kernel module {module.get(name, name)}), "
+                f"which this kernel lacks; run it where the module exists (e.g. the Vagrant VM)"
+            )
     return out

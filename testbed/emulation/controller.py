@@ -4,6 +4,7 @@ The controller prints JSON lines (see controllers/hpn_app.py); a reader
 thread collects them so the testbed can wait on real events (every switch
 connected, routes acknowledged) instead of sleeping.
 """
+
 import json
 import subprocess
 import threading
@@ -13,14 +14,13 @@ from .procs import end, own_module
 
 
 class ControllerProcess:
-    def __init__(self, fabric_json, log_path, listen, on_routes=None, on_exit=None,
-                 jobs_socket=None):
+    def __init__(self, fabric_json, log_path, listen, on_routes=None, on_exit=None, jobs_socket=None):
         # listen: the Unix socket the switches connect to (in the run's
         # private folder: see controllers/run.py); on_routes: called from
         # the reader thread with each "overrides" and "routes" event, before
         # the event is recorded
         self.listen = listen
-        self.target = f"unix:{listen}"   # what Open vSwitch connects to
+        self.target = f"unix:{listen}"  # what Open vSwitch connects to
         self.log_path = log_path
         self.jobs_socket = jobs_socket
         self.argv = own_module("controllers.run", "--fabric", fabric_json, "--listen", listen)
@@ -29,7 +29,7 @@ class ControllerProcess:
         self.events = []
         self.cond = threading.Condition()
         self.on_routes = on_routes
-        self.on_exit = on_exit      # called from the reader thread with the exit event
+        self.on_exit = on_exit  # called from the reader thread with the exit event
         self.proc = None
         self.starts = 0
         self.asked_to_stop = set()  # PIDs stopped by stop(): their exit is no surprise
@@ -38,8 +38,9 @@ class ControllerProcess:
         """Start the controller (again, after stop(): same port, so the
         switches find it on their next reconnection attempt; the log goes on)."""
         self._log = open(self.log_path, "a" if self.starts else "w")
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=self._log,
-                                     text=True, start_new_session=True, cwd="/")
+        self.proc = subprocess.Popen(
+            self.argv, stdout=subprocess.PIPE, stderr=self._log, text=True, start_new_session=True, cwd="/"
+        )
         self.starts += 1
         with self.cond:
             self.events.append({"event": "start", "pid": self.proc.pid, "t": time.monotonic()})
@@ -50,7 +51,7 @@ class ControllerProcess:
     def _read(self, proc):
         log = self._log
         for line in proc.stdout:
-            _keep(log, line)   # the events in the log too: what a timed-out wait saw
+            _keep(log, line)  # the events in the log too: what a timed-out wait saw
             try:
                 event = json.loads(line)
             except json.JSONDecodeError:
@@ -65,8 +66,13 @@ class ControllerProcess:
                 self.events.append(event)
                 self.cond.notify_all()
         code = proc.wait()
-        exit_event = {"event": "exit", "pid": proc.pid, "code": code, "t": time.monotonic(),
-                      "asked": proc.pid in self.asked_to_stop}
+        exit_event = {
+            "event": "exit",
+            "pid": proc.pid,
+            "code": code,
+            "t": time.monotonic(),
+            "asked": proc.pid in self.asked_to_stop,
+        }
         with self.cond:
             self.events.append(exit_event)
             self.cond.notify_all()
@@ -84,20 +90,20 @@ class ControllerProcess:
                     if predicate(ev):
                         return ev
                     if ev["event"] == "exit":
-                        raise RuntimeError(f"controller exited while waiting for {what}; "
-                                           f"see {self.log_path}")
+                        raise RuntimeError(f"controller exited while waiting for {what}; see {self.log_path}")
                 seen = len(self.events)
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}; "
-                                       f"controller log: {self.log_path}")
+                    raise TimeoutError(
+                        f"timed out after {timeout:.0f} s waiting for {what}; controller log: {self.log_path}"
+                    )
                 self.cond.wait(left)
 
     def stop(self):
         if self.proc:
             self.asked_to_stop.add(self.proc.pid)
             end(self.proc)
-            self._reader.join(5)   # its exit event is recorded before anything that follows
+            self._reader.join(5)  # its exit event is recorded before anything that follows
             self._log.close()
             self.proc = None
 
@@ -107,5 +113,5 @@ def _keep(log, line):
     try:
         log.write("event " + line)
         log.flush()
-    except (OSError, ValueError):   # the log is closed once the controller is stopped
+    except (OSError, ValueError):  # the log is closed once the controller is stopped
         pass

@@ -1,6 +1,7 @@
 """The testbed's end of the job channel: announce a drill's jobs to the
 controller over its Unix socket and wait for its answer (the paths and
 classes it chose, installed and acknowledged by every switch)."""
+
 import json
 import os
 import socket
@@ -33,9 +34,10 @@ def announce(path, jobs, timeout=30.0):
                 if not chunk:
                     break
                 data += chunk
-        except socket.timeout:
-            raise JobChannelError(f"the controller did not answer the job announcement within "
-                                  f"{timeout:.0f} s (socket {path})") from None
+        except TimeoutError:
+            raise JobChannelError(
+                f"the controller did not answer the job announcement within {timeout:.0f} s (socket {path})"
+            ) from None
         except OSError as e:
             raise JobChannelError(f"cannot reach the controller's job channel {path}: {e}") from None
     finally:
@@ -45,8 +47,9 @@ def announce(path, jobs, timeout=30.0):
     try:
         answer = json.loads(data)
     except ValueError:
-        raise JobChannelError(f"the controller closed the job channel without an answer "
-                              f"(socket {path})") from None
+        raise JobChannelError(
+            f"the controller closed the job channel without an answer (socket {path})"
+        ) from None
     if "error" in answer:
         raise JobChannelError(f"the controller refused the jobs: {answer['error']}")
     return answer

@@ -15,6 +15,7 @@ fabric's life, so two runs started together cannot both claim the machine,
 and the lock goes when its holder dies, however it dies. The record is
 root's alone (0600): it names the switches' datapath ids.
 """
+
 import fcntl
 import json
 import os
@@ -36,7 +37,7 @@ def stat_fields(pid):
             stat = fh.read()
     except OSError:
         return None
-    return stat[stat.rindex(b")") + 2:].split()
+    return stat[stat.rindex(b")") + 2 :].split()
 
 
 def start_time(pid):
@@ -53,7 +54,7 @@ def is_same_process(pid, start):
     return start is not None and start_time(pid) == start
 
 
-_HELD = {}   # lock file -> its open descriptor, for the claims this process holds
+_HELD = {}  # lock file -> its open descriptor, for the claims this process holds
 
 
 def _who(path):
@@ -62,8 +63,11 @@ def _who(path):
     if other is None:
         return "another fabric"
     user = other.data.get("user")
-    return (f"fabric {other.data.get('fabric')!r} (pid {other.data.get('owner')}"
-            + (f", started by {user}" if user else "") + ")")
+    return (
+        f"fabric {other.data.get('fabric')!r} (pid {other.data.get('owner')}"
+        + (f", started by {user}" if user else "")
+        + ")"
+    )
 
 
 def _take_lock(path):
@@ -85,7 +89,7 @@ def _take_lock(path):
 def _drop_lock(path):
     fd = _HELD.pop(path + ".lock", None)
     if fd is not None:
-        os.close(fd)   # closing the descriptor releases the lock
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def lock_is_held(path=STATE_FILE):
@@ -135,8 +139,17 @@ def invoking_user():
 class Ledger:
     def __init__(self, path=STATE_FILE):
         self.path = path
-        self.data = {"owner": os.getpid(), "bridges": [], "interfaces": [], "processes": [],
-                     "files": [], "dirs": [], "mounts": [], "run_dir": None, "fabric": None}
+        self.data = {
+            "owner": os.getpid(),
+            "bridges": [],
+            "interfaces": [],
+            "processes": [],
+            "files": [],
+            "dirs": [],
+            "mounts": [],
+            "run_dir": None,
+            "fabric": None,
+        }
 
     # --- recording ---------------------------------------------------------
     def claim(self, fabric_name, run_dir):
@@ -149,8 +162,9 @@ class Ledger:
                 raise RuntimeError(holder_message(self.path))
             if other:  # a dead owner left a record: sweep it before we start
                 other.sweep()
-            self.data.update(fabric=fabric_name, run_dir=run_dir, user=invoking_user(),
-                             owner_start=start_time(os.getpid()))
+            self.data.update(
+                fabric=fabric_name, run_dir=run_dir, user=invoking_user(), owner_start=start_time(os.getpid())
+            )
             self.save()
         except BaseException:
             _drop_lock(self.path)
@@ -170,19 +184,20 @@ class Ledger:
         """Remember a process by PID and start time (and, for people reading
         the record, its command line); called right after the process is
         created, while it is certainly still ours."""
-        self.data["processes"].append({"pid": pid, "start": start_time(pid),
-                                       "cmd": " ".join(map(str, argv))[:200]})
+        self.data["processes"].append(
+            {"pid": pid, "start": start_time(pid), "cmd": " ".join(map(str, argv))[:200]}
+        )
         self.save()
 
     def save(self):
         directory = os.path.dirname(self.path)
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".fabric-", dir=directory)   # 0600, a name of its own
+        fd, tmp = tempfile.mkstemp(prefix=".fabric-", dir=directory)  # 0600, a name of its own
         try:
             with os.fdopen(fd, "w") as fh:
                 json.dump(self.data, fh, indent=1)
             os.replace(tmp, self.path)
-        except BaseException:   # an interrupt half-way must not leave the temporary file
+        except BaseException:  # an interrupt half-way must not leave the temporary file
             if os.path.exists(tmp):
                 os.unlink(tmp)
             raise
@@ -192,7 +207,10 @@ class Ledger:
         """Remove whatever of the recorded resources still exists. Returns the
         list of things that were still there (empty after a clean stop)."""
         leftover = []
-        ours = lambda p: is_same_process(p["pid"], p.get("start"))
+
+        def ours(p):
+            return is_same_process(p["pid"], p.get("start"))
+
         for proc in self.data["processes"]:
             if signal_process(proc["pid"], proc.get("start"), signal.SIGTERM):
                 leftover.append(f"process {proc['pid']}")
@@ -203,26 +221,26 @@ class Ledger:
         for br in self.data["bridges"]:
             if br in existing:
                 leftover.append(f"bridge {br}")
-                subprocess.run(["ovs-vsctl", "--timeout=5", "--if-exists", "del-br", br],
-                               capture_output=True)
+                subprocess.run(["ovs-vsctl", "--timeout=5", "--if-exists", "del-br", br], capture_output=True)
         for ifname in self.data["interfaces"]:
             if os.path.exists(f"/sys/class/net/{ifname}"):
                 leftover.append(f"interface {ifname}")
                 subprocess.run(["ip", "link", "del", ifname], capture_output=True)
-        for path in self.data.get("files", []):   # pinned BPF maps
+        for path in self.data.get("files", []):  # pinned BPF maps
             if os.path.exists(path):
                 leftover.append(f"file {path}")
                 os.unlink(path)
-        for path in self.data.get("dirs", []):    # the controller's socket folder
+        for path in self.data.get("dirs", []):  # the controller's socket folder
             if os.path.isdir(path) and not os.path.islink(path):
                 leftover += [f"file {os.path.join(path, f)}" for f in os.listdir(path)]
                 shutil.rmtree(path)
-        for mnt in self.data.get("mounts", []):    # bpffs, if hpnlab mounted it
+        for mnt in self.data.get("mounts", []):  # bpffs, if hpnlab mounted it
             if os.path.ismount(mnt):
                 leftover.append(f"mount {mnt}")
                 subprocess.run(["umount", mnt], capture_output=True)
-        gone = wait_until(lambda: not any(os.path.exists(f"/sys/class/net/{i}")
-                                     for i in self.data["interfaces"]), timeout)
+        gone = wait_until(
+            lambda: not any(os.path.exists(f"/sys/class/net/{i}") for i in self.data["interfaces"]), timeout
+        )
         if not gone:
             still = [i for i in self.data["interfaces"] if os.path.exists(f"/sys/class/net/{i}")]
             raise RuntimeError(f"interfaces still present after teardown: {', '.join(still)}")
@@ -258,7 +276,7 @@ def signal_process(pid, start, sig):
         fd = os.pidfd_open(pid)
     except ProcessLookupError:
         return False
-    except (AttributeError, OSError):   # no pidfds here: check, then signal by PID
+    except (AttributeError, OSError):  # no pidfds here: check, then signal by PID
         fd = None
     try:
         if start_time(pid) != start:

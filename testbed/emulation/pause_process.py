@@ -1,6 +1,7 @@
 """Run the pause daemon (pfc.py) as a child process: start it once the
 queue engine is configured, wait until it says it is ready, and collect its
 record of every pause when the traffic is over."""
+
 import json
 import os
 import subprocess
@@ -25,8 +26,9 @@ class PauseProcess:
 
     def start(self):
         self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=self._log, text=True,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            self.argv, stdout=subprocess.PIPE, stderr=self._log, text=True, start_new_session=True
+        )
         line, _ = wait_for_line(self.proc.stdout, lambda l: l.startswith("{"), READY_TIMEOUT_S)
         if line is None:
             self.stop()

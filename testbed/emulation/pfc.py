@@ -25,6 +25,7 @@ Run as `python -m testbed.emulation.pfc CONFIG OUT`: CONFIG is the JSON of
 QueueEngine.pause_targets plus the pin directory; the daemon prints one
 JSON line when ready, and writes every pause to OUT when it ends (SIGTERM).
 """
+
 import ctypes
 import ctypes.util
 import errno
@@ -38,12 +39,12 @@ import sys
 import time
 
 EV_ASSERT, EV_RELEASE = 1, 2
-EVENT = struct.Struct("=QQQIIII")      # struct pfc_event
-PFC_STRIDE, LAST_NS, ARMED_NS, FIRST_NS = 32, 8, 16, 24   # struct pfc_state
-STAT_STRIDE, ENQ_BYTES, DEQ_BYTES = 64, 0, 16            # struct class_stat
+EVENT = struct.Struct("=QQQIIII")  # struct pfc_event
+PFC_STRIDE, LAST_NS, ARMED_NS, FIRST_NS = 32, 8, 16, 24  # struct pfc_state
+STAT_STRIDE, ENQ_BYTES, DEQ_BYTES = 64, 0, 16  # struct class_stat
 CLASSES = 8
 ETH_P_KICK = 0x88B5
-KICK_DST = bytes.fromhex("0180c2000001")    # the MAC-control group: no switch forwards it
+KICK_DST = bytes.fromhex("0180c2000001")  # the MAC-control group: no switch forwards it
 KICK_SRC = bytes.fromhex("020000000000")
 
 RTM_NEWQDISC, NLM_F_REQUEST, NLM_F_ACK, NLMSG_ERROR = 36, 1, 4, 2
@@ -59,6 +60,7 @@ _RTA = struct.Struct("=HH")
 
 # --- messages (pure) -----------------------------------------------------------
 
+
 def _attr(kind, payload):
     size = _RTA.size + len(payload)
     return _RTA.pack(size, kind) + payload + bytes(-size % 4)
@@ -72,8 +74,11 @@ def tbf_change(ifindex, minor, rate_bps, burst, limit):
     peak = _RATESPEC.pack(0, 0, 0, 0, 0, 0)
     qopt = rate + peak + struct.pack("=III", limit, 1, 0)
     opts = _attr(TCA_TBF_PARMS, qopt) + _attr(TCA_TBF_BURST, struct.pack("=I", burst))
-    body = (_TCMSG.pack(socket.AF_UNSPEC, 0, 0, ifindex, minor << 16, (1 << 16) | minor, 0)
-            + _attr(TCA_KIND, b"tbf\0") + _attr(TCA_OPTIONS, opts))
+    body = (
+        _TCMSG.pack(socket.AF_UNSPEC, 0, 0, ifindex, minor << 16, (1 << 16) | minor, 0)
+        + _attr(TCA_KIND, b"tbf\0")
+        + _attr(TCA_OPTIONS, opts)
+    )
     return _NLMSG.pack(_NLMSG.size + len(body), RTM_NEWQDISC, NLM_F_REQUEST | NLM_F_ACK, 0, 0) + body
 
 
@@ -95,9 +100,9 @@ class Holds:
     already released is stale (it raced the release) and is ignored."""
 
     def __init__(self):
-        self.by_queue = {}        # queue -> {link-class}
-        self.holders = {}         # link-class -> {queue}
-        self.released = {}        # queue -> the last episode released
+        self.by_queue = {}  # queue -> {link-class}
+        self.holders = {}  # link-class -> {queue}
+        self.released = {}  # queue -> the last episode released
 
     def hold(self, queue, episode, link):
         """True when `link` (in_slot, class) goes from running to paused."""
@@ -163,7 +168,8 @@ class Port:
         for c, k in spec["classes"].items():
             self.msgs[int(c)] = {
                 True: tbf_change(spec["ifindex"], k["handle"], k["paused_rate"], k["burst"], k["limit"]),
-                False: tbf_change(spec["ifindex"], k["handle"], k["open_rate"], k["burst"], k["limit"])}
+                False: tbf_change(spec["ifindex"], k["handle"], k["open_rate"], k["burst"], k["limit"]),
+            }
 
     def set_paused(self, cls, paused):
         self.nl.send(self.msgs[cls][paused])
@@ -173,7 +179,7 @@ class Port:
         if not paused:
             try:
                 self.pk.send(wake_frame())
-            except OSError as e:   # the class it goes to drops it: that is the point
+            except OSError as e:  # the class it goes to drops it: that is the point
                 if e.errno != errno.ENOBUFS:
                     raise
 
@@ -189,22 +195,24 @@ class Stop(Exception):
 class PauseDaemon:
     def __init__(self, config):
         from .bpfmaps import PinnedMap, RingBuffer
+
         pins = config["pin_dir"]
-        self.maps = [PinnedMap(os.path.join(pins, n)) for n in ("hpnlab_events", "hpnlab_pfc",
-                                                                "hpnlab_qstat")]
+        self.maps = [
+            PinnedMap(os.path.join(pins, n)) for n in ("hpnlab_events", "hpnlab_pfc", "hpnlab_qstat")
+        ]
         self.ring = RingBuffer(self.maps[0])
         self.pfc = self.maps[1].memory(writable=True)
         self.stats = self.maps[2].memory()
         self.ports = {int(s): Port(int(s), spec) for s, spec in config["ports"].items()}
         self.holds = Holds()
-        self.open = {}            # (slot, class) -> its record while paused
-        self.pending_first = {}   # (slot, class) -> its last record, until it sends again
+        self.open = {}  # (slot, class) -> its record while paused
+        self.pending_first = {}  # (slot, class) -> its last record, until it sends again
         self.done = []
         self.errors = []
         self.events = 0
 
     def _u64(self, mem, offset):
-        return int.from_bytes(mem[offset:offset + 8], "little")
+        return int.from_bytes(mem[offset : offset + 8], "little")
 
     def backlog(self, slot, cls):
         at = (slot * CLASSES + cls) * STAT_STRIDE
@@ -223,7 +231,7 @@ class PauseDaemon:
             for link in self.holds.release(queue, episode):
                 try:
                     self._resume(link, ts)
-                except OSError as e:   # the other links must still resume
+                except OSError as e:  # the other links must still resume
                     self.errors.append(str(e))
 
     def _pause(self, link, queue, ts):
@@ -232,10 +240,16 @@ class PauseDaemon:
         backlog = self.backlog(slot, cls)
         self.ports[slot].set_paused(cls, True)
         applied = time.monotonic_ns()
-        self.open[link] = {"slot": slot, "ifname": self.ports[slot].ifname, "class": cls,
-                           "queue": queue, "assert_ns": ts, "applied_ns": applied,
-                           "departed_at_pause": self.departed(slot, cls),
-                           "backlog_at_pause": backlog}
+        self.open[link] = {
+            "slot": slot,
+            "ifname": self.ports[slot].ifname,
+            "class": cls,
+            "queue": queue,
+            "assert_ns": ts,
+            "applied_ns": applied,
+            "departed_at_pause": self.departed(slot, cls),
+            "backlog_at_pause": backlog,
+        }
 
     def _resume(self, link, ts):
         slot, cls = link
@@ -244,13 +258,18 @@ class PauseDaemon:
         # the last arrival while paused: when the upstream really stopped
         stop = self._u64(self.pfc, at + LAST_NS)
         departed = self.departed(slot, cls)
-        self.pfc[at + FIRST_NS:at + FIRST_NS + 8] = bytes(8)
-        self.pfc[at + ARMED_NS:at + ARMED_NS + 8] = ts.to_bytes(8, "little")
+        self.pfc[at + FIRST_NS : at + FIRST_NS + 8] = bytes(8)
+        self.pfc[at + ARMED_NS : at + ARMED_NS + 8] = ts.to_bytes(8, "little")
         backlog = self.backlog(slot, cls)
         self.ports[slot].set_paused(cls, False)
         if rec is not None:
-            rec.update(release_ns=ts, resumed_ns=time.monotonic_ns(), stop_ns=stop,
-                       backlog_at_resume=backlog, departed_at_resume=departed)
+            rec.update(
+                release_ns=ts,
+                resumed_ns=time.monotonic_ns(),
+                stop_ns=stop,
+                backlog_at_resume=backlog,
+                departed_at_resume=departed,
+            )
             self.done.append(rec)
             self.pending_first[link] = rec
 

@@ -3,6 +3,7 @@
 Kept as data so tests can read them and the realizer can run each host's
 plan as one batch inside that host's namespace.
 """
+
 import ipaddress
 
 from testbed.fabric.model import HOST
@@ -34,14 +35,18 @@ def shaping_lines(ifname, rate_mbit, mtu, delay_s=0.0, queue_s=QUEUE_SECONDS):
     """`tc -batch` lines: an HTB class at the scaled rate with a short FIFO
     (or netem for a delayed link) under it, of `queue_s` at that rate."""
     burst = max(15000, 2 * (mtu + 14))
-    lines = [f"qdisc replace dev {ifname} root handle 1: htb default 1",
-             f"class replace dev {ifname} parent 1: classid 1:1 htb rate {rate_mbit:.6g}mbit "
-             f"ceil {rate_mbit:.6g}mbit burst {burst} cburst {burst} quantum {mtu + 14}"]
+    lines = [
+        f"qdisc replace dev {ifname} root handle 1: htb default 1",
+        f"class replace dev {ifname} parent 1: classid 1:1 htb rate {rate_mbit:.6g}mbit "
+        f"ceil {rate_mbit:.6g}mbit burst {burst} cburst {burst} quantum {mtu + 14}",
+    ]
     limit = queue_bytes(rate_mbit, mtu, queue_s)
     if delay_s > 0:
         frames = max(QUEUE_MIN_FRAMES, limit // (mtu + 14))
-        lines.append(f"qdisc replace dev {ifname} parent 1:1 handle 10: netem "
-                     f"delay {delay_s * 1e3:.6g}ms limit {frames}")
+        lines.append(
+            f"qdisc replace dev {ifname} parent 1:1 handle 10: netem "
+            f"delay {delay_s * 1e3:.6g}ms limit {frames}"
+        )
     else:
         lines.append(f"qdisc replace dev {ifname} parent 1:1 handle 10: bfifo limit {limit}")
     return lines
@@ -51,10 +56,10 @@ def port_lines(fabric, link, ifname, engine=None):
     """`tc -batch` lines of one port: a single FIFO, or with a queue engine
     (testbed/emulation/queues.py) its priority classes and BPF programs."""
     if engine is not None:
-        return engine.port_lines(ifname, fabric.scaled_mbit(link), fabric.mtu,
-                                 fabric.shaped_delay_s(link))
-    return shaping_lines(ifname, fabric.scaled_mbit(link), fabric.mtu, fabric.shaped_delay_s(link),
-                         queue_seconds(fabric))
+        return engine.port_lines(ifname, fabric.scaled_mbit(link), fabric.mtu, fabric.shaped_delay_s(link))
+    return shaping_lines(
+        ifname, fabric.scaled_mbit(link), fabric.mtu, fabric.shaped_delay_s(link), queue_seconds(fabric)
+    )
 
 
 def switch_port_plan(fabric, engine=None):
@@ -98,8 +103,9 @@ def steering_script(ifnames, mask, sysfs="/sys"):
     CPUs' backlogs and may leave in either order, which a RoCE receiver
     takes for loss. With RPS every frame of a connection is queued on the
     one CPU its hash picks, so each connection keeps its order at every hop."""
-    return "\n".join(f"for q in {sysfs}/class/net/{i}/queues/rx-*/rps_cpus; do echo {mask} > $q; done"
-                      for i in ifnames)
+    return "\n".join(
+        f"for q in {sysfs}/class/net/{i}/queues/rx-*/rps_cpus; do echo {mask} > $q; done" for i in ifnames
+    )
 
 
 def host_script(fabric, host, engine=None, rps_mask=None):
@@ -112,19 +118,25 @@ def host_script(fabric, host, engine=None, rps_mask=None):
     namespace, since only a sysfs mounted from inside the host's network
     namespace shows its interfaces."""
     sysctls = ["net.ipv4.tcp_ecn=1"] if engine is not None else []
-    sysctls += ["net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
-               "net.ipv4.fib_multipath_hash_policy=1",
-               "net.ipv4.conf.all.ignore_routes_with_linkdown=1",
-               "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"]
+    sysctls += [
+        "net.ipv6.conf.all.disable_ipv6=1",
+        "net.ipv6.conf.default.disable_ipv6=1",
+        "net.ipv4.fib_multipath_hash_policy=1",
+        "net.ipv4.conf.all.ignore_routes_with_linkdown=1",
+        "net.ipv4.conf.all.rp_filter=0",
+        "net.ipv4.conf.default.rp_filter=0",
+    ]
     lines = ["sysctl -qw " + " ".join(sysctls)]
     ip_lines, tc_lines = [], []
     links = {l.end(host).ifname: l for l in fabric.links_of(host)}
     for nic in fabric.nics_of(host):
         for ifname in nic.ports:
             link = links[ifname]
-            ip_lines += [f"link set dev {ifname} address {nic.mac} mtu {fabric.mtu}",
-                         f"addr add {nic.ip}/32 dev {ifname}",
-                         f"link set dev {ifname} up"]
+            ip_lines += [
+                f"link set dev {ifname} address {nic.mac} mtu {fabric.mtu}",
+                f"addr add {nic.ip}/32 dev {ifname}",
+                f"link set dev {ifname} up",
+            ]
             tc_lines += port_lines(fabric, link, ifname, engine)
             lines.append(f"ethtool -K {ifname} tx off rx off tso off gso off gro off >/dev/null 2>&1 || true")
             lines.append(f"sysctl -qw net.ipv4.conf.{ifname.replace('.', '/')}.rp_filter=0")
@@ -134,11 +146,14 @@ def host_script(fabric, host, engine=None, rps_mask=None):
     if rps_mask is not None:
         ports = [p for nic in fabric.nics_of(host) for p in nic.ports]
         # On a mount point of its own: a kernel may refuse sysfs over /sys.
-        lines.append("unshare -m sh -e <<'HPNLAB_RPS'\n"
-                     "d=$(mktemp -d)\n"
-                     "trap 'umount \"$d\" 2>/dev/null; rmdir \"$d\"' EXIT\n"
-                     "mount -t sysfs hpnlab-sysfs \"$d\"\n"
-                     + steering_script(ports, rps_mask, sysfs="$d") + "\nHPNLAB_RPS")
+        lines.append(
+            "unshare -m sh -e <<'HPNLAB_RPS'\n"
+            "d=$(mktemp -d)\n"
+            'trap \'umount "$d" 2>/dev/null; rmdir "$d"\' EXIT\n'
+            'mount -t sysfs hpnlab-sysfs "$d"\n'
+            + steering_script(ports, rps_mask, sysfs="$d")
+            + "\nHPNLAB_RPS"
+        )
     # set -e: a failed address, route or qdisc must fail the bring-up, not
     # hide behind the last command's status.
     return "\n".join(["set -e", _batch("ip", ip_lines)] + lines + [_batch("tc", tc_lines)]) + "\n"

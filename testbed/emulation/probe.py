@@ -9,6 +9,7 @@ the reply may come back over the other port of the NIC (the destination
 hashes its own flows), which a `ping -I IFNAME` would never see.
 Prints one JSON object: {"IFNAME:DST": rtt_ms or null}.
 """
+
 import json
 import os
 import select
@@ -67,7 +68,7 @@ def main(argv):
         if ready:
             pkt = rx.recv(2048)
             ihl = (pkt[0] & 0x0F) * 4
-            typ, _, _, rid, seq = struct.unpack("!BBHHH", pkt[ihl:ihl + 8])
+            typ, _, _, rid, seq = struct.unpack("!BBHHH", pkt[ihl : ihl + 8])
             if typ == ICMP_REPLY and rid == ident and seq < len(pairs):
                 pair = pairs[seq]
                 if result[pair] is None:

@@ -1,5 +1,6 @@
 """Ending the child processes a run started (and only those), and holding
 interrupts while something must not be cut short."""
+
 import contextlib
 import os
 import select
@@ -45,8 +46,7 @@ def signals_held(signals=(signal.SIGINT, signal.SIGTERM)):
         yield
         return
     noted = []
-    previous = {sig: signal.signal(sig, lambda signum, _frame: noted.append(signum))
-                for sig in signals}
+    previous = {sig: signal.signal(sig, lambda signum, _frame: noted.append(signum)) for sig in signals}
     try:
         yield
     finally:
@@ -54,7 +54,6 @@ def signals_held(signals=(signal.SIGINT, signal.SIGTERM)):
             signal.signal(sig, handler)
         if noted:
             signal.raise_signal(noted[0])
-
 
 
 def wait_for_line(pipe, wanted, timeout):

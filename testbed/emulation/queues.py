@@ -15,6 +15,7 @@ How a port works (testbed/fabric/queues.py says what the classes are):
 
 Counters: one mmap-ed array of 8 x u64 per (port slot, class).
 """
+
 import hashlib
 import os
 import shutil
@@ -28,22 +29,39 @@ from .bpfmaps import PinnedMap
 SOURCE = os.path.join(os.path.dirname(__file__), "bpf", "queue.c")
 OBJECT_DIR = "/var/lib/hpnlab/bpf"
 BPFFS = "/sys/fs/bpf"
-PIN_DIR = os.path.join(BPFFS, "tc", "globals")   # where tc pins maps it loads
-MAP_NAMES = ("hpnlab_ports", "hpnlab_dscp", "hpnlab_qcfg", "hpnlab_qstat", "hpnlab_pdev",
-             "hpnlab_flows", "hpnlab_pfc", "hpnlab_asserts", "hpnlab_events")
-CLASSES = 8                  # per slot in the maps (bpf/queue.c CLASSES)
-MAX_SLOTS = 4096             # bpf/queue.c MAX_SLOTS
-HTB_MINOR_BASE = 0x10        # class i is HTB class 1:(0x10 + i)
-KICK_MINOR = 0x1f            # the class that drops wake-up frames (pfc.py, bpf/queue.c)
-PAUSED_RATE_BPS = 8          # bytes/s of a paused class: no frame for hours
+PIN_DIR = os.path.join(BPFFS, "tc", "globals")  # where tc pins maps it loads
+MAP_NAMES = (
+    "hpnlab_ports",
+    "hpnlab_dscp",
+    "hpnlab_qcfg",
+    "hpnlab_qstat",
+    "hpnlab_pdev",
+    "hpnlab_flows",
+    "hpnlab_pfc",
+    "hpnlab_asserts",
+    "hpnlab_events",
+)
+CLASSES = 8  # per slot in the maps (bpf/queue.c CLASSES)
+MAX_SLOTS = 4096  # bpf/queue.c MAX_SLOTS
+HTB_MINOR_BASE = 0x10  # class i is HTB class 1:(0x10 + i)
+KICK_MINOR = 0x1F  # the class that drops wake-up frames (pfc.py, bpf/queue.c)
+PAUSED_RATE_BPS = 8  # bytes/s of a paused class: no frame for hours
 MAX_TBF_RATE_BPS = 4_000_000_000
-UNLIMITED_FIFO = 64 << 20    # a class without a limit of its own (a host's lossless class)
-MIN_FRAME = 60               # the smallest frame a port carries (ACKs, CNPs), without FCS
-STAT_FIELDS = ("enq_bytes", "enq_pkts", "deq_bytes", "deq_pkts", "drop_bytes", "drop_pkts",
-               "marks", "ect_pkts")
-_CFG = struct.Struct("=QQQIIQQQ")    # struct class_cfg
-_PDEV = struct.Struct("=II")         # struct port_dev
-PFC_FIELDS = ("episode", "last_ns", "armed_ns", "first_ns")   # struct pfc_state
+UNLIMITED_FIFO = 64 << 20  # a class without a limit of its own (a host's lossless class)
+MIN_FRAME = 60  # the smallest frame a port carries (ACKs, CNPs), without FCS
+STAT_FIELDS = (
+    "enq_bytes",
+    "enq_pkts",
+    "deq_bytes",
+    "deq_pkts",
+    "drop_bytes",
+    "drop_pkts",
+    "marks",
+    "ect_pkts",
+)
+_CFG = struct.Struct("=QQQIIQQQ")  # struct class_cfg
+_PDEV = struct.Struct("=II")  # struct port_dev
+PFC_FIELDS = ("episode", "last_ns", "armed_ns", "first_ns")  # struct pfc_state
 _ECN_MODE = {None: 0, model.ECN_STEP: 1, model.ECN_RED: 2}
 EGRESS, INGRESS = 0, 1
 
@@ -53,6 +71,7 @@ class QueueSetupError(RuntimeError):
 
 
 # --- the BPF object -------------------------------------------------------------
+
 
 def compiler_missing():
     """What is missing to build the BPF object, or None."""
@@ -76,8 +95,11 @@ def build_object(out_dir=OBJECT_DIR):
     os.makedirs(out_dir, exist_ok=True)
     arch = f"/usr/include/{os.uname().machine}-linux-gnu"
     tmp = obj + f".{os.getpid()}.tmp"
-    r = subprocess.run(["clang", "-O2", "-g", "-target", "bpf", "-mcpu=v3", f"-I{arch}", "-c", SOURCE, "-o", tmp],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        ["clang", "-O2", "-g", "-target", "bpf", "-mcpu=v3", f"-I{arch}", "-c", SOURCE, "-o", tmp],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
         raise QueueSetupError(f"compiling {SOURCE} failed: {r.stderr.strip()[-400:]}")
     os.replace(tmp, obj)
@@ -85,6 +107,7 @@ def build_object(out_dir=OBJECT_DIR):
 
 
 # --- tc lines (pure) ---------------------------------------------------------------
+
 
 def open_rate_bps(rate_mbit):
     """A lossless class's TBF rate while not paused (bytes/s): far above the
@@ -111,33 +134,43 @@ def class_lines(ifname, rate_mbit, mtu, classes, delay_s=0.0):
     # A guaranteed rate of 1/1000 of the port: strict priority in practice,
     # without the zero rate HTB refuses.
     floor = max(0.008, rate_mbit / 1000)
-    lines = [f"qdisc replace dev {ifname} root handle 1: htb default {last:x}",
-             f"class replace dev {ifname} parent 1: classid 1:1 htb rate {rate_mbit:.6g}mbit "
-             f"ceil {rate_mbit:.6g}mbit burst {burst} cburst {burst} quantum {frame}"]
+    lines = [
+        f"qdisc replace dev {ifname} root handle 1: htb default {last:x}",
+        f"class replace dev {ifname} parent 1: classid 1:1 htb rate {rate_mbit:.6g}mbit "
+        f"ceil {rate_mbit:.6g}mbit burst {burst} cburst {burst} quantum {frame}",
+    ]
     for pc in classes:
         minor = HTB_MINOR_BASE + pc.index
-        lines.append(f"class replace dev {ifname} parent 1:1 classid 1:{minor:x} htb rate "
-                     f"{floor:.6g}mbit ceil {rate_mbit:.6g}mbit prio {pc.index} burst {burst} "
-                     f"cburst {burst} quantum {frame}")
+        lines.append(
+            f"class replace dev {ifname} parent 1:1 classid 1:{minor:x} htb rate "
+            f"{floor:.6g}mbit ceil {rate_mbit:.6g}mbit prio {pc.index} burst {burst} "
+            f"cburst {burst} quantum {frame}"
+        )
         fifo = fifo_bytes(pc, frame)
         if pc.lossless:
-            lines.append(f"qdisc replace dev {ifname} parent 1:{minor:x} handle {minor:x}: tbf "
-                         f"rate {open_rate_bps(rate_mbit) * 8}bit burst {frame} limit {fifo}")
+            lines.append(
+                f"qdisc replace dev {ifname} parent 1:{minor:x} handle {minor:x}: tbf "
+                f"rate {open_rate_bps(rate_mbit) * 8}bit burst {frame} limit {fifo}"
+            )
         elif delay_s > 0:
             # netem counts packets, not bytes: room for the FIFO's bytes in
             # the smallest frames, so that ACKs queued among full frames do
             # not make it drop before the engine's byte limit.
-            lines.append(f"qdisc replace dev {ifname} parent 1:{minor:x} handle {minor:x}: netem "
-                         f"delay {delay_s * 1e3:.6g}ms limit {fifo // MIN_FRAME + 1}")
+            lines.append(
+                f"qdisc replace dev {ifname} parent 1:{minor:x} handle {minor:x}: netem "
+                f"delay {delay_s * 1e3:.6g}ms limit {fifo // MIN_FRAME + 1}"
+            )
         else:
-            lines.append(f"qdisc replace dev {ifname} parent 1:{minor:x} handle {minor:x}: bfifo "
-                         f"limit {fifo}")
+            lines.append(
+                f"qdisc replace dev {ifname} parent 1:{minor:x} handle {minor:x}: bfifo limit {fifo}"
+            )
     if any(pc.lossless for pc in classes):
-        lines += [f"class replace dev {ifname} parent 1:1 classid 1:{KICK_MINOR:x} htb rate "
-                  f"{floor:.6g}mbit ceil {rate_mbit:.6g}mbit prio 7 burst {burst} cburst {burst} "
-                  f"quantum {frame}",
-                  f"qdisc replace dev {ifname} parent 1:{KICK_MINOR:x} handle {KICK_MINOR:x}: "
-                  f"bfifo limit 0"]
+        lines += [
+            f"class replace dev {ifname} parent 1:1 classid 1:{KICK_MINOR:x} htb rate "
+            f"{floor:.6g}mbit ceil {rate_mbit:.6g}mbit prio 7 burst {burst} cburst {burst} "
+            f"quantum {frame}",
+            f"qdisc replace dev {ifname} parent 1:{KICK_MINOR:x} handle {KICK_MINOR:x}: bfifo limit 0",
+        ]
     return lines
 
 
@@ -148,7 +181,8 @@ def attach_lines(ifname, obj, host=False):
     kind = "host_" if host else ""
     return [f"qdisc replace dev {ifname} clsact"] + [
         f"filter replace dev {ifname} {d} pref 1 handle 1 bpf da obj {obj} sec tc/{kind}{d}"
-        for d in ("egress", "ingress")]
+        for d in ("egress", "ingress")
+    ]
 
 
 def port_slots(fabric):
@@ -179,6 +213,7 @@ def parse_ifindexes(text):
 
 # --- the running engine ------------------------------------------------------------
 
+
 class QueueEngine:
     """The maps of one fabric's queue engine: configure, read, reset, remove."""
 
@@ -186,7 +221,7 @@ class QueueEngine:
         self.fabric = fabric
         self.ledger = ledger
         self.slots, self.peer, self.devices = port_slots(fabric)
-        self.ports = {}            # ifname -> [PortClass]
+        self.ports = {}  # ifname -> [PortClass]
         for link in fabric.links:
             for end in (link.a, link.b):
                 self.ports[end.ifname] = model.classes_at(fabric, link, end)
@@ -240,15 +275,22 @@ class QueueEngine:
         for ifname, slot in self.slots.items():
             for pc in self.ports[ifname]:
                 pmax = int(min(1.0, pc.probability) * 0xFFFFFFFF)
-                value = _CFG.pack(pc.limit, pc.k_low, pc.k_high, _ECN_MODE[pc.ecn_mode], pmax,
-                                  pc.xoff, pc.xon, int(pc.lossless))
+                value = _CFG.pack(
+                    pc.limit,
+                    pc.k_low,
+                    pc.k_high,
+                    _ECN_MODE[pc.ecn_mode],
+                    pmax,
+                    pc.xoff,
+                    pc.xon,
+                    int(pc.lossless),
+                )
                 self.maps["hpnlab_qcfg"].update(struct.pack("=I", slot * CLASSES + pc.index), value)
         for ifname, slot in self.slots.items():
             self.maps["hpnlab_pdev"].update(struct.pack("=I", slot), _PDEV.pack(*self.devices[ifname]))
             for name, direction in ((ifname, EGRESS), (self.peer[ifname], INGRESS)):
                 key = struct.pack("=QII", macs.get(name, 0), ifindex[name], direction)
-                self.maps["hpnlab_ports"].update(key,
-                                                 struct.pack("=I", slot))
+                self.maps["hpnlab_ports"].update(key, struct.pack("=I", slot))
         self.zero()
 
     def zero(self):
@@ -293,14 +335,24 @@ class QueueEngine:
             for end, other in ((link.a, link.b), (link.b, link.a)):
                 if not self.fabric.nodes[other.node].is_switch:
                     continue
-                classes = {pc.index: {"handle": HTB_MINOR_BASE + pc.index,
-                                      "open_rate": open_rate_bps(self.fabric.scaled_mbit(link)),
-                                      "paused_rate": PAUSED_RATE_BPS, "burst": frame,
-                                      "limit": fifo_bytes(pc, frame)}
-                           for pc in self.ports[end.ifname] if pc.lossless}
+                classes = {
+                    pc.index: {
+                        "handle": HTB_MINOR_BASE + pc.index,
+                        "open_rate": open_rate_bps(self.fabric.scaled_mbit(link)),
+                        "paused_rate": PAUSED_RATE_BPS,
+                        "burst": frame,
+                        "limit": fifo_bytes(pc, frame),
+                    }
+                    for pc in self.ports[end.ifname]
+                    if pc.lossless
+                }
                 if classes:
-                    out[self.slots[end.ifname]] = {"ifname": end.ifname, "ifindex": ifindex[end.ifname],
-                                                   "netns": netns.get(end.ifname), "classes": classes}
+                    out[self.slots[end.ifname]] = {
+                        "ifname": end.ifname,
+                        "ifindex": ifindex[end.ifname],
+                        "netns": netns.get(end.ifname),
+                        "classes": classes,
+                    }
         return out
 
     # --- teardown -------------------------------------------------------------------
@@ -312,7 +364,7 @@ class QueueEngine:
             path = os.path.join(PIN_DIR, n)
             if os.path.exists(path):
                 os.unlink(path)
-        if self.mounted:    # ours alone: nothing else pinned there meanwhile
+        if self.mounted:  # ours alone: nothing else pinned there meanwhile
             subprocess.run(["umount", BPFFS], capture_output=True)
             self.mounted = False
         elif self.made_dirs and os.path.isdir(PIN_DIR) and not os.listdir(PIN_DIR):

@@ -6,6 +6,7 @@ shaping at the scaled rates, and the HPN controller.
 half-way through building) its exit removes exactly what the ledger
 recorded.
 """
+
 import json
 import os
 import shutil
@@ -17,8 +18,8 @@ import time
 from . import capabilities, jobchannel, plans
 from .controller import ControllerProcess
 from .ledger import Ledger, already_present
-from .procs import end, signals_held
 from .pause_process import PauseProcess
+from .procs import end, signals_held
 from .queues import QueueEngine, parse_ifindexes
 from .rundir import make_private_dir, write_private
 
@@ -36,14 +37,14 @@ def unreachable(reach):
     return [f"{h} {pair}" for h, d in reach.items() for pair, rtt in d.items() if rtt is None]
 
 
-JOBS_SOCKET = "jobs.sock"     # the controller's job channel, in the run directory
+JOBS_SOCKET = "jobs.sock"  # the controller's job channel, in the run directory
 # Where the switches reach the controller: a Unix socket in a folder only
 # root may enter, under Open vSwitch's run directory (the only place its
 # switches connect to a socket controller: anywhere else it refuses, for
 # fear of a socket someone else placed).
 OVS_RUNDIR = "/var/run/openvswitch"
 OPENFLOW_SOCKET = "of.sock"
-RECONNECT_MAX_MS = 1000     # a switch retries its lost controller at least every second
+RECONNECT_MAX_MS = 1000  # a switch retries its lost controller at least every second
 # How long the switches may take to connect and acknowledge their routes:
 # about 1 s natively, 15-17 s for 12 switches on the kernel datapath in a
 # VM under software emulation, which once took more than 30 s.
@@ -64,11 +65,11 @@ class FabricNet:
         self.controller = None
         self.ledger = None
         self.datapath = None
-        self.queues = None           # QueueEngine when the fabric has priority classes
-        self.pauses = None           # PauseProcess when a class is lossless
-        self.overrides = {}          # host -> {dst ip: ports} applied now
-        self.route_errors = []       # host-route updates that failed (fail the run)
-        self.of_dir = None           # the folder of the controller's OpenFlow socket
+        self.queues = None  # QueueEngine when the fabric has priority classes
+        self.pauses = None  # PauseProcess when a class is lossless
+        self.overrides = {}  # host -> {dst ip: ports} applied now
+        self.route_errors = []  # host-route updates that failed (fail the run)
+        self.of_dir = None  # the folder of the controller's OpenFlow socket
         self.timings = {}
 
     # --- bring-up ----------------------------------------------------------
@@ -90,21 +91,25 @@ class FabricNet:
         if missing:
             raise CapabilityError(missing[0])
         self.datapath = capabilities.datapath(feats)
-        self.run_dir = make_private_dir(self.run_dir)   # before anything is built or claimed
+        self.run_dir = make_private_dir(self.run_dir)  # before anything is built or claimed
         small = [f for f in feats if f.name == capabilities.OVS_TX_FEATURE and not f.present]
         if small:
-            self.log(f"warning: {small[0].detail}: Open vSwitch will drop packets the modeled "
-                     "queues would hold (run make setup while no fabric is up)")
+            self.log(
+                f"warning: {small[0].detail}: Open vSwitch will drop packets the modeled "
+                "queues would hold (run make setup while no fabric is up)"
+            )
         ledger = Ledger()
-        ledger.claim(self.fabric.name, self.run_dir)   # refuses if another fabric runs
+        ledger.claim(self.fabric.name, self.run_dir)  # refuses if another fabric runs
         self.ledger = ledger
         f = self.fabric
         bridges = [s.name for s in f.switches()]
         interfaces = [e.ifname for l in f.links for e in (l.a, l.b)]
         taken = already_present(bridges, interfaces)
-        if taken:   # never build over (and later remove) what someone else made
-            raise NameTakenError(f"{taken}; hpnlab did not create it and will not replace it: "
-                                 "remove or rename it, then try again")
+        if taken:  # never build over (and later remove) what someone else made
+            raise NameTakenError(
+                f"{taken}; hpnlab did not create it and will not replace it: "
+                "remove or rename it, then try again"
+            )
         # Record every name before creating it, so a crash half-way through
         # still leaves a complete list for the sweep.
         self.ledger.add("bridges", *bridges)
@@ -117,34 +122,51 @@ class FabricNet:
         write_private(fabric_json, json.dumps(f.to_dict(), indent=1))
         self.of_dir = of_dir = tempfile.mkdtemp(prefix="hpnlab-", dir=OVS_RUNDIR)
         self.ledger.add("dirs", of_dir)
-        self.controller = ControllerProcess(fabric_json, os.path.join(self.run_dir, "controller.log"),
-                                            listen=os.path.join(of_dir, OPENFLOW_SOCKET),
-                                            on_routes=self._apply_overrides,
-                                            on_exit=self._controller_exited,
-                                            jobs_socket=os.path.join(self.run_dir, JOBS_SOCKET))
+        self.controller = ControllerProcess(
+            fabric_json,
+            os.path.join(self.run_dir, "controller.log"),
+            listen=os.path.join(of_dir, OPENFLOW_SOCKET),
+            on_routes=self._apply_overrides,
+            on_exit=self._controller_exited,
+            jobs_socket=os.path.join(self.run_dir, JOBS_SOCKET),
+        )
         self.ledger.add_process(self.controller.start(), self.controller.argv)
 
         from mininet.link import Link
         from mininet.log import setLogLevel
         from mininet.net import Mininet
         from mininet.node import Host, OVSSwitch
+
         setLogLevel("error")
         # No controller for Mininet to configure: the switches get theirs
         # once built (_connect_switches), on a Unix socket.
-        self.net = net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False,
-                                 waitConnected=False, link=Link)
+        self.net = net = Mininet(
+            topo=None, build=False, controller=None, autoSetMacs=False, waitConnected=False, link=Link
+        )
         for sw in f.switches():
-            net.addSwitch(sw.name, cls=OVSSwitch, datapath=self.datapath, dpid=f"{sw.dpid:016x}",
-                          protocols="OpenFlow13", failMode="secure")
+            net.addSwitch(
+                sw.name,
+                cls=OVSSwitch,
+                datapath=self.datapath,
+                dpid=f"{sw.dpid:016x}",
+                protocols="OpenFlow13",
+                failMode="secure",
+            )
         for h in f.hosts():
             node = net.addHost(h.name, cls=Host, ip=None)
             self.ledger.add_process(node.pid, ["bash"])  # its shell holds the namespace
         macs = {p: nic.mac for nic in f.nics for p in nic.ports}
         for link in f.links:
-            addrs = {k: macs[e.ifname] for k, e in (("addr1", link.a), ("addr2", link.b))
-                     if e.ifname in macs}
-            net.addLink(link.a.node, link.b.node, port1=link.a.port, port2=link.b.port,
-                        intfName1=link.a.ifname, intfName2=link.b.ifname, **addrs)
+            addrs = {k: macs[e.ifname] for k, e in (("addr1", link.a), ("addr2", link.b)) if e.ifname in macs}
+            net.addLink(
+                link.a.node,
+                link.b.node,
+                port1=link.a.port,
+                port2=link.b.port,
+                intfName1=link.a.ifname,
+                intfName2=link.b.ifname,
+                **addrs,
+            )
         self.timings["mininet_build"] = time.monotonic() - t0
         net.build()
         net.start()
@@ -156,11 +178,16 @@ class FabricNet:
             self._attach_queue_engine()
         self.timings["configured"] = time.monotonic() - t0
         n = len(f.switches())
-        self.controller.wait_for(lambda e: e["event"] == "routes", self.route_timeout,
-                                 f"all {n} switches to connect and acknowledge their routes")
+        self.controller.wait_for(
+            lambda e: e["event"] == "routes",
+            self.route_timeout,
+            f"all {n} switches to connect and acknowledge their routes",
+        )
         self.timings["routes"] = time.monotonic() - t0
-        self.log(f"fabric {f.name}: {len(f.hosts())} hosts, {n} switches ({self.datapath} "
-                 f"datapath), {len(f.links)} links up in {self.timings['routes']:.1f} s")
+        self.log(
+            f"fabric {f.name}: {len(f.hosts())} hosts, {n} switches ({self.datapath} "
+            f"datapath), {len(f.links)} links up in {self.timings['routes']:.1f} s"
+        )
         return self
 
     def _switch_ports(self):
@@ -174,9 +201,9 @@ class FabricNet:
         sends still leaves through shaped qdiscs that the timer's softirq
         may dequeue on another CPU, and a host's egress qdisc is dequeued
         by whichever of its senders holds it: a connection's frames then
-        wait on two CPUs' backlogs. Two senders on two CPUs through one
-        200 Mbit/s HTB into a veth reordered 37-169 of 260,000 frames in
-        15 s without steering and none with it."""
+        wait on two CPUs' backlogs. bench/reorder.py measures it: two
+        senders on two CPUs through one HTB into a veth, 24-41 frames of
+        174,000 late per run without steering, none with it."""
         return plans.cpu_mask(os.cpu_count() or 1)
 
     def _configure_switch_ports(self):
@@ -185,8 +212,12 @@ class FabricNet:
         _batch(["tc", "-batch", "-"], tc_lines)
         mask = self._rps_mask()
         if mask is not None:
-            r = subprocess.run(["sh", "-e"], input=plans.steering_script(self._switch_ports(), mask) + "\n",
-                               capture_output=True, text=True)
+            r = subprocess.run(
+                ["sh", "-e"],
+                input=plans.steering_script(self._switch_ports(), mask) + "\n",
+                capture_output=True,
+                text=True,
+            )
             if r.returncode != 0:
                 raise RuntimeError(f"steering the switch ports' receive queues failed: {r.stderr.strip()}")
 
@@ -199,9 +230,13 @@ class FabricNet:
         for h in self.fabric.hosts():
             script = plans.host_script(self.fabric, h.name, self.queues, self._rps_mask())
             write_private(os.path.join(self.run_dir, f"host-{h.name}.sh"), script)
-            procs[h.name] = subprocess.Popen(self.ns_argv(h.name, ["bash", "-c", script]),
-                                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                             text=True, cwd="/")
+            procs[h.name] = subprocess.Popen(
+                self.ns_argv(h.name, ["bash", "-c", script]),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                cwd="/",
+            )
         failed = []
         for name, proc in procs.items():
             out, _ = proc.communicate()
@@ -220,9 +255,16 @@ class FabricNet:
         procs = {}
         for h in f.hosts():
             ports = [p for nic in f.nics_of(h.name) for p in nic.ports]
-            procs[h.name] = (ports, subprocess.Popen(
-                self.ns_argv(h.name, ["sh", "-c", "tc -batch - && ip -o link show"]),
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            procs[h.name] = (
+                ports,
+                subprocess.Popen(
+                    self.ns_argv(h.name, ["sh", "-c", "tc -batch - && ip -o link show"]),
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                ),
+            )
         for host, (ports, proc) in procs.items():
             out, err = proc.communicate("\n".join(self.queues.attach_lines(ports, host=True)) + "\n")
             if proc.returncode != 0:
@@ -231,8 +273,12 @@ class FabricNet:
             ifindex.update({p: listed[p] for p in ports})
         self.queues.configure(ifindex)
         if f.queues.lossless:
-            netns = {p: f"/proc/{self.host_pid(h.name)}/ns/net"
-                     for h in f.hosts() for nic in f.nics_of(h.name) for p in nic.ports}
+            netns = {
+                p: f"/proc/{self.host_pid(h.name)}/ns/net"
+                for h in f.hosts()
+                for nic in f.nics_of(h.name)
+                for p in nic.ports
+            }
             self.pauses = PauseProcess(self.queues.pause_targets(ifindex, netns), self.run_dir)
             self.ledger.add_process(self.pauses.start(), self.pauses.argv)
 
@@ -255,16 +301,21 @@ class FabricNet:
                 new = plans.narrowed_overrides(old, new)
             lines = plans.override_lines(old, new)
             if lines:
-                proc = subprocess.Popen(self.ns_argv(host, ["ip", "-batch", "-"]),
-                                        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.PIPE, text=True)
+                proc = subprocess.Popen(
+                    self.ns_argv(host, ["ip", "-batch", "-"]),
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
                 procs[host] = (proc, "\n".join(lines) + "\n")
             self.overrides[host] = new
         for host, (proc, text) in procs.items():
             _, err = proc.communicate(text)
             if proc.returncode != 0:
-                self.route_errors.append(f"host routes in {host} (routes version "
-                                         f"{event.get('version')}): {err.strip()}")
+                self.route_errors.append(
+                    f"host routes in {host} (routes version {event.get('version')}): {err.strip()}"
+                )
         event["applied_t"] = time.monotonic()
 
     # --- checks ------------------------------------------------------------
@@ -272,14 +323,23 @@ class FabricNet:
         """Every host to every other NIC of its rail, out of each of its
         ports, all hosts at once. Returns {host: {"ifname:ip": rtt_ms|None}}."""
         import sys
+
         prober = os.path.join(os.path.dirname(__file__), "probe.py")
         procs = {}
         for h in self.fabric.hosts():
-            pairs = [f"{port}:{dst.ip}" for nic in self.fabric.nics_of(h.name) for port in nic.ports
-                     for dst in self.fabric.nics if dst.host != h.name and dst.rail == nic.rail]
+            pairs = [
+                f"{port}:{dst.ip}"
+                for nic in self.fabric.nics_of(h.name)
+                for port in nic.ports
+                for dst in self.fabric.nics
+                if dst.host != h.name and dst.rail == nic.rail
+            ]
             procs[h.name] = subprocess.Popen(
                 self.ns_argv(h.name, [sys.executable, "-I", prober, str(timeout)] + pairs),
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
         results = {}
         try:
             for host, proc in procs.items():
@@ -288,7 +348,7 @@ class FabricNet:
                     raise RuntimeError(f"reachability probe in {host} failed: {err.strip()[-300:]}")
                 results[host] = json.loads(out)
         finally:
-            for proc in procs.values():   # on any failure or Ctrl-C: none is left running
+            for proc in procs.values():  # on any failure or Ctrl-C: none is left running
                 end(proc, 1.0)
         return results
 
@@ -309,7 +369,7 @@ class FabricNet:
 
     def popen_in(self, host, argv, **kw):
         proc = subprocess.Popen(self.ns_argv(host, argv), **kw)
-        self.ledger.add_process(proc.pid, argv)   # nsenter execs argv: that is what runs
+        self.ledger.add_process(proc.pid, argv)  # nsenter execs argv: that is what runs
         return proc
 
     # --- the controller going away and coming back ---------------------------
@@ -326,10 +386,20 @@ class FabricNet:
         emulation), which then reads every switch's tables again."""
         argv = ["ovs-vsctl", "--timeout=30"]
         for i, sw in enumerate(self.fabric.switches()):
-            argv += ["--", f"--id=@c{i}", "create", "Controller",
-                     "target=" + json.dumps(self.controller.target, ensure_ascii=False),
-                     f"max_backoff={RECONNECT_MAX_MS}", "inactivity_probe=0",
-                     "--", "set", "Bridge", sw.name, f"controller=[@c{i}]"]
+            argv += [
+                "--",
+                f"--id=@c{i}",
+                "create",
+                "Controller",
+                "target=" + json.dumps(self.controller.target, ensure_ascii=False),
+                f"max_backoff={RECONNECT_MAX_MS}",
+                "inactivity_probe=0",
+                "--",
+                "set",
+                "Bridge",
+                sw.name,
+                f"controller=[@c{i}]",
+            ]
         r = subprocess.run(argv, capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError(f"connecting the switches to the controller failed: {r.stderr.strip()}")
@@ -337,9 +407,11 @@ class FabricNet:
     def _controller_exited(self, event):
         """Said at once, from the reader thread: after this, nothing reroutes."""
         if not event["asked"]:
-            self.log(f"the controller exited (status {event['code']}); the switches keep "
-                     f"their routes, but nothing reroutes until it is back "
-                     f"(log: {self.controller.log_path})")
+            self.log(
+                f"the controller exited (status {event['code']}); the switches keep "
+                f"their routes, but nothing reroutes until it is back "
+                f"(log: {self.controller.log_path})"
+            )
 
     def stop_controller(self):
         """Stop the controller (its PID, as recorded) and wait until it is gone."""
@@ -371,9 +443,10 @@ class FabricNet:
         host sees its port go `linkdown` and keeps its addresses and routes
         (an admin-down on the host side would make the kernel delete them)."""
         end = link.b if self.fabric.nodes[link.b.node].is_switch else link.a
-        subprocess.run(["ip", "link", "set", "dev", end.ifname, "up" if up else "down"],
-                       check=True, capture_output=True)
-        if self.queues is not None:   # the kernel flushed both ends' queues
+        subprocess.run(
+            ["ip", "link", "set", "dev", end.ifname, "up" if up else "down"], check=True, capture_output=True
+        )
+        if self.queues is not None:  # the kernel flushed both ends' queues
             self.queues.reset([link.a.ifname, link.b.ifname])
 
     # --- teardown ----------------------------------------------------------
@@ -388,14 +461,18 @@ class FabricNet:
         the next), the ledger's sweep always last: it removes whatever the
         steps before left, by what was recorded."""
         deadline = time.monotonic() + TEARDOWN_DEADLINE_S
-        steps = (("controller", self._stop_controller_for_good),   # first: links going away
-                 ("Mininet", self._stop_net),                       # must not make it reroute
-                 ("pause daemon", self._stop_pauses),
-                 ("queue engine", self._close_queues))
+        steps = (
+            ("controller", self._stop_controller_for_good),  # first: links going away
+            ("Mininet", self._stop_net),  # must not make it reroute
+            ("pause daemon", self._stop_pauses),
+            ("queue engine", self._close_queues),
+        )
         for what, step in steps:
             if time.monotonic() > deadline:
-                self.log(f"warning: teardown passed {TEARDOWN_DEADLINE_S:.0f} s; skipping to "
-                         f"the sweep of what was recorded ({what} and later steps skipped)")
+                self.log(
+                    f"warning: teardown passed {TEARDOWN_DEADLINE_S:.0f} s; skipping to "
+                    f"the sweep of what was recorded ({what} and later steps skipped)"
+                )
                 break
             try:
                 step()
@@ -414,7 +491,7 @@ class FabricNet:
         if self.controller is not None:
             controller, self.controller = self.controller, None
             controller.stop()
-        if self.of_dir is not None:   # set once the run folder was made ours
+        if self.of_dir is not None:  # set once the run folder was made ours
             self._remove_job_channel()
             shutil.rmtree(self.of_dir, ignore_errors=True)
 

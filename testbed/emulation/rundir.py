@@ -16,6 +16,7 @@ swap a file between its writing and its use. So:
   nothing but what hpnlab writes, so that no earlier run's files are ever
   read as this run's.
 """
+
 import fnmatch
 import os
 import shutil
@@ -29,13 +30,20 @@ class FolderError(RuntimeError):
 
 # What `hpnlab run` writes into its report folder (and what a calibration
 # adds): the only names --force removes.
-REPORT_NAMES = ("results.json", "summary.md", "*.png", "capture-*.pcap", "run",
-                "calibration-ring.yaml", ".tmp-*")
+REPORT_NAMES = (
+    "results.json",
+    "summary.md",
+    "*.png",
+    "capture-*.pcap",
+    "run",
+    "calibration-ring.yaml",
+    ".tmp-*",
+)
 
 
 def _owners():
     """Who may own a folder root writes in: root, and the user who ran sudo."""
-    owners = {os.geteuid()}
+    owners = {0, os.geteuid()}
     sudo_uid = os.environ.get("SUDO_UID", "")
     if sudo_uid.isdigit():
         owners.add(int(sudo_uid))
@@ -60,18 +68,18 @@ def _check_chain(path):
         try:
             info = os.lstat(here)
         except FileNotFoundError:
-            return   # what follows does not exist yet: hpnlab will create it
-        if stat.S_ISLNK(info.st_mode):   # only if it was just swapped in: refuse
+            return  # what follows does not exist yet: hpnlab will create it
+        if stat.S_ISLNK(info.st_mode):  # only if it was just swapped in: refuse
             raise FolderError(f"{here} became a symbolic link while hpnlab looked at it")
         if not stat.S_ISDIR(info.st_mode):
             raise FolderError(f"{here} exists and is not a folder")
         if info.st_uid not in owners:
-            raise FolderError(f"{here} belongs to uid {info.st_uid}, not to you or root: "
-                              "choose a folder of your own")
+            raise FolderError(
+                f"{here} belongs to uid {info.st_uid}, not to you or root: choose a folder of your own"
+            )
         shared = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
         if shared and (here == path or not info.st_mode & stat.S_ISVTX):
-            raise FolderError(f"{here} can be written by other users: choose a folder only "
-                              "you can write")
+            raise FolderError(f"{here} can be written by other users: choose a folder only you can write")
 
 
 def _existing_folder(path):
@@ -94,15 +102,17 @@ def make_private_dir(path):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         try:
             os.mkdir(path, 0o700)
-        except FileExistsError:   # it appeared since we looked: not ours
+        except FileExistsError:  # it appeared since we looked: not ours
             raise FolderError(f"{path} appeared while hpnlab was creating it") from None
         info = _existing_folder(path)
     elif os.listdir(path):
         raise FolderError(f"{path} is not empty: hpnlab needs a new or empty folder for a run's files")
     if info.st_uid != os.geteuid():
         # another user's folder stays theirs to enter, whatever its mode
-        raise FolderError(f"{path} belongs to uid {info.st_uid}: a run's files need a folder "
-                          "root owns (give a new path; hpnlab creates it)")
+        raise FolderError(
+            f"{path} belongs to uid {info.st_uid}: a run's files need a folder "
+            "root owns (give a new path; hpnlab creates it)"
+        )
     os.chmod(path, 0o700, follow_symlinks=False)
     return path
 
@@ -120,18 +130,22 @@ def prepare_report_dir(path, force=False):
     path = _resolved(path)
     if _existing_folder(path) is None:
         os.makedirs(path, exist_ok=True)
-        _existing_folder(path)   # what was created on the way is ours
+        _existing_folder(path)  # what was created on the way is ours
         return path
     entries = sorted(os.listdir(path))
     if not entries:
         return path
     if not force:
-        raise FolderError(f"{path} is not empty (an earlier report?): choose a new folder, "
-                          "or pass --force to replace the report in it")
+        raise FolderError(
+            f"{path} is not empty (an earlier report?): choose a new folder, "
+            "or pass --force to replace the report in it"
+        )
     strangers = [e for e in entries if not any(fnmatch.fnmatch(e, n) for n in REPORT_NAMES)]
     if strangers:
-        raise FolderError(f"{path} holds {strangers[0]!r}, which hpnlab did not write: "
-                          "--force replaces only an earlier report; choose another folder")
+        raise FolderError(
+            f"{path} holds {strangers[0]!r}, which hpnlab did not write: "
+            "--force replaces only an earlier report; choose another folder"
+        )
     for entry in entries:
         full = os.path.join(path, entry)
         if os.path.isdir(full) and not os.path.islink(full):

@@ -7,6 +7,7 @@ counts that cost nothing to compute (no schedule is built here), so that
 not handle. The constants below that mirror another part of hpnlab (which
 this package does not import) are held to it by unit tests.
 """
+
 import math
 
 from .dilation import AUTO, MAX_DILATION
@@ -20,8 +21,8 @@ from .units import format_rate, format_time, parse_time
 MAX_WALL_S = 4 * 3600
 
 # --- samples the drill keeps in memory ----------------------------------------
-QUEUE_SAMPLE_HZ = 100     # testbed/drill/queue_sampler.py: INTERVAL_S = 0.01
-LINK_SAMPLE_HZ = 10       # testbed/drill/sampler.py: LinkSampler's interval = 0.1
+QUEUE_SAMPLE_HZ = 100  # testbed/drill/queue_sampler.py: INTERVAL_S = 0.01
+LINK_SAMPLE_HZ = 10  # testbed/drill/sampler.py: LinkSampler's interval = 0.1
 # The queue sampler keeps three int64 counters per port, class and sample
 # (backlog bytes, backlog packets, marks) and copies them once more when it
 # computes the results; the link sampler keeps a dict entry of three ints
@@ -78,10 +79,11 @@ RTO_RANGE = ("10ms", "10s")
 # At each tick the increase timer takes one step per period gone by: 100 us
 # is 100 steps a tick; a rate cut recovers in 30 increase periods, 30 s at 1 s.
 DCQCN_PERIOD_RANGE = ("100us", "1s")
-CNP_INTERVAL_RANGE = ("0s", "1s")   # 0: a CNP for every marked packet
+CNP_INTERVAL_RANGE = ("0s", "1s")  # 0: a CNP for every marked packet
 
 
 # --- a scenario's products ---------------------------------------------------------------
+
 
 def cost_problems(file, doc, duration, jobs, fabric):
     """Every bound below that the scenario `doc` breaks (`duration` in
@@ -90,7 +92,7 @@ def cost_problems(file, doc, duration, jobs, fabric):
     dilation = doc.get("time_dilation", 1)
     wall = wall_seconds(duration, dilation)
     problems = []
-    if duration <= MAX_WALL_S < wall:   # a longer duration is refused on its own (semantics.py)
+    if duration <= MAX_WALL_S < wall:  # a longer duration is refused on its own (semantics.py)
         problems += wall_time_problems(file, duration, dilation, wall)
     elif wall <= MAX_WALL_S and fabric is not None:
         classes = len((doc.get("queues") or {}).get("classes", []))
@@ -109,9 +111,15 @@ def wall_seconds(duration, dilation):
 
 def wall_time_problems(file, duration, dilation, wall):
     factor = f"up to {MAX_DILATION:g} ('auto')" if dilation == AUTO else f"{float(dilation):g}"
-    return [Problem(file, "time_dilation", f"expected duration x time_dilation of at most "
-                    f"{seconds(MAX_WALL_S)} ({MAX_WALL_S // 3600} hours of wall time), got "
-                    f"{seconds(duration)} x {factor} = {seconds(wall)}")]
+    return [
+        Problem(
+            file,
+            "time_dilation",
+            f"expected duration x time_dilation of at most "
+            f"{seconds(MAX_WALL_S)} ({MAX_WALL_S // 3600} hours of wall time), got "
+            f"{seconds(duration)} x {factor} = {seconds(wall)}",
+        )
+    ]
 
 
 def sample_problems(file, fabric, classes, wall):
@@ -119,18 +127,32 @@ def sample_problems(file, fabric, classes, wall):
     link sampler every port at LINK_SAMPLE_HZ, for the whole wall time."""
     ports = 2 * len(fabric.links)
     if classes and ports > QUEUE_ENGINE_PORTS:
-        return [Problem(file, "queues", f"expected at most {QUEUE_ENGINE_PORTS} ports (the queue "
-                        f"engine's slots) in a fabric with queues, got {ports} ports "
-                        f"({len(fabric.links)} links)")]
+        return [
+            Problem(
+                file,
+                "queues",
+                f"expected at most {QUEUE_ENGINE_PORTS} ports (the queue "
+                f"engine's slots) in a fabric with queues, got {ports} ports "
+                f"({len(fabric.links)} links)",
+            )
+        ]
     queue = ports * classes * QUEUE_SAMPLE_HZ * wall * QUEUE_SAMPLE_BYTES
     link = ports * LINK_SAMPLE_HZ * wall * LINK_SAMPLE_BYTES
     if queue + link <= MAX_SAMPLE_BYTES:
         return []
-    what = f"{ports} ports x 10/s" if not classes else \
-        f"{ports} ports x {classes} classes x 100/s, and {ports} ports x 10/s,"
-    return [Problem(file, "queues" if classes else "duration",
-                    f"expected samples of at most {_size(MAX_SAMPLE_BYTES)} kept for the run, got "
-                    f"{_size(queue + link)} ({what} over {seconds(wall)} of wall time)")]
+    what = (
+        f"{ports} ports x 10/s"
+        if not classes
+        else f"{ports} ports x {classes} classes x 100/s, and {ports} ports x 10/s,"
+    )
+    return [
+        Problem(
+            file,
+            "queues" if classes else "duration",
+            f"expected samples of at most {_size(MAX_SAMPLE_BYTES)} kept for the run, got "
+            f"{_size(queue + link)} ({what} over {seconds(wall)} of wall time)",
+        )
+    ]
 
 
 def capture_problems(file, capture, mtu):
@@ -138,8 +160,14 @@ def capture_problems(file, capture, mtu):
     total = hosts * packets * mtu
     if total <= MAX_CAPTURE_BYTES:
         return []
-    return [Problem(file, "capture", f"expected captures of at most {_size(MAX_CAPTURE_BYTES)} "
-                    f"(hosts x packets x MTU), got {hosts} x {packets} x {mtu} = {_size(total)}")]
+    return [
+        Problem(
+            file,
+            "capture",
+            f"expected captures of at most {_size(MAX_CAPTURE_BYTES)} "
+            f"(hosts x packets x MTU), got {hosts} x {packets} x {mtu} = {_size(total)}",
+        )
+    ]
 
 
 def _size(nbytes):
@@ -151,21 +179,34 @@ def _size(nbytes):
 
 # --- planning ------------------------------------------------------------------------
 
+
 def planner_problems(file, jobs, fabric):
     """At most one problem: the connections (announcement, path search)
     before the transfers (schedules)."""
     links = len(fabric.links)
     limit = min(MAX_CONNECTIONS, MAX_PATH_SEARCH // max(links, 1))
-    total = sum(connections(j["collective"], len(j["hosts"]), _group_sizes(j), j["microbatches"])
-                for j in jobs)
+    total = sum(
+        connections(j["collective"], len(j["hosts"]), _group_sizes(j), j["microbatches"]) for j in jobs
+    )
     if total > limit:
-        return [Problem(file, "jobs", f"expected at most {limit} connections (a rank sending to "
-                        f"a peer) in all jobs on a fabric of {links} links, got {total}")]
-    total = sum(transfers(j["collective"], len(j["hosts"]), _group_sizes(j), j["microbatches"])
-                for j in jobs)
+        return [
+            Problem(
+                file,
+                "jobs",
+                f"expected at most {limit} connections (a rank sending to "
+                f"a peer) in all jobs on a fabric of {links} links, got {total}",
+            )
+        ]
+    total = sum(transfers(j["collective"], len(j["hosts"]), _group_sizes(j), j["microbatches"]) for j in jobs)
     if total > MAX_TRANSFERS:
-        return [Problem(file, "jobs", f"expected at most {MAX_TRANSFERS} transfers per iteration "
-                        f"in all jobs (each one is built and simulated to plan them), got {total}")]
+        return [
+            Problem(
+                file,
+                "jobs",
+                f"expected at most {MAX_TRANSFERS} transfers per iteration "
+                f"in all jobs (each one is built and simulated to plan them), got {total}",
+            )
+        ]
     return []
 
 
@@ -228,6 +269,7 @@ def _ring_pairs(members):
 
 # --- links -----------------------------------------------------------------------------
 
+
 def link_problem(fabric):
     """(field, message) for the first link this machine cannot emulate, or
     None: every rate after scaling within [MIN_EMULATED_BPS,
@@ -243,10 +285,12 @@ def link_problem(fabric):
                     f"expected {_link_words(link)} from {format_rate(low)} to {format_rate(high)} "
                     f"({format_rate(MIN_EMULATED_BPS)} to {format_rate(MAX_EMULATED_BPS)} after "
                     f"scaling by {fabric.scale:g}), got {_rate_text(link.rate_bps)} "
-                    f"({_rate_text(link.rate_bps / fabric.scale)} after scaling)")
+                    f"({_rate_text(link.rate_bps / fabric.scale)} after scaling)"
+                )
             if link.delay_s > MAX_LINK_DELAY_S:
-                return "dci.delay", (f"expected a delay from 0s to {seconds(MAX_LINK_DELAY_S)}, got "
-                                     f"{seconds(link.delay_s)}")
+                return "dci.delay", (
+                    f"expected a delay from 0s to {seconds(MAX_LINK_DELAY_S)}, got {seconds(link.delay_s)}"
+                )
     return None
 
 
@@ -255,8 +299,7 @@ def _rate_text(bps):
 
 
 def _link_words(link):
-    return {"access": "a host rate", "fabric": "switch links",
-            "dci": "interconnect links"}[link.kind]
+    return {"access": "a host rate", "fabric": "switch links", "dci": "interconnect links"}[link.kind]
 
 
 def _rate_field(fabric, link):
@@ -267,24 +310,30 @@ def _rate_field(fabric, link):
     if fabric.kind == "region":
         dc = fabric.nodes[link.a.node].dc
         prefix, params = f"fabrics[{dc}].", fabric.params["fabrics"][dc]
-    if link.kind == "access" or params["kind"] == "fat-tree":   # a fat-tree's links all run at it
+    if link.kind == "access" or params["kind"] == "fat-tree":  # a fat-tree's links all run at it
         return f"{prefix}rates.host"
     return f"{prefix}oversubscription"
 
 
 # --- transport -------------------------------------------------------------------------
 
+
 def transport_problems(file, raw):
     """The agents' timers within the ranges above, as written."""
     raw = raw or {}
     checks = [("transport.rto", raw.get("rto"), RTO_RANGE)]
     dcqcn = raw.get("dcqcn") or {}
-    checks += [(f"transport.dcqcn.{key}", dcqcn.get(key), DCQCN_PERIOD_RANGE)
-               for key in ("alpha_period", "increase_period")]
+    checks += [
+        (f"transport.dcqcn.{key}", dcqcn.get(key), DCQCN_PERIOD_RANGE)
+        for key in ("alpha_period", "increase_period")
+    ]
     checks.append(("transport.dcqcn.cnp_interval", dcqcn.get("cnp_interval"), CNP_INTERVAL_RANGE))
     problems = []
     for field, value, (low, high) in checks:
         if value is not None and not parse_time(low) <= parse_time(value) <= parse_time(high):
-            problems.append(Problem(file, field, f"expected a time from {low} to {high}, got "
-                                    f"{format_time(parse_time(value))}"))
+            problems.append(
+                Problem(
+                    file, field, f"expected a time from {low} to {high}, got {format_time(parse_time(value))}"
+                )
+            )
     return problems

@@ -7,20 +7,36 @@ Kinds:
   fat-tree  the k-ary three-tier fat-tree baseline
   region    two or more of the above joined by DC-interconnect links
 """
+
 import copy
 import ipaddress
 
-from .model import (AGG, BORDER, CORE, HOST, IFNAME_MAX, TOR, Endpoint, Fabric,
-                    Link, Nic, Node)
 from .bounds import link_problem
+from .model import AGG, BORDER, CORE, HOST, IFNAME_MAX, TOR, Endpoint, Fabric, Link, Nic, Node
 from .units import format_rate, parse_rate, parse_time
 
 DEFAULTS = {
-    "hpn": {"segments": 2, "hosts_per_segment": 4, "rails": 1, "planes": 2,
-            "dual_tor": True, "aggs_per_plane": 2, "oversubscription": 1.0,
-            "rates": {"host": "200Gbit"}, "scale": 5000, "mtu": 9000},
-    "clos": {"leaves": 2, "hosts_per_leaf": 4, "spines": 2, "oversubscription": 1.0,
-             "rates": {"host": "200Gbit"}, "scale": 5000, "mtu": 9000},
+    "hpn": {
+        "segments": 2,
+        "hosts_per_segment": 4,
+        "rails": 1,
+        "planes": 2,
+        "dual_tor": True,
+        "aggs_per_plane": 2,
+        "oversubscription": 1.0,
+        "rates": {"host": "200Gbit"},
+        "scale": 5000,
+        "mtu": 9000,
+    },
+    "clos": {
+        "leaves": 2,
+        "hosts_per_leaf": 4,
+        "spines": 2,
+        "oversubscription": 1.0,
+        "rates": {"host": "200Gbit"},
+        "scale": 5000,
+        "mtu": 9000,
+    },
     "fat-tree": {"k": 4, "rates": {"host": "200Gbit"}, "scale": 5000, "mtu": 9000},
     "region": {"scale": 5000, "mtu": 9000},
 }
@@ -86,19 +102,24 @@ def _rate(p, path, key):
 class _Builder:
     def __init__(self, fabric):
         self.f = fabric
-        self.next_port = {}   # switch name -> next free OpenFlow port number
+        self.next_port = {}  # switch name -> next free OpenFlow port number
         self.next_dpid = 1
         self.hosts = 0
 
     # --- nodes and links ---------------------------------------------------
     def _count(self, what, have, limit, reduce):
         if have >= limit:
-            raise ModelError("", f"this topology has more than {limit} {what}, the most hpnlab "
-                                 f"emulates: reduce {reduce}")
+            raise ModelError(
+                "", f"this topology has more than {limit} {what}, the most hpnlab emulates: reduce {reduce}"
+            )
 
     def switch(self, name, kind, dc, **attrs):
-        self._count("switches", len(self.f.nodes) - self.hosts, MAX_SWITCHES,
-                    "segments, rails, aggs_per_plane, spines, k or fabrics")
+        self._count(
+            "switches",
+            len(self.f.nodes) - self.hosts,
+            MAX_SWITCHES,
+            "segments, rails, aggs_per_plane, spines, k or fabrics",
+        )
         node = Node(name, kind, dc=dc, dpid=self.next_dpid, **attrs)
         self.next_dpid += 1
         self.f.nodes[name] = node
@@ -111,21 +132,25 @@ class _Builder:
         self.f.nodes[name] = Node(name, HOST, dc=dc, segment=segment)
 
     def _switch_end(self, sw):
-        self._count("links", len(self.f.links), MAX_LINKS,
-                    "rails, aggs_per_plane, spines, oversubscription or dci.links")
+        self._count(
+            "links",
+            len(self.f.links),
+            MAX_LINKS,
+            "rails, aggs_per_plane, spines, oversubscription or dci.links",
+        )
         port = self.next_port[sw]
         self.next_port[sw] = port + 1
         return Endpoint(sw, port, f"{sw}-e{port}")
 
     def link(self, a, b, kind, rate_bps, plane=None, delay_s=0.0):
         """Switch-to-switch link."""
-        self.f.links.append(Link(self._switch_end(a), self._switch_end(b), kind,
-                                 rate_bps, delay_s, plane))
+        self.f.links.append(Link(self._switch_end(a), self._switch_end(b), kind, rate_bps, delay_s, plane))
 
     def access(self, host, rail, port, tor, rate_bps, plane):
         ifname = f"{host}-n{rail}p{port}"
-        self.f.links.append(Link(Endpoint(host, port, ifname), self._switch_end(tor),
-                                 "access", rate_bps, 0.0, plane))
+        self.f.links.append(
+            Link(Endpoint(host, port, ifname), self._switch_end(tor), "access", rate_bps, 0.0, plane)
+        )
         return ifname
 
     def nic(self, host, rail, ip, ifnames):
@@ -139,8 +164,16 @@ class _Builder:
         if kind == "hpn":
             return self.hpn(p, dc, prefix, path)
         if kind == "clos":
-            hpn = dict(p, kind="hpn", segments=p["leaves"], hosts_per_segment=p["hosts_per_leaf"],
-                       rails=1, planes=1, dual_tor=False, aggs_per_plane=p["spines"])
+            hpn = dict(
+                p,
+                kind="hpn",
+                segments=p["leaves"],
+                hosts_per_segment=p["hosts_per_leaf"],
+                rails=1,
+                planes=1,
+                dual_tor=False,
+                aggs_per_plane=p["spines"],
+            )
             return self.hpn(hpn, dc, prefix, path)
         if kind == "fat-tree":
             return self.fat_tree(p, dc, prefix, path)
@@ -150,7 +183,9 @@ class _Builder:
         S, H, R = p["segments"], p["hosts_per_segment"], p["rails"]
         P, A, dual = p["planes"], p["aggs_per_plane"], p["dual_tor"]
         if P == 2 and not dual:
-            raise ModelError(f"{path}planes", "two planes need dual_tor: true (port p of each NIC serves plane p)")
+            raise ModelError(
+                f"{path}planes", "two planes need dual_tor: true (port p of each NIC serves plane p)"
+            )
         if H > 254:
             raise ModelError(f"{path}hosts_per_segment", f"at most 254 hosts per segment, got {H}")
         if S > 255:
@@ -167,17 +202,21 @@ class _Builder:
                     plane = k if P == 2 else 0
                     name = f"{prefix}t{s}r{r}k{k}"
                     tors[s, r, k] = self.switch(name, TOR, dc, segment=s, plane=plane, rail=r).name
-        aggs = {pl: [self.switch(f"{prefix}a{pl}n{i}", AGG, dc, plane=pl).name for i in range(A)]
-                for pl in range(P)}
+        aggs = {
+            pl: [self.switch(f"{prefix}a{pl}n{i}", AGG, dc, plane=pl).name for i in range(A)]
+            for pl in range(P)
+        }
         for s in range(S):
             for h in range(H):
                 host = f"{prefix}s{s}h{h}"
                 self.host(host, dc, s)
                 for r in range(R):
-                    ifnames = [self.access(host, r, k, tors[s, r, k], host_rate, k if P == 2 else 0)
-                               for k in range(ports)]
+                    ifnames = [
+                        self.access(host, r, k, tors[s, r, k], host_rate, k if P == 2 else 0)
+                        for k in range(ports)
+                    ]
                     self.nic(host, r, f"10.{dc * 16 + r}.{s}.{h + 1}", ifnames)
-        for (s, r, k), tor in tors.items():
+        for (_s, _r, k), tor in tors.items():
             plane = k if P == 2 else 0
             for agg in aggs[plane]:
                 self.link(tor, agg, "fabric", up_rate, plane)
@@ -191,10 +230,13 @@ class _Builder:
         half = k // 2
         cores = [self.switch(f"{prefix}c{i}", CORE, dc, plane=0).name for i in range(half * half)]
         for pod in range(k):
-            edges = [self.switch(f"{prefix}p{pod}e{e}", TOR, dc, segment=pod, plane=0, rail=0).name
-                     for e in range(half)]
-            aggs = [self.switch(f"{prefix}p{pod}a{a}", AGG, dc, segment=pod, plane=0).name
-                    for a in range(half)]
+            edges = [
+                self.switch(f"{prefix}p{pod}e{e}", TOR, dc, segment=pod, plane=0, rail=0).name
+                for e in range(half)
+            ]
+            aggs = [
+                self.switch(f"{prefix}p{pod}a{a}", AGG, dc, segment=pod, plane=0).name for a in range(half)
+            ]
             for e, edge in enumerate(edges):
                 for h in range(half):
                     host = f"{prefix}p{pod}e{e}h{h}"
@@ -207,7 +249,7 @@ class _Builder:
                 for c in range(half):
                     self.link(agg, cores[a * half + c], "fabric", rate, 0)
         # DCI borders attach to the top tier: here the cores.
-        return {0: cores}, rate, k ** 3 // 4 * rate
+        return {0: cores}, rate, k**3 // 4 * rate
 
     def region(self, p):
         fabrics = p["fabrics"]
@@ -223,8 +265,11 @@ class _Builder:
             tops, up_rate, _ = self.datacenter(fp, dc, f"d{dc}", path)
             # What the DC's NICs can offer: every access link (both ports of
             # a dual-ToR NIC count), spread over its planes below.
-            capacity.append(sum(l.rate_bps for l in self.f.links if l.kind == "access"
-                                and self.f.nodes[l.a.node].dc == dc))
+            capacity.append(
+                sum(
+                    l.rate_bps for l in self.f.links if l.kind == "access" and self.f.nodes[l.a.node].dc == dc
+                )
+            )
             for plane, aggs in tops.items():
                 border = self.switch(f"d{dc}b{plane}", BORDER, dc, plane=plane).name
                 borders[dc, plane] = border
@@ -264,5 +309,8 @@ class _Builder:
         for link in self.f.links:
             for end in (link.a, link.b):
                 if len(end.ifname) > IFNAME_MAX:
-                    raise ModelError("", f"interface name {end.ifname!r} is longer than {IFNAME_MAX} "
-                                         "characters (Linux limit): reduce segments, hosts or fabrics")
+                    raise ModelError(
+                        "",
+                        f"interface name {end.ifname!r} is longer than {IFNAME_MAX} "
+                        "characters (Linux limit): reduce segments, hosts or fabrics",
+                    )

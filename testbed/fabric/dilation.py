@@ -14,6 +14,7 @@ stretches them itself, told N by its config: drill/jobs.py), and what no
 setting reaches (the kernel's TCP timers of iperf3 flows, the controller's
 reaction, Open vSwitch's own timers; see "Time dilation" in the README).
 """
+
 import dataclasses
 
 AUTO = "auto"
@@ -29,9 +30,10 @@ def parse_setting(text):
         n = float(text)
     except (TypeError, ValueError):
         n = None
-    if n is None or not MIN_DILATION <= n <= MAX_DILATION:   # NaN fails this too
-        raise ValueError(f"expected a number from {MIN_DILATION:g} to {MAX_DILATION:g}, "
-                         f"or 'auto', got {text!r}")
+    if n is None or not MIN_DILATION <= n <= MAX_DILATION:  # NaN fails this too
+        raise ValueError(
+            f"expected a number from {MIN_DILATION:g} to {MAX_DILATION:g}, or 'auto', got {text!r}"
+        )
     return n
 
 
@@ -40,19 +42,26 @@ def dilate(sc, n):
     shaped at rates /n and delays xn, its times xn, its bytes, expectations
     (emulated units) and transport knobs unchanged."""
     if isinstance(n, str) or not MIN_DILATION <= n <= MAX_DILATION:
-        raise ValueError(f"time dilation must be a number from {MIN_DILATION:g} to "
-                         f"{MAX_DILATION:g}, got {n!r} (resolve 'auto' first)")
+        raise ValueError(
+            f"time dilation must be a number from {MIN_DILATION:g} to "
+            f"{MAX_DILATION:g}, got {n!r} (resolve 'auto' first)"
+        )
     if sc.fabric.time_dilation != 1:
-        raise ValueError(f"scenario {sc.name} is already dilated "
-                         f"({sc.fabric.time_dilation:g}); dilate the original")
+        raise ValueError(
+            f"scenario {sc.name} is already dilated ({sc.fabric.time_dilation:g}); dilate the original"
+        )
     n = float(n)
     f = sc.fabric
-    fabric = dataclasses.replace(f, nodes=dict(f.nodes), links=list(f.links), nics=list(f.nics),
-                                 time_dilation=n)
+    fabric = dataclasses.replace(
+        f, nodes=dict(f.nodes), links=list(f.links), nics=list(f.nics), time_dilation=n
+    )
     return dataclasses.replace(
-        sc, fabric=fabric, duration_s=sc.duration_s * n,
+        sc,
+        fabric=fabric,
+        duration_s=sc.duration_s * n,
         traffic=[dict(t, start=t["start"] * n) for t in sc.traffic],
         faults=[dict(x, at=x["at"] * n) for x in sc.faults],
         controller_timeline=[dict(x, at=x["at"] * n) for x in sc.controller_timeline],
         jobs=tuple(dict(j, compute_s=j["compute_s"] * n, start=j["start"] * n) for j in sc.jobs),
-        time_dilation=n)
+        time_dilation=n,
+    )

@@ -7,6 +7,7 @@ MAX_FILE_BYTES are read, aliases (the `*name` references that let a few
 hundred bytes expand into gigabytes) are refused, and so is nesting deeper
 than MAX_DEPTH (the composer recurses per level).
 """
+
 import os
 import stat
 
@@ -15,8 +16,8 @@ import yaml
 from .problems import TOP, describe, fail
 
 SCENARIO, TOPOLOGY = "scenario", "topology"
-MAX_FILE_BYTES = 1 << 20   # 1 MiB: the largest shipped file is a few KB
-MAX_DEPTH = 32             # nested mappings and lists; the schemas need 6
+MAX_FILE_BYTES = 1 << 20  # 1 MiB: the largest shipped file is a few KB
+MAX_DEPTH = 32  # nested mappings and lists; the schemas need 6
 # Digits of one number: Python refuses to convert integers of more than 4300
 # digits, a base-60 one ('1:59:59...') of a megabyte takes it minutes, and
 # one of 400 digits is too large for a float (the shipped files need 10).
@@ -36,12 +37,16 @@ class _StrictLoader(yaml.SafeLoader):
         if self.check_event(yaml.events.AliasEvent):
             event = self.peek_event()
             raise yaml.composer.ComposerError(
-                None, None, f"aliases (*{event.anchor}) are not allowed: write the value out",
-                event.start_mark)
+                None,
+                None,
+                f"aliases (*{event.anchor}) are not allowed: write the value out",
+                event.start_mark,
+            )
         if self._depth >= MAX_DEPTH:
             event = self.peek_event()
             raise yaml.composer.ComposerError(
-                None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark)
+                None, None, f"nested deeper than {MAX_DEPTH} levels", event.start_mark
+            )
         self._depth += 1
         try:
             return super().compose_node(parent, index)
@@ -60,8 +65,8 @@ class _StrictLoader(yaml.SafeLoader):
                 continue  # unhashable: the base class reports it
             if duplicate:
                 raise yaml.constructor.ConstructorError(
-                    "while reading a mapping", node.start_mark,
-                    f"duplicate key {key!r}", key_node.start_mark)
+                    "while reading a mapping", node.start_mark, f"duplicate key {key!r}", key_node.start_mark
+                )
             seen.add(key)
         return super().construct_mapping(node, deep)
 
@@ -70,8 +75,11 @@ class _StrictLoader(yaml.SafeLoader):
         MAX_NUMBER_CHARS."""
         if len(node.value) > MAX_NUMBER_CHARS:
             raise yaml.constructor.ConstructorError(
-                None, None, f"a number of {len(node.value)} characters, expected at most "
-                            f"{MAX_NUMBER_CHARS}", node.start_mark)
+                None,
+                None,
+                f"a number of {len(node.value)} characters, expected at most {MAX_NUMBER_CHARS}",
+                node.start_mark,
+            )
         if node.tag.endswith(":int"):
             return self.construct_yaml_int(node)
         return self.construct_yaml_float(node)
@@ -97,7 +105,8 @@ def kind_of(value):
     if value is None or isinstance(value, (dict, list)):
         return describe(value)
     return {bool: "a boolean", int: "a number", float: "a number", str: "a string"}.get(
-        type(value), f"a {type(value).__name__}")
+        type(value), f"a {type(value).__name__}"
+    )
 
 
 def load_yaml(path, within=None):
@@ -134,8 +143,7 @@ def _read_text(name, within=None):
     try:
         info = os.fstat(fd)
         if within is not None and not within(os.readlink(f"/proc/self/fd/{fd}")):
-            raise fail(name, TOP, "is not where it may be read from (it moved while hpnlab "
-                                  "looked at it)")
+            raise fail(name, TOP, "is not where it may be read from (it moved while hpnlab looked at it)")
         if stat.S_ISDIR(info.st_mode):
             raise fail(name, TOP, "is a directory, expected a YAML file")
         if not stat.S_ISREG(info.st_mode):
@@ -147,7 +155,7 @@ def _read_text(name, within=None):
         raise fail(name, TOP, f"cannot read the file: {e.strerror or e}") from None
     finally:
         os.close(fd)
-    if len(data) > MAX_FILE_BYTES:   # it grew while we looked
+    if len(data) > MAX_FILE_BYTES:  # it grew while we looked
         raise fail(name, TOP, f"is larger than {MAX_FILE_BYTES} bytes")
     try:
         return data.decode("utf-8")

@@ -4,7 +4,8 @@ Nothing here touches the network; `build.py` fills it from parameters and
 `testbed/emulation/realize.py` turns it into Mininet + Open vSwitch. A node's kind is a field,
 never guessed from its name.
 """
-from dataclasses import dataclass, field, asdict
+
+from dataclasses import asdict, dataclass, field
 
 HOST, TOR, AGG, CORE, BORDER = "host", "tor", "agg", "core", "border"
 SWITCH_KINDS = (TOR, AGG, CORE, BORDER)
@@ -16,10 +17,10 @@ class Node:
     name: str
     kind: str
     dc: int = 0
-    segment: int | None = None   # HPN segment / leaf / fat-tree pod
-    plane: int | None = None     # switches: the plane they serve
-    rail: int | None = None      # ToRs: the rail they serve
-    dpid: int | None = None      # switches only
+    segment: int | None = None  # HPN segment / leaf / fat-tree pod
+    plane: int | None = None  # switches: the plane they serve
+    rail: int | None = None  # ToRs: the rail they serve
+    dpid: int | None = None  # switches only
 
     @property
     def is_switch(self):
@@ -29,7 +30,7 @@ class Node:
 @dataclass(frozen=True)
 class Endpoint:
     node: str
-    port: int      # OpenFlow port number on a switch; port index of a NIC on a host
+    port: int  # OpenFlow port number on a switch; port index of a NIC on a host
     ifname: str
 
 
@@ -37,8 +38,8 @@ class Endpoint:
 class Link:
     a: Endpoint
     b: Endpoint
-    kind: str            # "access" (NIC-ToR), "fabric" (switch-switch), "dci"
-    rate_bps: float      # real rate (before scaling)
+    kind: str  # "access" (NIC-ToR), "fabric" (switch-switch), "dci"
+    rate_bps: float  # real rate (before scaling)
     delay_s: float = 0.0
     plane: int | None = None
 
@@ -56,6 +57,7 @@ class Link:
 @dataclass(frozen=True)
 class Nic:
     """One backend NIC: one IP and one MAC, used on every one of its ports."""
+
     host: str
     rail: int
     ip: str
@@ -70,7 +72,7 @@ class Fabric:
     scale: float
     mtu: int
     params: dict
-    nodes: dict = field(default_factory=dict)   # name -> Node
+    nodes: dict = field(default_factory=dict)  # name -> Node
     links: list = field(default_factory=list)
     nics: list = field(default_factory=list)
     # Time dilation N: this machine runs the fabric N times slower than the
@@ -128,7 +130,10 @@ class Fabric:
     # --- serialization -----------------------------------------------------
     def to_dict(self):
         return {
-            "name": self.name, "kind": self.kind, "scale": self.scale, "mtu": self.mtu,
+            "name": self.name,
+            "kind": self.kind,
+            "scale": self.scale,
+            "mtu": self.mtu,
             "params": self.params,
             "nodes": [asdict(n) for n in self.nodes.values()],
             "links": [dict(asdict(l), name=l.name, scaled_mbit=self.scaled_mbit(l)) for l in self.links],
@@ -139,16 +144,31 @@ class Fabric:
 
     @classmethod
     def from_dict(cls, d):
-        f = cls(d["name"], d["kind"], d["scale"], d["mtu"], d.get("params", {}),
-                time_dilation=d.get("time_dilation", 1.0))
+        f = cls(
+            d["name"],
+            d["kind"],
+            d["scale"],
+            d["mtu"],
+            d.get("params", {}),
+            time_dilation=d.get("time_dilation", 1.0),
+        )
         if d.get("queues"):
             from .queues import QueueProfile
+
             f.queues = QueueProfile.from_dict(d["queues"])
         for n in d["nodes"]:
             f.nodes[n["name"]] = Node(**n)
         for l in d["links"]:
-            f.links.append(Link(a=Endpoint(**l["a"]), b=Endpoint(**l["b"]), kind=l["kind"],
-                                rate_bps=l["rate_bps"], delay_s=l["delay_s"], plane=l["plane"]))
+            f.links.append(
+                Link(
+                    a=Endpoint(**l["a"]),
+                    b=Endpoint(**l["b"]),
+                    kind=l["kind"],
+                    rate_bps=l["rate_bps"],
+                    delay_s=l["delay_s"],
+                    plane=l["plane"],
+                )
+            )
         for n in d["nics"]:
             f.nics.append(Nic(n["host"], n["rail"], n["ip"], n["mac"], tuple(n["ports"])))
         return f

@@ -15,6 +15,7 @@ rule each such neighbour needs so that it does not hand the packet straight
 back. Multi-port next hops need none: the switch skips a dead port of an
 ECMP group by itself.
 """
+
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -104,8 +105,7 @@ def _local_repairs(adj, roots_of, tables):
         if not single:
             continue
         # the fabric as the backups' neighbours see it with this switch gone
-        without = {n: [(nb, p) for nb, p in links if nb != sw]
-                   for n, links in adj.items() if n != sw}
+        without = {n: [(nb, p) for nb, p in links if nb != sw] for n, links in adj.items() if n != sw}
         for ip in single:
             ports, roots = tables[sw][ip], roots_of[ip]
             hops = _next_hops(without, [r for r in roots if r[0] != sw])
@@ -132,7 +132,7 @@ def _delivers_without(tables, peer, start, ports, ip, avoid, max_hops=16):
     while frontier:
         node, hops = frontier.pop()
         if node is None:
-            continue            # out of a host port: delivered
+            continue  # out of a host port: delivered
         if node == avoid or hops > max_hops:
             return False
         if node in seen:
@@ -140,7 +140,7 @@ def _delivers_without(tables, peer, start, ports, ip, avoid, max_hops=16):
         seen.add(node)
         nxt = tables[node].get(ip)
         if not nxt:
-            return False        # a dead end
+            return False  # a dead end
         frontier += [(peer.get((node, p)), hops + 1) for p in nxt]
     return True
 

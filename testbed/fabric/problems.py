@@ -5,10 +5,11 @@ Every problem is one line, `FILE: FIELD: message`, where FIELD is a path
 into the document such as `traffic[0].dst` or `topology.planes`, and the
 message says what was expected and what was found.
 """
+
 import re
 from dataclasses import dataclass
 
-TOP = "(top)"   # the FIELD of problems about the document as a whole
+TOP = "(top)"  # the FIELD of problems about the document as a whole
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ def fail(file, field, message):
 
 
 # --- describing what a file holds ----------------------------------------------
+
 
 def describe(value):
     """A short phrase for a value found in a file."""

@@ -20,7 +20,8 @@ what the port sends in 5 ms of emulated time). Time dilation changes
 neither: a dilated port is N times slower and its queue lasts N times
 longer, holding the same bytes.
 """
-from dataclasses import dataclass, field, asdict
+
+from dataclasses import asdict, dataclass, field
 
 from .model import AGG, BORDER, CORE, HOST, TOR
 from .units import parse_bytes, parse_time
@@ -29,10 +30,9 @@ MAX_CLASSES = 8
 DSCP_VALUES = 64
 HOST_PORTS, TOR_PORTS, AGG_PORTS, INTERCONNECT_PORTS = "host", "tor", "agg", "interconnect"
 PORT_KINDS = (HOST_PORTS, TOR_PORTS, AGG_PORTS, INTERCONNECT_PORTS)
-_NODE_PORT_KIND = {HOST: HOST_PORTS, TOR: TOR_PORTS, AGG: AGG_PORTS, CORE: AGG_PORTS,
-                   BORDER: AGG_PORTS}
+_NODE_PORT_KIND = {HOST: HOST_PORTS, TOR: TOR_PORTS, AGG: AGG_PORTS, CORE: AGG_PORTS, BORDER: AGG_PORTS}
 ECN_STEP, ECN_RED = "step", "red"
-DEFAULT_BUFFER = "100ms"        # as the single FIFO of a port without classes
+DEFAULT_BUFFER = "100ms"  # as the single FIFO of a port without classes
 DEFAULT_RED_PROBABILITY = 0.1
 # The p99 pause reaction the engine is held to (measured and reported by
 # every drill with a lossless class); headroom is sized from it.
@@ -46,6 +46,7 @@ def frame_bytes(mtu):
 @dataclass(frozen=True)
 class Amount:
     """A size in real bytes or a time at the port's rate (one of the two)."""
+
     real_bytes: float | None = None
     seconds: float | None = None
 
@@ -68,22 +69,22 @@ class Amount:
 
 @dataclass(frozen=True)
 class Ecn:
-    mode: str                   # ECN_STEP: mark at or above k; ECN_RED: ramp min..max
-    low: Amount                 # k, or the ramp's start
+    mode: str  # ECN_STEP: mark at or above k; ECN_RED: ramp min..max
+    low: Amount  # k, or the ramp's start
     high: Amount | None = None  # the ramp's end (red)
-    probability: float = 1.0    # marking probability at `high` (red)
+    probability: float = 1.0  # marking probability at `high` (red)
 
 
 @dataclass(frozen=True)
 class Pfc:
-    xoff: Amount | None = None   # None: the buffer less the headroom
-    xon: Amount | None = None    # None: half of XOFF
+    xoff: Amount | None = None  # None: the buffer less the headroom
+    xon: Amount | None = None  # None: half of XOFF
 
 
 @dataclass(frozen=True)
 class QueueClass:
     name: str
-    dscp: tuple = ()                           # DSCPs that select it
+    dscp: tuple = ()  # DSCPs that select it
     buffer: Amount = Amount(seconds=parse_time(DEFAULT_BUFFER))
     ecn: Ecn | None = None
     pfc: Pfc | None = None
@@ -92,31 +93,31 @@ class QueueClass:
 @dataclass(frozen=True)
 class PortClass:
     """One class as realized on one port, in bytes on this machine."""
-    index: int                  # 0 is served first
+
+    index: int  # 0 is served first
     name: str
-    limit: int                  # bytes it may hold before it drops; 0: no limit (a host's lossless class)
+    limit: int  # bytes it may hold before it drops; 0: no limit (a host's lossless class)
     ecn_mode: str | None = None
     k_low: int = 0
     k_high: int = 0
     probability: float = 1.0
-    lossless: bool = False      # may be paused (every port of a lossless class)
-    xoff: int = 0               # switch ports: pause the feeding links here; 0 = never
-    xon: int = 0                # ... and release them at or below this
-    headroom: int = 0           # what the feeding links may send during a pause
+    lossless: bool = False  # may be paused (every port of a lossless class)
+    xoff: int = 0  # switch ports: pause the feeding links here; 0 = never
+    xon: int = 0  # ... and release them at or below this
+    headroom: int = 0  # what the feeding links may send during a pause
 
 
 def headroom_bytes(feeding_rates_bps, mtu, scale):
     """What the links feeding a queue (real rates) can deliver while a pause
     takes effect: the reaction budget at each one's rate, plus two frames
     each (the frame on the wire and the one the pause lets by)."""
-    return sum(int(PAUSE_REACTION_BUDGET * r / scale / 8) + 2 * frame_bytes(mtu)
-               for r in feeding_rates_bps)
+    return sum(int(PAUSE_REACTION_BUDGET * r / scale / 8) + 2 * frame_bytes(mtu) for r in feeding_rates_bps)
 
 
 @dataclass(frozen=True)
 class QueueProfile:
-    classes: tuple                             # QueueClass, highest priority first
-    overrides: dict = field(default_factory=dict)   # port kind -> {class name: {buffer?, ecn?}}
+    classes: tuple  # QueueClass, highest priority first
+    overrides: dict = field(default_factory=dict)  # port kind -> {class name: {buffer?, ecn?}}
 
     def dscp_classes(self):
         """Class index of every DSCP value; DSCPs no class lists go to the
@@ -147,9 +148,12 @@ class QueueProfile:
             limit = max(1, buffer.bytes_on(real_rate_bps, scale))
             fields = {}
             if ecn is not None:
-                fields.update(ecn_mode=ecn.mode, k_low=ecn.low.bytes_on(real_rate_bps, scale),
-                              k_high=ecn.high.bytes_on(real_rate_bps, scale) if ecn.high else 0,
-                              probability=ecn.probability)
+                fields.update(
+                    ecn_mode=ecn.mode,
+                    k_low=ecn.low.bytes_on(real_rate_bps, scale),
+                    k_high=ecn.high.bytes_on(real_rate_bps, scale) if ecn.high else 0,
+                    probability=ecn.probability,
+                )
             if c.pfc is not None:
                 fields["lossless"] = True
                 if headroom is None:
@@ -172,9 +176,13 @@ class QueueProfile:
 
     # --- fabric.json ---------------------------------------------------------
     def to_dict(self):
-        return {"classes": [asdict(c) for c in self.classes],
-                "overrides": {k: {n: {f: asdict(v) for f, v in o.items()} for n, o in by.items()}
-                              for k, by in self.overrides.items()}}
+        return {
+            "classes": [asdict(c) for c in self.classes],
+            "overrides": {
+                k: {n: {f: asdict(v) for f, v in o.items()} for n, o in by.items()}
+                for k, by in self.overrides.items()
+            },
+        }
 
     @classmethod
     def from_dict(cls, d):
@@ -182,19 +190,25 @@ class QueueProfile:
             return Amount(**a)
 
         def ecn(e):
-            return None if e is None else Ecn(e["mode"], amount(e["low"]),
-                                              amount(e["high"]) if e["high"] else None,
-                                              e["probability"])
+            return (
+                None
+                if e is None
+                else Ecn(
+                    e["mode"], amount(e["low"]), amount(e["high"]) if e["high"] else None, e["probability"]
+                )
+            )
 
         def pfc(p):
-            return None if p is None else Pfc(*(amount(p[k]) if p[k] else None
-                                                for k in ("xoff", "xon")))
+            return None if p is None else Pfc(*(amount(p[k]) if p[k] else None for k in ("xoff", "xon")))
 
-        classes = tuple(QueueClass(c["name"], tuple(c["dscp"]), amount(c["buffer"]), ecn(c["ecn"]),
-                                   pfc(c.get("pfc")))
-                        for c in d["classes"])
-        overrides = {k: {n: {f: (amount(v) if f == "buffer" else ecn(v)) for f, v in o.items()}
-                         for n, o in by.items()} for k, by in d.get("overrides", {}).items()}
+        classes = tuple(
+            QueueClass(c["name"], tuple(c["dscp"]), amount(c["buffer"]), ecn(c["ecn"]), pfc(c.get("pfc")))
+            for c in d["classes"]
+        )
+        overrides = {
+            k: {n: {f: (amount(v) if f == "buffer" else ecn(v)) for f, v in o.items()} for n, o in by.items()}
+            for k, by in d.get("overrides", {}).items()
+        }
         return cls(classes, overrides)
 
 
@@ -219,19 +233,23 @@ def classes_at(fabric, link, end):
     headroom = None
     if feeding is not None and fabric.queues.lossless:
         headroom = headroom_bytes([l.rate_bps for l in feeding], fabric.mtu, fabric.scale)
-    return fabric.queues.port_classes(port_kind(fabric, link, end), link.rate_bps, fabric.scale,
-                                      headroom)
+    return fabric.queues.port_classes(port_kind(fabric, link, end), link.rate_bps, fabric.scale, headroom)
 
 
 # --- from a scenario's `queues` mapping (already schema-checked) ---------------
+
 
 def _ecn_entry(raw):
     if raw is None:
         return None
     if "k" in raw:
         return Ecn(ECN_STEP, Amount.parse(raw["k"]))
-    return Ecn(ECN_RED, Amount.parse(raw["min"]), Amount.parse(raw["max"]),
-               float(raw.get("probability", DEFAULT_RED_PROBABILITY)))
+    return Ecn(
+        ECN_RED,
+        Amount.parse(raw["min"]),
+        Amount.parse(raw["max"]),
+        float(raw.get("probability", DEFAULT_RED_PROBABILITY)),
+    )
 
 
 def _pfc_entry(raw):
@@ -253,9 +271,12 @@ def profile_from(raw):
     """The QueueProfile of a `queues` mapping, or None for none."""
     if raw is None:
         return None
-    classes = tuple(QueueClass(c["name"], tuple(c.get("dscp", ())), pfc=_pfc_entry(c.get("pfc")),
-                               **_class_fields(c))
-                    for c in raw["classes"])
-    overrides = {kind: {name: _class_fields(o) for name, o in by.items()}
-                 for kind, by in (raw.get("ports") or {}).items()}
+    classes = tuple(
+        QueueClass(c["name"], tuple(c.get("dscp", ())), pfc=_pfc_entry(c.get("pfc")), **_class_fields(c))
+        for c in raw["classes"]
+    )
+    overrides = {
+        kind: {name: _class_fields(o) for name, o in by.items()}
+        for kind, by in (raw.get("ports") or {}).items()
+    }
     return QueueProfile(classes, overrides)

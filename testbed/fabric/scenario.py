@@ -7,6 +7,7 @@ ranges; schema.py), then, only when the shape is right, the checks that
 need the built fabric (semantics.py). Every problem found is reported, one
 line each; nothing is built from a file with problems.
 """
+
 import dataclasses
 import os
 import re
@@ -21,8 +22,8 @@ from .problems import TOP, ConfigError, fail, show
 from .schema import schema_problems
 from .units import parse_bytes, parse_time
 
-
 # --- whole files -------------------------------------------------------------
+
 
 def load_fabric(path, topology_dirs=()):
     """(kind, Fabric) for a topology or scenario file; kind says which it was.
@@ -61,9 +62,13 @@ def fabric_name_from(path):
     the extension; ConfigError when that is not a plain name."""
     stem = Path(path).stem
     if not FABRIC_NAME.fullmatch(stem):
-        raise fail(path, TOP, f"the file name {show(stem)} cannot name a fabric: expected a name "
-                              "of letters, digits, '.', '_' and '-' (starting with a letter or "
-                              "digit, at most 64): rename the file")
+        raise fail(
+            path,
+            TOP,
+            f"the file name {show(stem)} cannot name a fabric: expected a name "
+            "of letters, digits, '.', '_' and '-' (starting with a letter or "
+            "digit, at most 64): rename the file",
+        )
     return stem
 
 
@@ -73,8 +78,9 @@ def topology_roots(scenario_path, extra=()):
     on the command line. Anything else (an absolute path, `..` out of the
     tree, a symbolic link pointing away) is never opened: a scenario written
     by someone else must not make hpnlab, running as root, read a file."""
-    return [Path(os.path.realpath(scenario_path)).parent, SHIPPED_TOPOLOGIES.resolve()] + \
-        [Path(os.path.realpath(d)) for d in extra]
+    return [Path(os.path.realpath(scenario_path)).parent, SHIPPED_TOPOLOGIES.resolve()] + [
+        Path(os.path.realpath(d)) for d in extra
+    ]
 
 
 def allowed_topology_path(scenario_path, topo, extra=()):
@@ -89,6 +95,7 @@ def _under(target, roots):
 
 
 # --- topologies --------------------------------------------------------------
+
 
 def _join(prefix, field):
     if not field:
@@ -125,26 +132,27 @@ def _topology_from_doc(path, doc):
 
 # --- scenarios ---------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Scenario:
     name: str
     description: str
-    path: str                 # the scenario file
-    topology_params: dict     # the topology mapping as written
+    path: str  # the scenario file
+    topology_params: dict  # the topology mapping as written
     fabric: Fabric
     duration_s: float
-    traffic: list             # dicts: kind, src, dst (list), parallel, start (s)
-    faults: list              # dicts sorted by at: at (s), action, link (a, b), index
-    expect: list              # dicts: name, metric, host, job (or None), min, max (or None)
-    topology_path: str | None = None   # the topology file, when not inline
-    jobs: tuple = ()          # dicts: see _job_entry
-    capture: dict | None = None   # {"hosts": [...], "packets": n}
+    traffic: list  # dicts: kind, src, dst (list), parallel, start (s)
+    faults: list  # dicts sorted by at: at (s), action, link (a, b), index
+    expect: list  # dicts: name, metric, host, job (or None), min, max (or None)
+    topology_path: str | None = None  # the topology file, when not inline
+    jobs: tuple = ()  # dicts: see _job_entry
+    capture: dict | None = None  # {"hosts": [...], "packets": n}
     transport: dict | None = None  # agent knobs: window, rto_s, dcqcn (see _transport_entry)
     # N >= 1, or "auto" until the capacity plan resolves it; a Scenario that
     # dilation.dilate() returned holds the N it applied (see there)
     time_dilation: float | str = 1.0
-    controller_timeline: list = dataclasses.field(default_factory=list)   # dicts sorted by at: at (s), action
-    probes: tuple = ()        # dicts: src, dst, rate (packets/s), flows (source ports)
+    controller_timeline: list = dataclasses.field(default_factory=list)  # dicts sorted by at: at (s), action
+    probes: tuple = ()  # dicts: src, dst, rate (packets/s), flows (source ports)
 
     @property
     def jobs_only(self):
@@ -177,11 +185,14 @@ def _scenario_from_doc(path, doc, topology_dirs=()):
     duration = parse_time(doc["duration"])
     traffic = [_traffic_entry(t) for t in doc.get("traffic", [])]
     faults = [_fault_entry(f) for f in doc.get("faults", [])]
-    controller_timeline = [{"at": parse_time(e["at"]), "action": e["action"]}
-                           for e in doc.get("controller_timeline", [])]
+    controller_timeline = [
+        {"at": parse_time(e["at"]), "action": e["action"]} for e in doc.get("controller_timeline", [])
+    ]
     expect = [_expect_entry(e) for e in doc.get("expect", [])]
-    probes = [{"src": p["src"], "dst": p["dst"], "rate": p.get("rate", 1000),
-               "flows": p.get("flows", 8)} for p in doc.get("probes", [])]
+    probes = [
+        {"src": p["src"], "dst": p["dst"], "rate": p.get("rate", 1000), "flows": p.get("flows", 8)}
+        for p in doc.get("probes", [])
+    ]
 
     fabric = None
     try:
@@ -196,14 +207,22 @@ def _scenario_from_doc(path, doc, topology_dirs=()):
     jobs = []
     if fabric is not None:
         jobs = [_job_entry(j, fabric) for j in doc.get("jobs", [])]
-        problems += semantics.job_problems(file, doc.get("jobs", []), jobs, duration, fabric,
-                                           has_queues=bool(doc.get("queues")))
+        problems += semantics.job_problems(
+            file, doc.get("jobs", []), jobs, duration, fabric, has_queues=bool(doc.get("queues"))
+        )
     problems += semantics.fault_problems(file, faults, duration, fabric)
     problems += semantics.controller_timeline_problems(file, controller_timeline, duration)
     problems += semantics.probe_problems(file, probes, fabric)
     classes = [c["name"] for c in (doc.get("queues") or {}).get("classes", [])] or None
-    problems += semantics.expect_problems(file, expect, fabric, {j["name"] for j in jobs}, classes,
-                                          {f["name"] for f in faults if f.get("name")}, bool(probes))
+    problems += semantics.expect_problems(
+        file,
+        expect,
+        fabric,
+        {j["name"] for j in jobs},
+        classes,
+        {f["name"] for f in faults if f.get("name")},
+        bool(probes),
+    )
     problems += semantics.transport_problems(file, doc.get("transport"))
     problems += semantics.queue_problems(file, doc.get("queues"), fabric)
     capture = doc.get("capture")
@@ -217,13 +236,23 @@ def _scenario_from_doc(path, doc, topology_dirs=()):
         fabric = dataclasses.replace(fabric, queues=queues.profile_from(doc["queues"]))
 
     return Scenario(
-        name=doc["name"], description=doc.get("description", ""), path=file,
-        topology_params=params, fabric=fabric, duration_s=duration, traffic=traffic,
+        name=doc["name"],
+        description=doc.get("description", ""),
+        path=file,
+        topology_params=params,
+        fabric=fabric,
+        duration_s=duration,
+        traffic=traffic,
         faults=sorted(faults, key=lambda f: f["at"]),
-        expect=expect, topology_path=None if topo_path is None else str(topo_path),
-        jobs=tuple(jobs), capture=capture, transport=_transport_entry(doc.get("transport")),
+        expect=expect,
+        topology_path=None if topo_path is None else str(topo_path),
+        jobs=tuple(jobs),
+        capture=capture,
+        transport=_transport_entry(doc.get("transport")),
         time_dilation=_dilation_entry(doc.get("time_dilation", 1)),
-        controller_timeline=sorted(controller_timeline, key=lambda e: e["at"]), probes=tuple(probes))
+        controller_timeline=sorted(controller_timeline, key=lambda e: e["at"]),
+        probes=tuple(probes),
+    )
 
 
 def _dilation_entry(raw):
@@ -235,9 +264,13 @@ def _read_topology(file, path, topo, topology_dirs):
     lies where topology_roots allows. A file that is not a topology is
     refused without a word of what it holds."""
     if allowed_topology_path(path, topo, topology_dirs) is None:
-        raise fail(file, TOPOLOGY, f"{show(topo)} is outside the scenario's folder and hpnlab's "
-                                   "topologies: expected a topology file there (or name its "
-                                   "folder with --topology-dir)")
+        raise fail(
+            file,
+            TOPOLOGY,
+            f"{show(topo)} is outside the scenario's folder and hpnlab's "
+            "topologies: expected a topology file there (or name its "
+            "folder with --topology-dir)",
+        )
     if Path(topo).suffix not in (".yaml", ".yml"):
         raise fail(file, TOPOLOGY, f"{show(topo)} is not a topology file: expected a .yaml file")
     fabric_name_from(path.parent / topo)
@@ -246,31 +279,48 @@ def _read_topology(file, path, topo, topology_dirs):
         return load_yaml(path.parent / topo, within=lambda real: _under(Path(real), roots))
     except ConfigError as e:
         if len(e.problems) == 1 and e.problems[0].message == "file not found":
-            raise fail(file, TOPOLOGY, f"topology file {show(topo)} not found "
-                                       f"(looked for {e.problems[0].file})") from None
+            raise fail(
+                file, TOPOLOGY, f"topology file {show(topo)} not found (looked for {e.problems[0].file})"
+            ) from None
         raise
 
 
 def _traffic_entry(raw):
     dst = raw["dst"]
-    return {"kind": raw.get("kind", "iperf3"), "src": raw["src"],
-            "dst": list(dst) if isinstance(dst, list) else [dst],
-            "parallel": raw.get("parallel", 1), "start": parse_time(raw.get("start", 0)),
-            "dscp": raw.get("dscp", 0)}
+    return {
+        "kind": raw.get("kind", "iperf3"),
+        "src": raw["src"],
+        "dst": list(dst) if isinstance(dst, list) else [dst],
+        "parallel": raw.get("parallel", 1),
+        "start": parse_time(raw.get("start", 0)),
+        "dscp": raw.get("dscp", 0),
+    }
 
 
 def _fault_entry(raw):
-    entry = {"at": parse_time(raw["at"]), "action": raw["action"],
-             "link": tuple(raw["link"]), "index": raw.get("index", 0)}
+    entry = {
+        "at": parse_time(raw["at"]),
+        "action": raw["action"],
+        "link": tuple(raw["link"]),
+        "index": raw.get("index", 0),
+    }
     if raw.get("name"):
         entry["name"] = raw["name"]
     return entry
 
 
 def _expect_entry(raw):
-    entry = {"name": raw.get("name"), "metric": raw["metric"], "host": raw.get("host"),
-             "job": raw.get("job"), "relative_to": raw.get("relative_to"), "class": raw.get("class"),
-             "fault": raw.get("fault"), "min": raw.get("min"), "max": raw.get("max")}
+    entry = {
+        "name": raw.get("name"),
+        "metric": raw["metric"],
+        "host": raw.get("host"),
+        "job": raw.get("job"),
+        "relative_to": raw.get("relative_to"),
+        "class": raw.get("class"),
+        "fault": raw.get("fault"),
+        "min": raw.get("min"),
+        "max": raw.get("max"),
+    }
     if not entry["name"]:
         entry["name"] = _expect_name(entry)
     return entry
@@ -290,6 +340,7 @@ def _expect_name(entry):
 
 # --- training jobs and transport ----------------------------------------------
 
+
 def _job_entry(raw, fabric):
     """A job with defaults filled in and its sizes scaled (bytes divided by
     the fabric's scale; times stay real, so compute/communication ratios hold)."""
@@ -297,13 +348,23 @@ def _job_entry(raw, fabric):
     groups = raw.get("groups")
     if groups is None and raw["collective"] == "hierarchical":
         groups = "dc" if len({n.dc for n in fabric.hosts()}) > 1 else "segment"
-    return {"name": raw["name"], "hosts": list(raw["hosts"]), "collective": raw["collective"],
-            "groups": _job_groups(groups, raw["hosts"], fabric), "bytes_real": real,
-            "bytes": int(round(real / fabric.scale)), "compute_s": parse_time(raw.get("compute", 0)),
-            "overlap": float(raw.get("overlap", 0.0)), "iterations": raw.get("iterations", 5),
-            "dscp": raw.get("dscp", 26), "port": raw.get("port"),
-            "microbatches": raw.get("microbatches", 1), "start": parse_time(raw.get("start", 0)),
-            "paths": raw.get("paths", "ecmp"), "priority": raw.get("priority", "fixed")}
+    return {
+        "name": raw["name"],
+        "hosts": list(raw["hosts"]),
+        "collective": raw["collective"],
+        "groups": _job_groups(groups, raw["hosts"], fabric),
+        "bytes_real": real,
+        "bytes": int(round(real / fabric.scale)),
+        "compute_s": parse_time(raw.get("compute", 0)),
+        "overlap": float(raw.get("overlap", 0.0)),
+        "iterations": raw.get("iterations", 5),
+        "dscp": raw.get("dscp", 26),
+        "port": raw.get("port"),
+        "microbatches": raw.get("microbatches", 1),
+        "start": parse_time(raw.get("start", 0)),
+        "paths": raw.get("paths", "ecmp"),
+        "priority": raw.get("priority", "fixed"),
+    }
 
 
 def _job_groups(groups, hosts, fabric):
@@ -332,10 +393,16 @@ def _transport_entry(raw):
         out["window"] = raw["window"]
     if "rto" in raw:
         out["rto_s"] = parse_time(raw["rto"])
-    names = {"g": "g", "fast_recovery_steps": "fast_recovery_steps",
-             "alpha_period": "alpha_period_s", "increase_period": "increase_period_s",
-             "cnp_interval": "cnp_interval_s", "min_rate": "min_rate_share",
-             "ai_rate": "ai_rate_share", "hai_rate": "hai_rate_share"}
+    names = {
+        "g": "g",
+        "fast_recovery_steps": "fast_recovery_steps",
+        "alpha_period": "alpha_period_s",
+        "increase_period": "increase_period_s",
+        "cnp_interval": "cnp_interval_s",
+        "min_rate": "min_rate_share",
+        "ai_rate": "ai_rate_share",
+        "hai_rate": "hai_rate_share",
+    }
     dcqcn = {}
     for key, value in (raw.get("dcqcn") or {}).items():
         dcqcn[names[key]] = parse_time(value) if key.endswith(("period", "interval")) else value

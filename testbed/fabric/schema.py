@@ -3,6 +3,7 @@ in plain words (what was expected, what was found) at its path in the file.
 
 The schemas live in `schemas/`; problems come out in the order of the file.
 """
+
 import difflib
 import json
 import math
@@ -35,7 +36,8 @@ def _is_number(_checker, value):
 _Validator = validators.extend(
     Draft202012Validator,
     type_checker=Draft202012Validator.TYPE_CHECKER.redefine_many(
-        {"integer": _is_integer, "number": _is_number}),
+        {"integer": _is_integer, "number": _is_number}
+    ),
 )
 
 
@@ -49,20 +51,24 @@ def _validator(name):
     # Without "$schema", jsonschema keeps using _Validator (and its stricter
     # types) when a $ref enters another schema; with it, it would switch back
     # to the stock class for that dialect.
-    schemas = {kind: {k: v for k, v in load_schema(kind).items() if k != "$schema"}
-               for kind in (TOPOLOGY, SCENARIO)}
+    schemas = {
+        kind: {k: v for k, v in load_schema(kind).items() if k != "$schema"} for kind in (TOPOLOGY, SCENARIO)
+    }
     # The scenario schema refers to the topology schema by its $id.
-    registry = Registry().with_resources(
-        (s["$id"], DRAFT202012.create_resource(s)) for s in schemas.values())
+    registry = Registry().with_resources((s["$id"], DRAFT202012.create_resource(s)) for s in schemas.values())
     return _Validator(schemas[name], registry=registry)
 
 
 def schema_problems(file, doc, kind):
     """Problems of `doc` against the schema of `kind`, in document order."""
-    errors = sorted(_said_once(_validator(kind).iter_errors(doc)),
-                    key=lambda e: _document_order(doc, e.absolute_path))
-    problems = [Problem(str(file), format_path(path), message)
-                for error in errors for path, message in _explain(error)]
+    errors = sorted(
+        _said_once(_validator(kind).iter_errors(doc)), key=lambda e: _document_order(doc, e.absolute_path)
+    )
+    problems = [
+        Problem(str(file), format_path(path), message)
+        for error in errors
+        for path, message in _explain(error)
+    ]
     return _unique(problems)
 
 
@@ -107,8 +113,16 @@ def format_path(steps):
 # Validators whose failure is better said in the schema's own "x-expected"
 # words than in generic ones; the others describe structure, not a value
 # (a string too long may well be a rate or a duration: say it is too long).
-_STRUCTURAL = {"required", "additionalProperties", "uniqueItems", "enum", "const", "oneOf", "anyOf",
-               "maxLength"}
+_STRUCTURAL = {
+    "required",
+    "additionalProperties",
+    "uniqueItems",
+    "enum",
+    "const",
+    "oneOf",
+    "anyOf",
+    "maxLength",
+}
 
 
 def _explain(error):
@@ -130,7 +144,7 @@ def _explain(error):
     if kind == "enum" and isinstance(inst, str):
         message += _did_you_mean(inst, [v for v in value if isinstance(v, str)])
     hint = spelling_hint(schema["x-unit"], inst) if kind == "pattern" and "x-unit" in schema else None
-    if hint:   # a unit hpnlab does not take: refused, with the spelling it does
+    if hint:  # a unit hpnlab does not take: refused, with the spelling it does
         message += f" ({hint})"
     return [(path, message)]
 
@@ -174,9 +188,15 @@ def _names(keys):
     return ", ".join(str(k) for k in keys)
 
 
-_TYPE_WORDS = {"integer": "an integer", "number": "a number", "string": "a string",
-               "boolean": "true or false", "object": "a mapping", "array": "a list",
-               "null": "nothing"}
+_TYPE_WORDS = {
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "boolean": "true or false",
+    "object": "a mapping",
+    "array": "a list",
+    "null": "nothing",
+}
 
 
 def _expectation(error):
@@ -214,8 +234,12 @@ def _bounds(schema):
     if low is not None and high is not None:
         return f"{noun} from {low} to {high}"
     parts = []
-    for key, sign in (("minimum", ">="), ("exclusiveMinimum", ">"),
-                      ("maximum", "<="), ("exclusiveMaximum", "<")):
+    for key, sign in (
+        ("minimum", ">="),
+        ("exclusiveMinimum", ">"),
+        ("maximum", "<="),
+        ("exclusiveMaximum", "<"),
+    ):
         if key in schema:
             parts.append(f"{sign} {schema[key]}")
     return f"{noun} {' and '.join(parts)}"

@@ -1,6 +1,7 @@
 """Parsing of rates and durations written in real units ("400Gbit", "2ms"),
 and the accepted spelling of a near miss ("40 Gbit/s": "40Gbit"), which a
 file is refused with, never silently read as."""
+
 import math
 import re
 
@@ -92,12 +93,14 @@ _NUMBER_WORD = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(.*?)\s*$")
 _PREFIXED = re.compile(r"^([kKmMgGtT]?)(i?)\s*(.*)$")
 _PER_SECOND = re.compile(r"(ps|/s|/sec|/second|\s*per\s*second)$", re.IGNORECASE)
 _BITS, _BYTES = "bits", "bytes"
-_TIME_WORDS = {1.0: ("s", "sec", "secs", "second", "seconds"),
-               1e-3: ("ms", "msec", "msecs", "millisecond", "milliseconds"),
-               1e-6: ("us", "\u00b5s", "\u03bcs", "usec", "usecs", "microsecond", "microseconds"),
-               1e-9: ("ns", "nsec", "nsecs", "nanosecond", "nanoseconds"),
-               60.0: ("min", "mins", "minute", "minutes"),
-               3600.0: ("h", "hr", "hrs", "hour", "hours")}
+_TIME_WORDS = {
+    1.0: ("s", "sec", "secs", "second", "seconds"),
+    1e-3: ("ms", "msec", "msecs", "millisecond", "milliseconds"),
+    1e-6: ("us", "\u00b5s", "\u03bcs", "usec", "usecs", "microsecond", "microseconds"),
+    1e-9: ("ns", "nsec", "nsecs", "nanosecond", "nanoseconds"),
+    60.0: ("min", "mins", "minute", "minutes"),
+    3600.0: ("h", "hr", "hrs", "hour", "hours"),
+}
 
 
 def spelling_hint(kind, text):
@@ -140,7 +143,7 @@ def _rate_hint(text):
         return None
     number, prefix, binary, word = q
     unit = _PER_SECOND.sub("", word)
-    amount = _amount_of(unit) if unit else (_BITS if prefix else None)   # '200G': bits
+    amount = _amount_of(unit) if unit else (_BITS if prefix else None)  # '200G': bits
     if amount is None:
         return None
     canonical = format_rate(number * _multiplier(prefix, binary) * (8 if amount == _BYTES else 1))
@@ -165,10 +168,10 @@ def _size_hint(text):
     if q is None:
         return None
     number, prefix, binary, word = q
-    amount = _amount_of(word) if word else (_BYTES if prefix else None)   # '550M': bytes
+    amount = _amount_of(word) if word else (_BYTES if prefix else None)  # '550M': bytes
     if amount is None:
         return None
     nbytes = number * _multiplier(prefix, binary)
-    if amount == _BITS and word != "b":   # '550Mbit': a size in bits
+    if amount == _BITS and word != "b":  # '550Mbit': a size in bits
         return f"sizes are in bytes: did you mean {format_size(nbytes / 8)!r}?"
     return f"did you mean {f'{number:g}{prefix}iB' if binary else format_size(nbytes)!r}?"

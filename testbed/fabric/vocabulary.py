@@ -4,19 +4,37 @@ lists them with the flow metrics (a unit test keeps it in step with what
 results/expectations.py can look up). Each is measured while the drill
 runs; none is a number the schedule fixes before it does."""
 
-JOB_METRICS = ("iteration_time_s", "iteration_time_p50_s", "iteration_time_p99_s",
-               "job_completion_s", "gpu_utilization", "bytes_per_rank_ratio",
-               "iteration_time_vs_analytical", "retransmissions", "retransmission_ratio",
-               "gaps_seen", "dci_bytes", "stalled_iterations",
-               "fault_iteration_slowdown", "iterations_completed", "cnps",
-               "link_load_max_mean")
+JOB_METRICS = (
+    "iteration_time_s",
+    "iteration_time_p50_s",
+    "iteration_time_p99_s",
+    "job_completion_s",
+    "gpu_utilization",
+    "bytes_per_rank_ratio",
+    "iteration_time_vs_analytical",
+    "retransmissions",
+    "retransmission_ratio",
+    "gaps_seen",
+    "dci_bytes",
+    "stalled_iterations",
+    "fault_iteration_slowdown",
+    "iterations_completed",
+    "cnps",
+    "link_load_max_mean",
+)
 
 # Measured per priority class (testbed/results/queues.py), summed over every
 # port: an expectation on one of these must name its class.
-CLASS_METRICS = ("class_drops", "class_marks", "class_max_backlog_bytes",
-                 "class_p99_backlog_bytes", "class_sent_bytes",
-                 # lossless classes only (testbed/results/pauses.py)
-                 "class_pauses", "class_paused_s")
+CLASS_METRICS = (
+    "class_drops",
+    "class_marks",
+    "class_max_backlog_bytes",
+    "class_p99_backlog_bytes",
+    "class_sent_bytes",
+    # lossless classes only (testbed/results/pauses.py)
+    "class_pauses",
+    "class_paused_s",
+)
 
 # Measured from the controller's own events when the scenario's
 # controller_timeline restarts it (testbed/results/controller.py): the flow

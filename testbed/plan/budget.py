@@ -12,6 +12,7 @@ limits must hold:
     of one core.
 The recommendation is the smallest step of LADDER that keeps both.
 """
+
 from dataclasses import dataclass
 
 from testbed.fabric.dilation import AUTO
@@ -20,14 +21,15 @@ from .demand import Load, loads
 
 CPU_SHARE = 0.7
 HOST_SHARE = 0.7
-LADDER = (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)   # ends at MAX_DILATION
+LADDER = (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # ends at MAX_DILATION
 
 
 @dataclass(frozen=True)
 class Cost:
     """The CPU one Load asks at dilation 1, in cores."""
+
     load: Load
-    calibration: object      # calibration.Calibration
+    calibration: object  # calibration.Calibration
 
     @property
     def agent_cores(self):
@@ -54,17 +56,16 @@ class Cost:
     def fits_at(self, n):
         """Do both limits hold at dilation `n`?"""
         host = max(self.host_cores().values(), default=0.0)
-        return (self.cores / n <= CPU_SHARE * self.calibration.cores
-                and host / n <= HOST_SHARE)
+        return self.cores / n <= CPU_SHARE * self.calibration.cores and host / n <= HOST_SHARE
 
 
 @dataclass(frozen=True)
 class Plan:
     scenario: str
-    peak: Cost               # the moment that asks the most CPU
-    costs: tuple             # every moment's Cost, in time order
-    dilation: float          # the recommended one
-    fits: bool               # False: not even the last step of LADDER keeps the budget
+    peak: Cost  # the moment that asks the most CPU
+    costs: tuple  # every moment's Cost, in time order
+    dilation: float  # the recommended one
+    fits: bool  # False: not even the last step of LADDER keeps the budget
 
     @property
     def calibration(self):
@@ -80,18 +81,25 @@ class Plan:
     def to_dict(self):
         """The plan's numbers, for results.json and `hpnlab plan --json`."""
         peak, busiest = self.peak, self.peak.busiest_host
-        return {"scenario": self.scenario, "dilation": self.dilation, "fits": self.fits,
-                "peak_at": peak.load.t, "cores_asked": _r(peak.cores),
-                "agent_cores": _r(peak.agent_cores), "switch_cores": _r(peak.switch_cores),
-                "budget_cores": _r(self.budget_cores), "cpu_share": CPU_SHARE,
-                "busiest_host": busiest,
-                "busiest_host_cores": _r(peak.host_cores()[busiest]) if busiest else None,
-                "host_budget_cores": HOST_SHARE,
-                "packets_per_second": _r(peak.load.total_pps),
-                "packet_hops_per_second": _r(peak.load.packet_hops_per_s),
-                "host_packets_per_second": {h: _r(v) for h, v in peak.load.host_pps().items()},
-                "capacity": self.calibration.describe(),
-                "calibration": None if self.calibration.is_default else self.calibration.path}
+        return {
+            "scenario": self.scenario,
+            "dilation": self.dilation,
+            "fits": self.fits,
+            "peak_at": peak.load.t,
+            "cores_asked": _r(peak.cores),
+            "agent_cores": _r(peak.agent_cores),
+            "switch_cores": _r(peak.switch_cores),
+            "budget_cores": _r(self.budget_cores),
+            "cpu_share": CPU_SHARE,
+            "busiest_host": busiest,
+            "busiest_host_cores": _r(peak.host_cores()[busiest]) if busiest else None,
+            "host_budget_cores": HOST_SHARE,
+            "packets_per_second": _r(peak.load.total_pps),
+            "packet_hops_per_second": _r(peak.load.packet_hops_per_s),
+            "host_packets_per_second": {h: _r(v) for h, v in peak.load.host_pps().items()},
+            "capacity": self.calibration.describe(),
+            "calibration": None if self.calibration.is_default else self.calibration.path,
+        }
 
 
 def _r(x):
@@ -113,8 +121,11 @@ def resolve(sc, override=None, load_calibration=None):
     command line's --dilation) wins over the scenario's `time_dilation`;
     'auto' asks the plan, with the Calibration `load_calibration()` returns
     (called only then)."""
-    setting, by = (override, "command line") if override is not None else (
-        sc.time_dilation, "scenario" if sc.time_dilation != 1 else "default")
+    setting, by = (
+        (override, "command line")
+        if override is not None
+        else (sc.time_dilation, "scenario" if sc.time_dilation != 1 else "default")
+    )
     if setting != AUTO:
         return float(setting), {"from": by}
     p = plan(sc, load_calibration())

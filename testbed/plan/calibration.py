@@ -13,8 +13,9 @@ first undilated run on a machine that has none, from its results'
 `metrics.cpu_per_packet`. Without a file the plan uses DEFAULT_COSTS,
 which are labelled as defaults wherever they are shown.
 """
-import datetime
+
 import dataclasses
+import datetime
 import json
 import math
 import os
@@ -34,7 +35,7 @@ MAX_FILE_BYTES = 64 * 1024
 # packet-hop); the agent's sender alone took about 6 us per packet, and
 # receiving and acknowledging cost more than sending.
 DEFAULT_COSTS = {"agent_us_per_packet": 20.0, "switch_us_per_packet_hop": 50.0}
-MIN_PACKETS = 5000   # fewer measured packets do not make a calibration
+MIN_PACKETS = 5000  # fewer measured packets do not make a calibration
 FIELDS = ("cores", "agent_us_per_packet", "switch_us_per_packet_hop", "measured_at", "source")
 
 # The drill `doctor --calibrate` runs: scenarios/allreduce-ring.yaml on
@@ -42,12 +43,19 @@ FIELDS = ("cores", "agent_us_per_packet", "switch_us_per_packet_hop", "measured_
 CALIBRATION_DRILL = {
     "name": "calibration-ring",
     "description": "hpnlab doctor --calibrate: an 8-rank ring AllReduce on HPN-mini, "
-                   "measuring the CPU each packet costs the agents and Open vSwitch.",
+    "measuring the CPU each packet costs the agents and Open vSwitch.",
     "topology": {"kind": "hpn"},
     "duration": 30,
-    "jobs": [{"name": "ring8", "hosts": ["s0h0", "s0h1", "s0h2", "s0h3",
-                                         "s1h0", "s1h1", "s1h2", "s1h3"],
-              "collective": "ring", "bytes": "5GB", "compute": "200ms", "iterations": 6}],
+    "jobs": [
+        {
+            "name": "ring8",
+            "hosts": ["s0h0", "s0h1", "s0h2", "s0h3", "s1h0", "s1h1", "s1h2", "s1h3"],
+            "collective": "ring",
+            "bytes": "5GB",
+            "compute": "200ms",
+            "iterations": 6,
+        }
+    ],
 }
 
 
@@ -57,8 +65,8 @@ class Calibration:
     agent_us_per_packet: float
     switch_us_per_packet_hop: float
     measured_at: str | None = None
-    source: dict = field(default_factory=dict)   # how it was measured
-    path: str | None = None                      # the file read; None: the defaults
+    source: dict = field(default_factory=dict)  # how it was measured
+    path: str | None = None  # the file read; None: the defaults
 
     @property
     def is_default(self):
@@ -66,8 +74,10 @@ class Calibration:
 
     def describe(self):
         """One line saying where these numbers come from."""
-        costs = (f"{self.cores} cores, {self.agent_us_per_packet:g} us per packet in an agent, "
-                 f"{self.switch_us_per_packet_hop:g} us per packet-hop in Open vSwitch")
+        costs = (
+            f"{self.cores} cores, {self.agent_us_per_packet:g} us per packet in an agent, "
+            f"{self.switch_us_per_packet_hop:g} us per packet-hop in Open vSwitch"
+        )
         if self.is_default:
             return f"DEFAULTS, not measured on this machine ({costs})"
         how = self.source.get("command") or "?"
@@ -131,16 +141,21 @@ def _from_doc(path, doc):
             raise _fail(path, name, "required field is missing")
         integer = name == "cores"
         if not _positive(value, integer):
-            raise _fail(path, name, f"expected {'an integer' if integer else 'a number'} > 0, "
-                                    f"got {describe(value)}")
+            raise _fail(
+                path, name, f"expected {'an integer' if integer else 'a number'} > 0, got {describe(value)}"
+            )
     if not isinstance(doc.get("measured_at"), (str, type(None))):
         raise _fail(path, "measured_at", f"expected a date and time, got {describe(doc['measured_at'])}")
     if not isinstance(doc.get("source", {}), dict):
         raise _fail(path, "source", f"expected a mapping, got {describe(doc['source'])}")
-    return Calibration(cores=doc["cores"], agent_us_per_packet=float(doc["agent_us_per_packet"]),
-                       switch_us_per_packet_hop=float(doc["switch_us_per_packet_hop"]),
-                       measured_at=doc.get("measured_at"), source=doc.get("source", {}),
-                       path=str(path))
+    return Calibration(
+        cores=doc["cores"],
+        agent_us_per_packet=float(doc["agent_us_per_packet"]),
+        switch_us_per_packet_hop=float(doc["switch_us_per_packet_hop"]),
+        measured_at=doc.get("measured_at"),
+        source=doc.get("source", {}),
+        path=str(path),
+    )
 
 
 def _positive(value, integer):
@@ -171,21 +186,30 @@ def from_results(results, command, results_path, cores=None, now=None):
         raise ValueError("the drill did not measure the CPU per packet (metrics.cpu_per_packet)")
     packets = cpp.get("packets") or 0
     if packets < MIN_PACKETS:
-        raise ValueError(f"the drill measured {packets} packets, fewer than the "
-                         f"{MIN_PACKETS} a calibration needs")
+        raise ValueError(
+            f"the drill measured {packets} packets, fewer than the {MIN_PACKETS} a calibration needs"
+        )
     for key in ("agents_us", "ovs_us"):
         if not _positive(cpp.get(key), integer=False):
-            raise ValueError(f"metrics.cpu_per_packet.{key}: expected a number > 0, "
-                             f"got {describe(cpp.get(key))}")
+            raise ValueError(
+                f"metrics.cpu_per_packet.{key}: expected a number > 0, got {describe(cpp.get(key))}"
+            )
     now = now or datetime.datetime.now(datetime.timezone.utc)
     return Calibration(
-        cores=cores or cores_here(), agent_us_per_packet=round(float(cpp["agents_us"]), 3),
+        cores=cores or cores_here(),
+        agent_us_per_packet=round(float(cpp["agents_us"]), 3),
         switch_us_per_packet_hop=round(float(cpp["ovs_us"]), 3),
         measured_at=now.isoformat(timespec="seconds"),
-        source={"command": command, "drill": results.get("scenario"),
-                "scenario_file": results.get("scenario_file"), "results": results_path,
-                "packets": packets, "packet_hops": cpp.get("packet_hops"),
-                "time_dilation": results.get("time_dilation", 1)})
+        source={
+            "command": command,
+            "drill": results.get("scenario"),
+            "scenario_file": results.get("scenario_file"),
+            "results": results_path,
+            "packets": packets,
+            "packet_hops": cpp.get("packet_hops"),
+            "time_dilation": results.get("time_dilation", 1),
+        },
+    )
 
 
 def write_drill(directory):

@@ -24,14 +24,20 @@ routes of the healthy fabric, testbed/fabric/paths.py); the switches'
 work is the packet-hops per second. Acknowledgements are not counted
 apart: the per-packet costs a calibration measures fold them in.
 """
+
 import dataclasses
 from collections import deque
 from dataclasses import dataclass
 
-from testbed.results.analytical import (analytical_iteration_s, frame_bytes, goodput_bps,
-                                        path_latency_s, schedule_of)
+from testbed.results.analytical import (
+    analytical_iteration_s,
+    frame_bytes,
+    goodput_bps,
+    path_latency_s,
+    schedule_of,
+)
 
-ETHERNET_HEADER = 14   # an IP MTU's frame on the wire carries it too
+ETHERNET_HEADER = 14  # an IP MTU's frame on the wire carries it too
 # Collectives whose ranks keep a transfer in flight to several peers at
 # once; every other one sends to one peer at a time.
 CONCURRENT_PEERS = frozenset({"all-to-all"})
@@ -40,11 +46,12 @@ CONCURRENT_PEERS = frozenset({"all-to-all"})
 @dataclass(frozen=True)
 class Sender:
     """One source of packets on a host."""
+
     host: str
-    what: str            # e.g. "ring8 rank 0", "iperf3 to s1h0 (8 streams)"
-    bps: float           # the rate its NIC ports let it send at
-    frame_bytes: int     # one packet on the wire, Ethernet header included
-    switch_hops: float   # switches a packet crosses, averaged over its bytes
+    what: str  # e.g. "ring8 rank 0", "iperf3 to s1h0 (8 streams)"
+    bps: float  # the rate its NIC ports let it send at
+    frame_bytes: int  # one packet on the wire, Ethernet header included
+    switch_hops: float  # switches a packet crosses, averaged over its bytes
     start_s: float = 0.0
     end_s: float = float("inf")
 
@@ -64,6 +71,7 @@ class Sender:
 class Load:
     """What the senders running at one moment ask, each host's senders
     together held to what its NIC's ports carry."""
+
     t: float
     senders: tuple
 
@@ -104,8 +112,7 @@ def loads(sc):
     scenario without traffic has one empty Load)."""
     every = senders(sc)
     moments = sorted({s.start_s for s in every}) or [0.0]
-    return [Load(t, tuple(_capped(sc.fabric, [s for s in every if s.running_at(t)])))
-            for t in moments]
+    return [Load(t, tuple(_capped(sc.fabric, [s for s in every if s.running_at(t)]))) for t in moments]
 
 
 def _port_rates(fabric, host):
@@ -134,8 +141,11 @@ def _job_senders(fabric, job, hops, duration_s):
             ports = 1
         total = sum(s.nbytes for s in sends)
         mean_hops = sum(s.nbytes * hops(host, job["hosts"][s.peer]) for s in sends) / total
-        out.append(Sender(host, f"{job['name']} rank {rank}", ports * min(rates), frame, mean_hops,
-                          job["start"], end))
+        out.append(
+            Sender(
+                host, f"{job['name']} rank {rank}", ports * min(rates), frame, mean_hops, job["start"], end
+            )
+        )
     return out
 
 
@@ -145,8 +155,15 @@ def _iperf_sender(fabric, entry, hops, duration_s):
     rates = _port_rates(fabric, src)
     mean_hops = sum(hops(src, d) for d in dsts) / len(dsts)
     what = f"iperf3 to {_names(dsts)} ({streams} TCP stream{'s' if streams > 1 else ''})"
-    return Sender(src, what, min(streams, len(rates)) * min(rates),
-                  fabric.mtu + ETHERNET_HEADER, mean_hops, entry["start"], duration_s)
+    return Sender(
+        src,
+        what,
+        min(streams, len(rates)) * min(rates),
+        fabric.mtu + ETHERNET_HEADER,
+        mean_hops,
+        entry["start"],
+        duration_s,
+    )
 
 
 def _names(hosts, most=3):
@@ -178,7 +195,7 @@ class _Hops:
     def __init__(self, fabric):
         self.fabric = fabric
         self.neighbours = {s.name: [] for s in fabric.switches()}
-        self.attached = {}   # NIC port ifname -> the switch at its other end
+        self.attached = {}  # NIC port ifname -> the switch at its other end
         for link in fabric.links:
             a, b = link.a.node, link.b.node
             if a in self.neighbours and b in self.neighbours:
@@ -210,7 +227,7 @@ class _Hops:
             dist = self._from(self.attached[port])
             reach = [dist[e] for e in ends if e in dist]
             if reach:
-                lengths.append(min(reach) + 1)   # the switches along, both ends included
+                lengths.append(min(reach) + 1)  # the switches along, both ends included
         return sum(lengths) / len(lengths) if lengths else 0.0
 
     def _from(self, switch):

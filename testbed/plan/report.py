@@ -1,5 +1,6 @@
 """A Plan as the text `hpnlab plan` prints: what each host asks, what the
 switches ask, what the machine has, and the dilation that fits."""
+
 from testbed.results.text import fmt, text_table
 
 from .budget import CPU_SHARE, HOST_SHARE
@@ -13,14 +14,25 @@ def render_plan(plan, dilation=None):
     """The plan as text; `dilation` (a number) adds how that one would fare."""
     peak, cal = plan.peak, plan.calibration
     load = peak.load
-    rows = [[s.host, s.what, s.frame_bytes, _rate(s.pps), fmt(s.switch_hops),
-             fmt(s.pps * cal.agent_us_per_packet / 1e6)] for s in load.senders]
+    rows = [
+        [
+            s.host,
+            s.what,
+            s.frame_bytes,
+            _rate(s.pps),
+            fmt(s.switch_hops),
+            fmt(s.pps * cal.agent_us_per_packet / 1e6),
+        ]
+        for s in load.senders
+    ]
     when = f"t = {fmt(load.t)} s" if len(plan.costs) > 1 else "while the traffic runs"
-    lines = [f"capacity plan for {plan.scenario} at time dilation 1: the busiest moment "
-             f"({when}, emulated time), every sender then communicating", ""]
+    lines = [
+        f"capacity plan for {plan.scenario} at time dilation 1: the busiest moment "
+        f"({when}, emulated time), every sender then communicating",
+        "",
+    ]
     if rows:
-        lines.append(text_table(["host", "sends", "frame B", "packets/s", "switch hops",
-                                 "host cores"], rows))
+        lines.append(text_table(["host", "sends", "frame B", "packets/s", "switch hops", "host cores"], rows))
     else:
         lines.append("(no traffic)")
     host_cores = peak.host_cores()
@@ -38,20 +50,25 @@ def render_plan(plan, dilation=None):
         f"capacity: {cal.describe()}",
     ]
     if cal.is_default:
-        lines.append("          (no calibration stored on this machine: "
-                     "run 'sudo hpnlab doctor --calibrate' to measure it)")
+        lines.append(
+            "          (no calibration stored on this machine: "
+            "run 'sudo hpnlab doctor --calibrate' to measure it)"
+        )
     lines.append("")
     n = plan.dilation
     if plan.fits and n == 1:
         lines.append("recommended time dilation: 1 (none: this machine keeps up)")
     elif plan.fits:
-        lines.append(f"recommended time dilation: {n:g} (rates /{n:g}, times x{n:g} on this "
-                     f"machine): {fmt(peak.cores / n)} cores asked")
+        lines.append(
+            f"recommended time dilation: {n:g} (rates /{n:g}, times x{n:g} on this "
+            f"machine): {fmt(peak.cores / n)} cores asked"
+        )
     else:
-        lines.append(f"does not fit even at time dilation {n:g}: {fmt(peak.cores / n)} cores "
-                     "asked; use a smaller fabric or a larger machine")
+        lines.append(
+            f"does not fit even at time dilation {n:g}: {fmt(peak.cores / n)} cores "
+            "asked; use a smaller fabric or a larger machine"
+        )
     if dilation is not None and dilation != n:
         verdict = "fits" if plan.fits_at(dilation) else "does NOT fit the budget"
-        lines.append(f"at time dilation {dilation:g}: {fmt(peak.cores / dilation)} cores "
-                     f"asked, {verdict}")
+        lines.append(f"at time dilation {dilation:g}: {fmt(peak.cores / dilation)} cores asked, {verdict}")
     return "\n".join(lines)

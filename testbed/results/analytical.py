@@ -5,6 +5,7 @@ store-and-forward delay of the longest path). Job measurements are judged
 against these. Given a time-dilated fabric and jobs, the time is this
 machine's, like the measurements beside it: both are brought back to
 emulated time together (results/dilation.py)."""
+
 from testbed.fabric.paths import compute_routes, trace
 from traffic import collectives, roce
 
@@ -15,8 +16,14 @@ def schedule_of(job):
     if job["groups"] is not None:
         index = {h: i for i, h in enumerate(job["hosts"])}
         groups = [[index[h] for h in g] for g in job["groups"]]
-    return collectives.for_job(job["collective"], len(job["hosts"]), job["bytes"], groups=groups,
-                               port=job["port"], microbatches=job["microbatches"])
+    return collectives.for_job(
+        job["collective"],
+        len(job["hosts"]),
+        job["bytes"],
+        groups=groups,
+        port=job["port"],
+        microbatches=job["microbatches"],
+    )
 
 
 def expected_bytes_per_rank(job):
@@ -58,8 +65,7 @@ def path_latency_s(fabric, job, frame_bytes=None):
         if not path:
             continue
         hops = list(zip(path, path[1:]))
-        delay = sum(frame_bytes * 8 / fabric.scaled_bps(fabric.links_between(a, b)[0])
-                    for a, b in hops)
+        delay = sum(frame_bytes * 8 / fabric.scaled_bps(fabric.links_between(a, b)[0]) for a, b in hops)
         worst = max(worst, delay)
     return worst
 

@@ -2,7 +2,7 @@
 whether the scenario asked for that, how long the fabric ran without one,
 and what each restart did, from the controller's own events."""
 
-ROUTES_AFTER_START_LIMIT_S = 30.0   # a restart whose routes never stood within this is "never"
+ROUTES_AFTER_START_LIMIT_S = 30.0  # a restart whose routes never stood within this is "never"
 
 
 def record(events, t0, actions, ran_s, dilation=1.0):
@@ -15,8 +15,11 @@ def record(events, t0, actions, ran_s, dilation=1.0):
     def at(t):
         return round((t - t0) / n, 4)
 
-    exits = [{"at": at(e["t"]), "code": e.get("code"), "asked": bool(e.get("asked"))}
-             for e in events if e["event"] == "exit" and 0 <= e["t"] - t0 <= ran_s]
+    exits = [
+        {"at": at(e["t"]), "code": e.get("code"), "asked": bool(e.get("asked"))}
+        for e in events
+        if e["event"] == "exit" and 0 <= e["t"] - t0 <= ran_s
+    ]
     restarts = []
     for a in actions:
         if a["action"] != "start":
@@ -24,17 +27,24 @@ def record(events, t0, actions, ran_s, dilation=1.0):
         since = t0 + a["applied_at"]
         later = [e for e in events if e["t"] >= since]
         routes = next((e for e in later if e["event"] == "routes"), None)
-        adopted = [e for e in later if e["event"] == "adopted"
-                   and (routes is None or e["t"] <= routes["t"])]
-        entry = {"at": round(a["applied_at"] / n, 4), "s": None, "changes": None,
-                 "adopted_routes": sum(e.get("routes", 0) for e in adopted),
-                 "removed": sum(e.get("removed", 0) for e in adopted)}
+        adopted = [e for e in later if e["event"] == "adopted" and (routes is None or e["t"] <= routes["t"])]
+        entry = {
+            "at": round(a["applied_at"] / n, 4),
+            "s": None,
+            "changes": None,
+            "adopted_routes": sum(e.get("routes", 0) for e in adopted),
+            "removed": sum(e.get("removed", 0) for e in adopted),
+        }
         if routes is not None and routes["t"] - since <= ROUTES_AFTER_START_LIMIT_S:
             entry["s"] = round((routes["t"] - since) / n, 4)
             entry["changes"] = routes.get("changes")
         restarts.append(entry)
-    return {"exits": exits, "restarts": restarts, "without_s": _without_s(exits, restarts, ran_s / n),
-            "unplanned": [e for e in exits if not e["asked"]]}
+    return {
+        "exits": exits,
+        "restarts": restarts,
+        "without_s": _without_s(exits, restarts, ran_s / n),
+        "unplanned": [e for e in exits if not e["asked"]],
+    }
 
 
 def _without_s(exits, restarts, end):
@@ -51,6 +61,9 @@ def problems(rec):
     """An exit the scenario did not ask for means the run was not what it
     planned: the fabric went on with the last routes it had, and nothing
     rerouted around a fault from then on."""
-    return [f"the controller exited at {e['at']:.2f} s (status {e['code']}) without the "
-            f"scenario asking: from then on the switches kept their last routes and "
-            f"nothing rerouted" for e in rec["unplanned"]]
+    return [
+        f"the controller exited at {e['at']:.2f} s (status {e['code']}) without the "
+        f"scenario asking: from then on the switches kept their last routes and "
+        f"nothing rerouted"
+        for e in rec["unplanned"]
+    ]

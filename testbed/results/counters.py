@@ -15,7 +15,7 @@ at least 1 s in all is judged, switch ports and host ports alike, each on
 its own.
 """
 
-BUSY_MIN_SAMPLES = 10     # an egress must be busy for >= 1 s in all to be judged
+BUSY_MIN_SAMPLES = 10  # an egress must be busy for >= 1 s in all to be judged
 # Sample stamps are taken once all counters are read, a few ms after the
 # switch ports' counters were: the interval a port really had is up to
 # that much shorter than the stamps say, so its debt allows for it.
@@ -57,9 +57,13 @@ def fidelity(samples, configured_mbit, names, owners=None, skip=None, frame_byte
             continue
         node, is_switch = owners.get(dev, (None, None))
         out[f"{names[dev]} ({dev} egress)"] = {
-            "configured_mbit": rate, "achieved_mbit": sent_busy * 8 / busy_s / 1e6,
+            "configured_mbit": rate,
+            "achieved_mbit": sent_busy * 8 / busy_s / 1e6,
             "fidelity": delivered_sum / owed_sum if owed_sum > 0 else None,
-            "busy_s": round(busy_s, 3), "node": node, "switch": is_switch}
+            "busy_s": round(busy_s, 3),
+            "node": node,
+            "switch": is_switch,
+        }
     return out
 
 
@@ -75,8 +79,11 @@ def egress_rates(fabric):
 
 def egress_owners(fabric):
     """{egress dev: (node it leaves, whether that node is a switch)}."""
-    return {end.ifname: (end.node, fabric.nodes[end.node].is_switch)
-            for link in fabric.links for end in (link.a, link.b)}
+    return {
+        end.ifname: (end.node, fabric.nodes[end.node].is_switch)
+        for link in fabric.links
+        for end in (link.a, link.b)
+    }
 
 
 def fault_edges(fabric, faults, settle_s):
@@ -101,8 +108,10 @@ def cpu_summary(cpu, saturated=0.95):
     if not cpu:
         return {"mean_busy": None, "saturated_share": None}
     busy = [b for _, b in cpu]
-    return {"mean_busy": round(sum(busy) / len(busy), 3),
-            "saturated_share": round(sum(1 for b in busy if b >= saturated) / len(busy), 3)}
+    return {
+        "mean_busy": round(sum(busy) / len(busy), 3),
+        "saturated_share": round(sum(1 for b in busy if b >= saturated) / len(busy), 3),
+    }
 
 
 def egress_bytes(samples, devs, start=None, end=None):
@@ -164,8 +173,13 @@ def cpu_per_packet(agent_results, emulator):
     frames = sum(sum((r.get("frames") or {}).values()) for r in got)
     hops = emulator.get("switch_packet_hops") or 0
     ovs = emulator.get("ovs_cpu_s")
-    return {"agents_cpu_s": round(cpu, 3), "packets": packets, "frames": frames,
-            "agents_us": round(cpu / packets * 1e6, 2) if packets else None,
-            "agents_us_per_frame": round(cpu / frames * 1e6, 2) if frames else None,
-            "ovs_cpu_s": ovs, "packet_hops": hops,
-            "ovs_us": round(ovs / hops * 1e6, 2) if ovs is not None and hops else None}
+    return {
+        "agents_cpu_s": round(cpu, 3),
+        "packets": packets,
+        "frames": frames,
+        "agents_us": round(cpu / packets * 1e6, 2) if packets else None,
+        "agents_us_per_frame": round(cpu / frames * 1e6, 2) if frames else None,
+        "ovs_cpu_s": ovs,
+        "packet_hops": hops,
+        "ovs_us": round(ovs / hops * 1e6, 2) if ovs is not None and hops else None,
+    }

@@ -21,6 +21,7 @@ A new metric that follows the rule is converted without a change here.
 The names the data itself uses as keys (hosts, jobs, flows, links) never
 end so: none of them holds an underscore.
 """
+
 import copy
 
 TIME_SUFFIX, MS_SUFFIX, RATE_SUFFIX = "_s", "_ms", "_mbit"
@@ -32,8 +33,7 @@ def note(n):
     """The sentence every report shows for a dilated run ('' when n is 1)."""
     if not n or n == 1:
         return ""
-    return (f"time dilation {n:g}: rates /{n:g}, times x{n:g} on this machine; "
-            "reported in emulated time")
+    return f"time dilation {n:g}: rates /{n:g}, times x{n:g} on this machine; reported in emulated time"
 
 
 def to_emulated(results, n):
@@ -69,8 +69,9 @@ def _series(series, n):
     if _is_number(out.get("interval_s")):
         out["interval_s"] = _tidy(out["interval_s"] / n)
     if isinstance(out.get("flows"), dict):
-        out["flows"] = {fid: [None if v is None else _tidy(v * n) for v in values]
-                        for fid, values in out["flows"].items()}
+        out["flows"] = {
+            fid: [None if v is None else _tidy(v * n) for v in values] for fid, values in out["flows"].items()
+        }
     return out
 
 

@@ -58,7 +58,7 @@ def lookup_class(metrics, metric, cls):
         return None, "the scenario has no queues, so no class was measured"
     if cls not in classes:
         return None, f"nothing was sent in class {cls!r}"
-    value = classes[cls].get(metric[len("class_"):])
+    value = classes[cls].get(metric[len("class_") :])
     if value is None:
         return None, f"class {cls!r} is not lossless, so it is never paused"
     return value, None
@@ -84,10 +84,10 @@ def lookup(metrics, metric, host, job=None, cls=None, fault=None):
         restarts = (metrics.get("controller") or {}).get("restarts") or []
         if not restarts:
             return None, "the controller was not restarted (see controller_timeline)"
-        values = [r.get(metric[len("controller_restart_"):]) for r in restarts]
+        values = [r.get(metric[len("controller_restart_") :]) for r in restarts]
         if None in values:
             return None, "a restarted controller never had its routes acknowledged"
-        return max(values), None      # the worst restart
+        return max(values), None  # the worst restart
     if metric in JOB_METRICS:
         if job is None:
             return None, f"{metric} is measured per job: name the job"
@@ -96,8 +96,7 @@ def lookup(metrics, metric, host, job=None, cls=None, fault=None):
         if host is not None:
             return None, "fidelity is measured per link, not per host"
         value = (metrics.get("fidelity") or {}).get("min")
-        return value, None if value is not None else ("nothing was busy long enough to "
-                                                     "measure fidelity")
+        return value, None if value is not None else ("nothing was busy long enough to measure fidelity")
     if metric not in METRIC_KEYS:
         return None, f"unknown metric {metric!r} (known: {', '.join(METRICS)})"
     if host is None:
@@ -128,8 +127,7 @@ def evaluate_one(item, metrics, trustworthy):
     """The result dict of one expectation."""
     metric, host = item.get("metric"), item.get("host")
     lo, hi = _bound(item.get("min")), _bound(item.get("max"))
-    measured, reason = lookup(metrics, metric, host, item.get("job"), item.get("class"),
-                              item.get("fault"))
+    measured, reason = lookup(metrics, metric, host, item.get("job"), item.get("class"), item.get("fault"))
     base = item.get("relative_to")
     if base is not None and measured is not None:
         # e.g. hierarchical's iteration time over flat ring's, same metric

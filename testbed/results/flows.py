@@ -15,21 +15,23 @@ Conventions used throughout:
     the "before" baseline down) and SETTLE_S after every fault edge (rerouting
     and TCP recovery transients belong to neither steady state).
 """
+
 from dataclasses import dataclass, field
 from statistics import median
 
-WARMUP_S = 1.0          # ignored at the start of traffic (TCP slow start)
-SETTLE_S = 1.0          # ignored after each link-down / link-up edge
+WARMUP_S = 1.0  # ignored at the start of traffic (TCP slow start)
+SETTLE_S = 1.0  # ignored after each link-down / link-up edge
 RECOVERED_FRACTION = 0.9  # "recovered" = aggregate back to 90% of before
-RECOVERY_WINDOW_S = 5.0   # traffic after the faults is judged over the run's last 5 s
-SILENCE_FLOOR_MBIT = 0.01   # below this a sample is silent, whatever the flow
-SILENCE_FRACTION = 0.01     # ... or below 1% of the flow's own median rate
-_EPS = 1e-6             # tolerance for float sample times (0.1 * 3 != 0.3)
+RECOVERY_WINDOW_S = 5.0  # traffic after the faults is judged over the run's last 5 s
+SILENCE_FLOOR_MBIT = 0.01  # below this a sample is silent, whatever the flow
+SILENCE_FRACTION = 0.01  # ... or below 1% of the flow's own median rate
+_EPS = 1e-6  # tolerance for float sample times (0.1 * 3 != 0.3)
 
 LINK_DOWN, LINK_UP = "link-down", "link-up"
 
 
 # ---------------------------------------------------------------- inputs
+
 
 @dataclass
 class Flow:
@@ -40,11 +42,11 @@ class Flow:
 
 @dataclass
 class Fault:
-    at: float                      # scheduled, seconds since traffic start
-    applied_at: float | None       # measured; None if the runner recorded no time
-    action: str                    # LINK_DOWN or LINK_UP
+    at: float  # scheduled, seconds since traffic start
+    applied_at: float | None  # measured; None if the runner recorded no time
+    action: str  # LINK_DOWN or LINK_UP
     link: tuple[str, str]
-    index: int = 0                 # which of several parallel links between the two
+    index: int = 0  # which of several parallel links between the two
 
     @property
     def time(self):
@@ -73,8 +75,8 @@ class Series:
 class LinkFidelity:
     configured_mbit: float
     achieved_mbit: float | None
-    measured: float | None = None   # fidelity measured directly (counters.fidelity)
-    details: dict = field(default_factory=dict)   # carried into the report as is
+    measured: float | None = None  # fidelity measured directly (counters.fidelity)
+    details: dict = field(default_factory=dict)  # carried into the report as is
 
     @property
     def fidelity(self):
@@ -89,24 +91,30 @@ def as_series(obj):
     """Accept a Series or its dict form ({interval_s, t, flows})."""
     if isinstance(obj, Series):
         return obj
-    return Series(interval_s=float(obj["interval_s"]), t=list(obj["t"]),
-                  flows=dict(obj.get("flows", {})))
+    return Series(interval_s=float(obj["interval_s"]), t=list(obj["t"]), flows=dict(obj.get("flows", {})))
 
 
 def as_flows(obj):
     """Accept a list of Flow / {id, src, dst} dicts, or {id: {src, dst}}."""
     if isinstance(obj, dict):
         return [Flow(fid, info.get("src"), info.get("dst")) for fid, info in obj.items()]
-    return [f if isinstance(f, Flow) else Flow(f["id"], f.get("src"), f.get("dst"))
-            for f in obj or []]
+    return [f if isinstance(f, Flow) else Flow(f["id"], f.get("src"), f.get("dst")) for f in obj or []]
 
 
 def as_faults(objs):
     """Accept Fault objects or the runner's dicts; order by real time."""
-    faults = [f if isinstance(f, Fault) else
-              Fault(at=float(f["at"]), applied_at=_opt_float(f.get("applied_at")),
-                    action=f["action"], link=tuple(f["link"]), index=int(f.get("index") or 0))
-              for f in objs or []]
+    faults = [
+        f
+        if isinstance(f, Fault)
+        else Fault(
+            at=float(f["at"]),
+            applied_at=_opt_float(f.get("applied_at")),
+            action=f["action"],
+            link=tuple(f["link"]),
+            index=int(f.get("index") or 0),
+        )
+        for f in objs or []
+    ]
     return sorted(faults, key=lambda f: f.time)
 
 
@@ -116,11 +124,15 @@ def as_link_fidelity(links):
     out = {}
     for name, item in (links or {}).items():
         if not isinstance(item, LinkFidelity):
-            rest = {k: v for k, v in item.items()
-                    if k not in ("configured_mbit", "achieved_mbit", "fidelity")}
-            item = LinkFidelity(float(item["configured_mbit"]),
-                                _opt_float(item.get("achieved_mbit")),
-                                _opt_float(item.get("fidelity")), rest)
+            rest = {
+                k: v for k, v in item.items() if k not in ("configured_mbit", "achieved_mbit", "fidelity")
+            }
+            item = LinkFidelity(
+                float(item["configured_mbit"]),
+                _opt_float(item.get("achieved_mbit")),
+                _opt_float(item.get("fidelity")),
+                rest,
+            )
         out[name] = item
     return out
 
@@ -130,6 +142,7 @@ def _opt_float(x):
 
 
 # ---------------------------------------------------------- series helpers
+
 
 def pad(values, length):
     """`values` cut or padded with None to exactly `length` samples."""
@@ -160,8 +173,7 @@ def window_mean(t, values, start, end, interval_s=None):
     Returns None when no measured sample falls in the window.
     """
     interval_s = infer_interval(t) if interval_s is None else interval_s
-    picked = [v for ti, v in zip(t, values)
-              if v is not None and _inside(ti, interval_s, start, end)]
+    picked = [v for ti, v in zip(t, values) if v is not None and _inside(ti, interval_s, start, end)]
     return _mean(picked)
 
 
@@ -184,6 +196,7 @@ def _mean(values):
 
 
 # ---------------------------------------------------------------- silence
+
 
 def silence_threshold(values):
     """Mbit/s below which a sample of this flow counts as silent.
@@ -211,13 +224,14 @@ def max_silence_s(values, interval_s):
         return None
     threshold = silence_threshold(values)
     longest = run = 0
-    for v in values[measured[0]:measured[-1] + 1]:
+    for v in values[measured[0] : measured[-1] + 1]:
         run = run + 1 if v is None or v < threshold else 0
         longest = max(longest, run)
     return round(longest * interval_s, 6)
 
 
 # ----------------------------------------------------------------- faults
+
 
 def link_outages(faults, duration):
     """Outage windows as [{link, start, end, restored}], ordered by start.
@@ -233,10 +247,13 @@ def link_outages(faults, duration):
         if f.action == LINK_DOWN and key not in open_since:
             open_since[key] = f.time
         elif f.action == LINK_UP and key in open_since:
-            windows.append({"link": list(key[:2]), "start": open_since.pop(key),
-                            "end": f.time, "restored": True})
-    windows += [{"link": list(key[:2]), "start": start, "end": float(duration), "restored": False}
-                for key, start in open_since.items()]
+            windows.append(
+                {"link": list(key[:2]), "start": open_since.pop(key), "end": f.time, "restored": True}
+            )
+    windows += [
+        {"link": list(key[:2]), "start": start, "end": float(duration), "restored": False}
+        for key, start in open_since.items()
+    ]
     return sorted(windows, key=lambda w: (w["start"], w["end"]))
 
 
@@ -248,11 +265,12 @@ def fault_windows(faults, duration):
 @dataclass
 class Periods:
     """The time ranges the before/during/after aggregates are taken over."""
+
     before: tuple[float, float]
     during: list[tuple[float, float]]
-    after: tuple[float, float] | None     # None: no link-up, or still down at the end
+    after: tuple[float, float] | None  # None: no link-up, or still down at the end
     blackouts: list[tuple[float, float]]  # warmup and settle margins, never counted
-    last_up: float | None                 # the link-up that recovery is timed from
+    last_up: float | None  # the link-up that recovery is timed from
 
 
 def fault_periods(faults, duration):
@@ -265,18 +283,24 @@ def fault_periods(faults, duration):
     # "After" only exists once every failed link is back; its start is the
     # link-up that closed the last outage.
     last_up = max(w["end"] for w in windows) if all_restored else None
-    return Periods(before=(0.0, edges[0] if edges else float("inf")),
-                   during=[(w["start"], w["end"]) for w in windows],
-                   after=(last_up, float("inf")) if last_up is not None else None,
-                   blackouts=blackouts, last_up=last_up)
+    return Periods(
+        before=(0.0, edges[0] if edges else float("inf")),
+        during=[(w["start"], w["end"]) for w in windows],
+        after=(last_up, float("inf")) if last_up is not None else None,
+        blackouts=blackouts,
+        last_up=last_up,
+    )
 
 
 def _period_mean(t, values, interval_s, ranges, blackouts):
     """Mean over samples inside any of `ranges` and clear of all blackouts."""
-    picked = [v for ti, v in zip(t, values)
-              if v is not None
-              and any(_inside(ti, interval_s, s, e) for s, e in ranges)
-              and not any(_overlaps(ti, interval_s, s, e) for s, e in blackouts)]
+    picked = [
+        v
+        for ti, v in zip(t, values)
+        if v is not None
+        and any(_inside(ti, interval_s, s, e) for s, e in ranges)
+        and not any(_overlaps(ti, interval_s, s, e) for s, e in blackouts)
+    ]
     return _mean(picked)
 
 
@@ -314,6 +338,7 @@ def recovered_ratio(t, aggregate_values, interval_s, last_up, before):
 
 # ---------------------------------------------------------------- metrics
 
+
 def _ratio(during, before):
     if during is None or not before:
         return None
@@ -325,10 +350,8 @@ def group_metrics(t, interval_s, value_lists, periods, has_faults):
     for a set of flows."""
     agg = aggregate(value_lists, len(t))
     before = _period_mean(t, agg, interval_s, [periods.before], periods.blackouts)
-    during = (_period_mean(t, agg, interval_s, periods.during, periods.blackouts)
-              if has_faults else None)
-    after = (_period_mean(t, agg, interval_s, [periods.after], periods.blackouts)
-             if periods.after else None)
+    during = _period_mean(t, agg, interval_s, periods.during, periods.blackouts) if has_faults else None
+    after = _period_mean(t, agg, interval_s, [periods.after], periods.blackouts) if periods.after else None
     return {
         "mean_mbit": _round(_mean(agg)),
         "before_mbit": _round(before),
@@ -336,8 +359,7 @@ def group_metrics(t, interval_s, value_lists, periods, has_faults):
         "after_mbit": _round(after),
         "fault_throughput_ratio": _round(_ratio(during, before) if has_faults else None),
         "recovery_s": recovery_s(t, agg, interval_s, periods.last_up, before),
-        "recovered_throughput_ratio": _round(recovered_ratio(t, agg, interval_s,
-                                                             periods.last_up, before)),
+        "recovered_throughput_ratio": _round(recovered_ratio(t, agg, interval_s, periods.last_up, before)),
     }
 
 
@@ -353,18 +375,28 @@ def _max_or_none(values):
 
 def flow_metrics(series, flows):
     """{flow id: {src, dst, mean_mbit, max_silence_s}}."""
-    return {f.id: {"src": f.src, "dst": f.dst,
-                   "mean_mbit": _round(_mean(series.values(f.id))),
-                   "max_silence_s": max_silence_s(series.values(f.id), series.interval_s)}
-            for f in flows}
+    return {
+        f.id: {
+            "src": f.src,
+            "dst": f.dst,
+            "mean_mbit": _round(_mean(series.values(f.id))),
+            "max_silence_s": max_silence_s(series.values(f.id), series.interval_s),
+        }
+        for f in flows
+    }
 
 
 def fidelity_metrics(fidelity_links):
     """{links: {name: {configured_mbit, achieved_mbit, fidelity, ...}}, min}."""
-    links = {name: {"configured_mbit": lf.configured_mbit,
-                    "achieved_mbit": lf.achieved_mbit,
-                    "fidelity": _round(lf.fidelity), **lf.details}
-             for name, lf in as_link_fidelity(fidelity_links).items()}
+    links = {
+        name: {
+            "configured_mbit": lf.configured_mbit,
+            "achieved_mbit": lf.achieved_mbit,
+            "fidelity": _round(lf.fidelity),
+            **lf.details,
+        }
+        for name, lf in as_link_fidelity(fidelity_links).items()
+    }
     measured = [v["fidelity"] for v in links.values() if v["fidelity"] is not None]
     return {"links": links, "min": min(measured) if measured else None}
 
@@ -396,21 +428,29 @@ def compute_metrics(series, flows, faults, duration, fidelity_links):
     hosts = {}
     for src in sorted({f.src for f in flows if f.src is not None}):
         ids = [f.id for f in flows if f.src == src]
-        hosts[src] = {"flows": ids,
-                      **group_metrics(t, dt, [series.values(i) for i in ids], periods, has_faults),
-                      "max_silence_s": _max_or_none(per_flow[i]["max_silence_s"] for i in ids)}
+        hosts[src] = {
+            "flows": ids,
+            **group_metrics(t, dt, [series.values(i) for i in ids], periods, has_faults),
+            "max_silence_s": _max_or_none(per_flow[i]["max_silence_s"] for i in ids),
+        }
 
-    overall = {**group_metrics(t, dt, [series.values(f.id) for f in flows], periods, has_faults),
-               "max_silence_s": _max_or_none(m["max_silence_s"] for m in per_flow.values())}
+    overall = {
+        **group_metrics(t, dt, [series.values(f.id) for f in flows], periods, has_faults),
+        "max_silence_s": _max_or_none(m["max_silence_s"] for m in per_flow.values()),
+    }
     return {
         "flows": per_flow,
         "hosts": hosts,
         "overall": overall,
         "fidelity": fidelity_metrics(fidelity_links),
         "outages": link_outages(faults, duration),
-        "settings": {"interval_s": dt, "warmup_s": WARMUP_S, "settle_s": SETTLE_S,
-                     "recovered_fraction": RECOVERED_FRACTION,
-                     "recovery_window_s": RECOVERY_WINDOW_S,
-                     "silence_floor_mbit": SILENCE_FLOOR_MBIT,
-                     "silence_fraction_of_median": SILENCE_FRACTION},
+        "settings": {
+            "interval_s": dt,
+            "warmup_s": WARMUP_S,
+            "settle_s": SETTLE_S,
+            "recovered_fraction": RECOVERED_FRACTION,
+            "recovery_window_s": RECOVERY_WINDOW_S,
+            "silence_floor_mbit": SILENCE_FLOOR_MBIT,
+            "silence_fraction_of_median": SILENCE_FRACTION,
+        },
     }

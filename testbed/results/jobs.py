@@ -2,6 +2,7 @@
 (job-level: iteration k ends when its last rank ends it), completion time,
 bytes, retransmissions, PSN gaps, the GPU-utilization proxy, and iteration
 times before, during and after the faults."""
+
 import statistics
 
 from traffic import collectives
@@ -10,19 +11,17 @@ from .analytical import analytical_iteration_s, expected_bytes_per_rank, path_la
 from .flows import fault_windows
 
 MAX_GAP_EVENTS = 20  # gap events listed per job in results.json
-STALL_FACTOR = 3.0   # an iteration this many times the job's median counts as stalled
+STALL_FACTOR = 3.0  # an iteration this many times the job's median counts as stalled
 
 
-def job_metrics(jobs, agent_results, port_rate_bps, faults=(), duration=None, dc_of=None,
-                fabric=None):
+def job_metrics(jobs, agent_results, port_rate_bps, faults=(), duration=None, dc_of=None, fabric=None):
     """Per job: iteration times (job-level: iteration k ends when its last
     rank ends it), completion time, bytes, retransmissions, GPU-utilization
     proxy; plus the aggregate utilization weighted by ranks (GPUs)."""
     out = {}
     windows = fault_windows(faults, float("inf") if duration is None else duration)
     for job in jobs:
-        ranks = [r for res in agent_results.values() if res for r in res["jobs"]
-                 if r["name"] == job["name"]]
+        ranks = [r for res in agent_results.values() if res for r in res["jobs"] if r["name"] == job["name"]]
         latency = path_latency_s(fabric, job) if fabric is not None else 0.0
         out[job["name"]] = _one_job(job, ranks, port_rate_bps, windows, latency)
         if dc_of:
@@ -51,7 +50,7 @@ def _one_job(job, ranks, port_rate_bps, windows, latency_s=0.0):
     # (traffic start = 0), where faults and the other jobs live.
     job_end = [max(ends[k]) + job["start"] for k in complete]
     times = [b - a for a, b in zip([job["start"]] + job_end, job_end)]
-    steady = times[1:] if len(times) > 1 else times   # the first includes start-up skew
+    steady = times[1:] if len(times) > 1 else times  # the first includes start-up skew
     median = statistics.median(steady) if steady else None
     analytical = analytical_iteration_s(job, port_rate_bps, latency_s)
     # Measured at the receivers: payload bytes that arrived in order, per
@@ -60,10 +59,12 @@ def _one_job(job, ranks, port_rate_bps, windows, latency_s=0.0):
     # the schedule's own volume is what the senders were told to send, and
     # comparing with it would only check the schedule against itself.
     expected = expected_bytes_per_rank(job)
-    ratios = [rec["bytes_received"] / expected
-              for r in ranks for rec in r["iterations"]] if expected else []
-    util = [sum(x["compute_s"] for x in r["iterations"]) / sum(x["iter_s"] for x in r["iterations"])
-            for r in ranks if r["iterations"] and sum(x["iter_s"] for x in r["iterations"]) > 0]
+    ratios = [rec["bytes_received"] / expected for r in ranks for rec in r["iterations"]] if expected else []
+    util = [
+        sum(x["compute_s"] for x in r["iterations"]) / sum(x["iter_s"] for x in r["iterations"])
+        for r in ranks
+        if r["iterations"] and sum(x["iter_s"] for x in r["iterations"]) > 0
+    ]
     retransmitted = sum(r["retransmitted"] for r in ranks)
     sent = sum(r["packets_sent"] for r in ranks)
     phases = _by_phase(complete, job_end, times, windows)
@@ -72,8 +73,11 @@ def _one_job(job, ranks, port_rate_bps, windows, latency_s=0.0):
     elif windows:
         phases["fault_iteration_slowdown"] = None
     return {
-        "ranks": n, "collective": job["collective"], "bytes_per_iteration": job["bytes"],
-        "iterations_planned": iters, "iterations_completed": len(complete),
+        "ranks": n,
+        "collective": job["collective"],
+        "bytes_per_iteration": job["bytes"],
+        "iterations_planned": iters,
+        "iterations_completed": len(complete),
         "iteration_times_s": [round(t, 4) for t in times],
         "iteration_ends_s": [round(t, 4) for t in job_end],
         "window_s": [job["start"], job_end[-1]] if job_end else None,
@@ -83,7 +87,9 @@ def _one_job(job, ranks, port_rate_bps, windows, latency_s=0.0):
         "job_completion_s": job_end[-1] - job["start"] if len(complete) == iters else None,
         "analytical_iteration_s": analytical,
         "path_latency_s": latency_s,
-        "iteration_time_vs_analytical": (statistics.mean(steady) / analytical) if steady and analytical else None,
+        "iteration_time_vs_analytical": (statistics.mean(steady) / analytical)
+        if steady and analytical
+        else None,
         "bytes_sent": sum(r["bytes_sent"] for r in ranks),
         "bytes_received": sum(r["bytes_received"] for r in ranks),
         "bytes_per_rank_expected": expected,
@@ -92,8 +98,10 @@ def _one_job(job, ranks, port_rate_bps, windows, latency_s=0.0):
         "packets_sent": sent,
         "retransmission_ratio": retransmitted / sent if sent else 0.0,
         "gaps_seen": sum(r.get("gaps_seen", 0) for r in ranks),
-        "gap_events": sorted((dict(e, to=job["hosts"][r["rank"]]) for r in ranks for e in r.get("gap_events", [])),
-                             key=lambda e: e["t"])[:MAX_GAP_EVENTS],
+        "gap_events": sorted(
+            (dict(e, to=job["hosts"][r["rank"]]) for r in ranks for e in r.get("gap_events", [])),
+            key=lambda e: e["t"],
+        )[:MAX_GAP_EVENTS],
         "timeouts": sum(r["timeouts"] for r in ranks),
         "cnps": sum(r["cnps_received"] for r in ranks),
         "ce_marks": sum(r["ce_marks"] for r in ranks),

@@ -12,6 +12,7 @@ Reaction, per pause:
   from the upstream, for pauses that ended with frames waiting upstream
   (others have nothing to show).
 """
+
 import numpy as np
 
 NS = 1e-9
@@ -21,8 +22,12 @@ def _stats_ms(values):
     if not values:
         return None
     a = np.array(values) * 1e3
-    return {"n": len(values), "median": round(float(np.median(a)), 3),
-            "p99": round(float(np.percentile(a, 99)), 3), "max": round(float(a.max()), 3)}
+    return {
+        "n": len(values),
+        "median": round(float(np.median(a)), 3),
+        "p99": round(float(np.percentile(a, 99)), 3),
+        "max": round(float(a.max()), 3),
+    }
 
 
 def records(raw, t0, class_names):
@@ -31,11 +36,14 @@ def records(raw, t0, class_names):
     out = []
     for p in sorted(raw.get("pauses", ()), key=lambda p: p["assert_ns"]):
         end = p.get("release_ns") or p.get("end_ns")
-        rec = {"link": p["ifname"], "class": class_names[p["class"]],
-               "start_s": round(p["assert_ns"] * NS - t0, 6),
-               "duration_s": round((end - p["assert_ns"]) * NS, 6),
-               "ended": p.get("release_ns") is not None,
-               "in_force_s": round((p["applied_ns"] - p["assert_ns"]) * NS, 6)}
+        rec = {
+            "link": p["ifname"],
+            "class": class_names[p["class"]],
+            "start_s": round(p["assert_ns"] * NS - t0, 6),
+            "duration_s": round((end - p["assert_ns"]) * NS, 6),
+            "ended": p.get("release_ns") is not None,
+            "in_force_s": round((p["applied_ns"] - p["assert_ns"]) * NS, 6),
+        }
         if p.get("departed_at_resume") is not None:
             rec["let_by_bytes"] = p["departed_at_resume"] - p["departed_at_pause"]
         if p.get("resumed_ns"):
@@ -54,14 +62,18 @@ def summary(recs, events=0, errors=(), scheduling=None):
         e["pauses"] += 1
         e["paused_s"] = round(e["paused_s"] + r["duration_s"], 6)
     let_by = [r["let_by_bytes"] for r in recs if "let_by_bytes" in r]
-    return {"pauses": len(recs), "paused_s": round(sum(r["duration_s"] for r in recs), 6),
-            "links": links,
-            "in_force_ms": _stats_ms([r["in_force_s"] for r in recs]),
-            "resume_ms": _stats_ms([r["resume_s"] for r in recs if "resume_s" in r]),
-            "resume_applied_ms": _stats_ms([r["resume_applied_s"] for r in recs
-                                            if "resume_applied_s" in r]),
-            "max_let_by_bytes": max(let_by, default=None),
-            "events": events, "errors": list(errors), "scheduling": scheduling}
+    return {
+        "pauses": len(recs),
+        "paused_s": round(sum(r["duration_s"] for r in recs), 6),
+        "links": links,
+        "in_force_ms": _stats_ms([r["in_force_s"] for r in recs]),
+        "resume_ms": _stats_ms([r["resume_s"] for r in recs if "resume_s" in r]),
+        "resume_applied_ms": _stats_ms([r["resume_applied_s"] for r in recs if "resume_applied_s" in r]),
+        "max_let_by_bytes": max(let_by, default=None),
+        "events": events,
+        "errors": list(errors),
+        "scheduling": scheduling,
+    }
 
 
 def class_totals(recs):
@@ -88,5 +100,5 @@ def to_emulated(recs, n):
     """Records with times in emulated time (a dilated run is n times slower)."""
     if n == 1:
         return recs
-    keys = ("start_s", "duration_s")   # reaction stays in this machine's time: it is its latency
+    keys = ("start_s", "duration_s")  # reaction stays in this machine's time: it is its latency
     return [{k: (round(v / n, 6) if k in keys else v) for k, v in r.items()} for r in recs]

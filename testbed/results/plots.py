@@ -1,6 +1,7 @@
 """The drill's plots: throughput.png (iperf3 flows, per flow and per source
 host, with the outage windows) and iterations.png (every training job's
 iteration times against its analytical time)."""
+
 import io
 import os
 
@@ -30,30 +31,42 @@ def _draw_flows(ax, series, flow_info):
     for fid in series.flows:
         by_host.setdefault(_host_of(fid, flow_info), []).append(fid)
     colors = [f"C{i % 10}" for i in range(len(by_host))]
-    label_flows = len(series.flows) <= 8   # beyond that the legend drowns the plot
+    label_flows = len(series.flows) <= 8  # beyond that the legend drowns the plot
     for color, (host, ids) in zip(colors, sorted(by_host.items())):
         total = aggregate([series.values(f) for f in ids], len(series.t))
-        ax.plot(series.t, _nan(total), color=color, linewidth=2.6, alpha=0.6, zorder=2,
-                label=f"{host} total")
+        ax.plot(series.t, _nan(total), color=color, linewidth=2.6, alpha=0.6, zorder=2, label=f"{host} total")
         # Flows of one host share its colour; line styles tell them apart,
         # and they sit above the thick total so they stay visible.
         for k, fid in enumerate(ids):
-            ax.plot(series.t, _nan(series.values(fid)), color=color, linewidth=1.0,
-                    linestyle=FLOW_STYLES[k % len(FLOW_STYLES)], zorder=3,
-                    label=fid if label_flows else None)
+            ax.plot(
+                series.t,
+                _nan(series.values(fid)),
+                color=color,
+                linewidth=1.0,
+                linestyle=FLOW_STYLES[k % len(FLOW_STYLES)],
+                zorder=3,
+                label=fid if label_flows else None,
+            )
 
 
 def _draw_faults(ax, faults, duration):
     """Shade outage windows; mark every fault edge with a labelled line."""
     for i, w in enumerate(link_outages(faults, duration)):
-        ax.axvspan(w["start"], w["end"], color="red", alpha=0.10,
-                   label="link down" if i == 0 else None)
+        ax.axvspan(w["start"], w["end"], color="red", alpha=0.10, label="link down" if i == 0 else None)
     for f in as_faults(faults):
         down = f.action == "link-down"
         ax.axvline(f.time, color="red" if down else "green", linestyle="--", linewidth=1.1)
-        ax.text(f.time, 0.98, f" {'down' if down else 'up'} {'-'.join(map(str, f.link))}",
-                transform=ax.get_xaxis_transform(), rotation=90, va="top", ha="right",
-                fontsize=7, color="red" if down else "green")
+        ax.text(
+            f.time,
+            0.98,
+            f" {'down' if down else 'up'} {'-'.join(map(str, f.link))}",
+            transform=ax.get_xaxis_transform(),
+            rotation=90,
+            va="top",
+            ha="right",
+            fontsize=7,
+            color="red" if down else "green",
+        )
 
 
 def _new_axes():
@@ -113,9 +126,16 @@ def plot_throughput(out_dir, series, faults, title, flow_info=None, time_dilatio
     fig, ax = _new_axes()
     _draw_flows(ax, series, flow_info)
     _draw_faults(ax, faults, duration)
-    return _finish_plot(fig, ax, out_dir, PLOT_PNG, _titled(title, time_dilation),
-                        "time since traffic start (s)",
-                        "throughput (Mbit/s)", duration)
+    return _finish_plot(
+        fig,
+        ax,
+        out_dir,
+        PLOT_PNG,
+        _titled(title, time_dilation),
+        "time since traffic start (s)",
+        "throughput (Mbit/s)",
+        duration,
+    )
 
 
 def plot_iterations(out_dir, results):
@@ -134,28 +154,53 @@ def plot_iterations(out_dir, results):
     for i, (name, j) in enumerate(sorted(jobs.items())):
         color = f"C{i % 10}"
         x = j.get("iteration_ends_s") or []
-        y = _nan((j.get("iteration_times_s") or [])[:len(x)])
-        ax.plot(x[:len(y)], y, color=color, marker="o", markersize=4, linewidth=1.4,
-                zorder=3, label=f"{name} ({j.get('collective') or '?'}, "
-                                f"{fmt(j.get('ranks'))} ranks)")
+        y = _nan((j.get("iteration_times_s") or [])[: len(x)])
+        ax.plot(
+            x[: len(y)],
+            y,
+            color=color,
+            marker="o",
+            markersize=4,
+            linewidth=1.4,
+            zorder=3,
+            label=f"{name} ({j.get('collective') or '?'}, {fmt(j.get('ranks'))} ranks)",
+        )
         analytical = j.get("analytical_iteration_s")
         if analytical is not None:
-            ax.axhline(analytical, color=color, linestyle="--", linewidth=1.0, zorder=2,
-                       label=f"{name} analytical {fmt(analytical, ' s')}")
+            ax.axhline(
+                analytical,
+                color=color,
+                linestyle="--",
+                linewidth=1.0,
+                zorder=2,
+                label=f"{name} analytical {fmt(analytical, ' s')}",
+            )
     _draw_faults(ax, faults, duration)
-    tops = [t for j in jobs.values() for t in (j.get("iteration_times_s") or []) + [
-        j.get("analytical_iteration_s")] if t is not None]
+    tops = [
+        t
+        for j in jobs.values()
+        for t in (j.get("iteration_times_s") or []) + [j.get("analytical_iteration_s")]
+        if t is not None
+    ]
     if tops:
-        ax.set_ylim(0, 1.15 * max(tops) or 1.0)   # room above the first, slowest iteration
-    title = _titled(f"{results.get('scenario') or '(unnamed)'}: iteration time per job",
-                    results.get("time_dilation"))
-    return _finish_plot(fig, ax, out_dir, ITERATIONS_PNG, title,
-                        "iteration end, time since traffic start (s)", "iteration time (s)",
-                        duration)
+        ax.set_ylim(0, 1.15 * max(tops) or 1.0)  # room above the first, slowest iteration
+    title = _titled(
+        f"{results.get('scenario') or '(unnamed)'}: iteration time per job", results.get("time_dilation")
+    )
+    return _finish_plot(
+        fig,
+        ax,
+        out_dir,
+        ITERATIONS_PNG,
+        title,
+        "iteration end, time since traffic start (s)",
+        "iteration time (s)",
+        duration,
+    )
 
 
 QUEUES_PNG = "queues.png"
-QUEUE_LINES = 8      # the busiest port-classes; more lines would be unreadable
+QUEUE_LINES = 8  # the busiest port-classes; more lines would be unreadable
 
 
 def plot_queues(out_dir, results):
@@ -169,14 +214,22 @@ def plot_queues(out_dir, results):
     busiest = sorted(series, key=lambda k: -max(series[k]))[:QUEUE_LINES]
     fig, ax = _new_axes()
     for i, name in enumerate(busiest):
-        ax.plot(t[:len(series[name])], [v / 1000 for v in series[name]], linewidth=1.0,
-                color=f"C{i % 10}", label=name)
+        ax.plot(
+            t[: len(series[name])],
+            [v / 1000 for v in series[name]],
+            linewidth=1.0,
+            color=f"C{i % 10}",
+            label=name,
+        )
     duration = results.get("duration_s") or t[-1]
     _draw_faults(ax, results.get("faults") or [], duration)
-    title = _titled(f"{results.get('scenario') or '(unnamed)'}: queue backlog per port and class",
-                    results.get("time_dilation"))
-    return _finish_plot(fig, ax, out_dir, QUEUES_PNG, title, "time since traffic start (s)",
-                        "backlog (KB)", duration)
+    title = _titled(
+        f"{results.get('scenario') or '(unnamed)'}: queue backlog per port and class",
+        results.get("time_dilation"),
+    )
+    return _finish_plot(
+        fig, ax, out_dir, QUEUES_PNG, title, "time since traffic start (s)", "backlog (KB)", duration
+    )
 
 
 MARKS_PNG = "marks.png"
@@ -196,13 +249,16 @@ def plot_marks(out_dir, results):
     for i, name in enumerate(busiest):
         cum = marks[name]
         rate = [(cum[j] - cum[j - 1]) / max(t[j] - t[j - 1], 1e-9) for j in range(1, len(cum))]
-        ax.plot(t[1:len(cum)], rate, linewidth=1.0, color=f"C{i % 10}", label=name)
+        ax.plot(t[1 : len(cum)], rate, linewidth=1.0, color=f"C{i % 10}", label=name)
     duration = results.get("duration_s") or t[-1]
     _draw_faults(ax, results.get("faults") or [], duration)
-    title = _titled(f"{results.get('scenario') or '(unnamed)'}: ECN marks per port and class",
-                    results.get("time_dilation"))
-    return _finish_plot(fig, ax, out_dir, MARKS_PNG, title, "time since traffic start (s)",
-                        "CE marks per second", duration)
+    title = _titled(
+        f"{results.get('scenario') or '(unnamed)'}: ECN marks per port and class",
+        results.get("time_dilation"),
+    )
+    return _finish_plot(
+        fig, ax, out_dir, MARKS_PNG, title, "time since traffic start (s)", "CE marks per second", duration
+    )
 
 
 def plot_pauses(out_dir, results):
@@ -214,14 +270,24 @@ def plot_pauses(out_dir, results):
     rows = sorted({f"{r['link']}/{r['class']}" for r in recs})
     fig, ax = _new_axes()
     for i, row in enumerate(rows):
-        bars = [(r["start_s"], max(r["duration_s"], 1e-4)) for r in recs
-                if f"{r['link']}/{r['class']}" == row]
-        ax.broken_barh(bars, (i + 0.65, 0.7), color=f"C{i % 10}")   # row i at height i + 1
+        bars = [
+            (r["start_s"], max(r["duration_s"], 1e-4)) for r in recs if f"{r['link']}/{r['class']}" == row
+        ]
+        ax.broken_barh(bars, (i + 0.65, 0.7), color=f"C{i % 10}")  # row i at height i + 1
     ax.set_yticks(range(1, len(rows) + 1))
     ax.set_yticklabels(rows, fontsize=8)
     duration = results.get("duration_s") or max(r["start_s"] + r["duration_s"] for r in recs)
     _draw_faults(ax, results.get("faults") or [], duration)
-    title = _titled(f"{results.get('scenario') or '(unnamed)'}: pauses per link and class",
-                    results.get("time_dilation"))
-    return _finish_plot(fig, ax, out_dir, PAUSES_PNG, title, "time since traffic start (s)",
-                        "paused upstream port / class", duration)
+    title = _titled(
+        f"{results.get('scenario') or '(unnamed)'}: pauses per link and class", results.get("time_dilation")
+    )
+    return _finish_plot(
+        fig,
+        ax,
+        out_dir,
+        PAUSES_PNG,
+        title,
+        "time since traffic start (s)",
+        "paused upstream port / class",
+        duration,
+    )

@@ -15,9 +15,10 @@ link-down's links carried less than half a probe flow, the gap is not
 reported (None) and the report says why. (A link-up is measured whatever
 crossed before: its gap is the traffic moving back.)
 """
-FRAME_BYTES = 64 + 8 + 20 + 14      # probe payload + UDP + IPv4 + Ethernet
-WARMUP_S = 1.0                      # the baseline skips the first second (ARP, first packets)
-BEFORE_S = 1.0                      # how far back the crossing rate looks
+
+FRAME_BYTES = 64 + 8 + 20 + 14  # probe payload + UDP + IPv4 + Ethernet
+WARMUP_S = 1.0  # the baseline skips the first second (ARP, first packets)
+BEFORE_S = 1.0  # how far back the crossing rate looks
 
 
 def fault_windows(faults, end_s):
@@ -48,7 +49,7 @@ def flow_gap(arrivals, sent, start, end):
     points = ([before[-1]] if before else []) + inside
     gap = max((b - a for a, b in zip(points, points[1:])), default=0.0)
     last = points[-1] if points else start
-    if any(last < t < end for t in sent):   # still sending, nothing arriving
+    if any(last < t < end for t in sent):  # still sending, nothing arriving
         gap = max(gap, end - last)
     return gap
 
@@ -60,7 +61,7 @@ def probe_results(records, faults, t0, end_s, samples=(), link_devs=None):
     with monotonic times; faults as applied (drill-clock times); t0: the
     drill clock's zero; samples: the link sampler's (t, {dev: (bytes, ...)});
     link_devs(fault) -> the switch-side devices of its link."""
-    flows = []     # (arrival times, send times) per probe flow, drill clock
+    flows = []  # (arrival times, send times) per probe flow, drill clock
     for rec in records:
         arrivals = rec.get("arrivals", {})
         for flow, times in rec.get("sent", {}).items():
@@ -70,27 +71,30 @@ def probe_results(records, faults, t0, end_s, samples=(), link_devs=None):
             flows.append((got, sent_at, seqs))
     windows = fault_windows(faults, end_s)
     first = windows[0][1] if windows else end_s
-    out = {"flows": len(flows),
-           "sent": sum(len(s) for _, s, _ in flows),
-           "received": sum(len(a) for a, _, _ in flows),
-           "base_gap_ms": _ms(max((flow_gap(a, s, WARMUP_S, first) for a, s, _ in flows),
-                                  default=None)),
-           "base_lost": sum(_lost(s, q, WARMUP_S, first) for _, s, q in flows),
-           "faults": {}}
+    out = {
+        "flows": len(flows),
+        "sent": sum(len(s) for _, s, _ in flows),
+        "received": sum(len(a) for a, _, _ in flows),
+        "base_gap_ms": _ms(max((flow_gap(a, s, WARMUP_S, first) for a, s, _ in flows), default=None)),
+        "base_lost": sum(_lost(s, q, WARMUP_S, first) for _, s, q in flows),
+        "faults": {},
+    }
     for name, start, end, fs in windows:
         gaps = [flow_gap(a, s, start, end) for a, s, _ in flows]
-        sends = [max((b - a for a, b in zip(s, s[1:]) if start <= b < end), default=0.0)
-                 for _, s, _ in flows]
+        sends = [max((b - a for a, b in zip(s, s[1:]) if start <= b < end), default=0.0) for _, s, _ in flows]
         lost = sum(_lost(s, q, start, end) for _, s, q in flows)
-        crossing = _crossing_pps(samples, [d for f in fs for d in (link_devs(f) if link_devs else [])],
-                                 start)
-        entry = {"at": round(start, 4), "until": round(end, 4), "faults": len(fs),
-                 "action": fs[0]["action"],
-                 "gap_ms": _ms(max(gaps, default=None)),
-                 "send_gap_ms": _ms(max(sends, default=None)),
-                 "lost": max(lost, 0),
-                 "flows_hit": sum(1 for g, (_, s, _) in zip(gaps, flows) if g > 2.5 * _interval(s)),
-                 "crossing_pps": crossing}
+        crossing = _crossing_pps(samples, [d for f in fs for d in (link_devs(f) if link_devs else [])], start)
+        entry = {
+            "at": round(start, 4),
+            "until": round(end, 4),
+            "faults": len(fs),
+            "action": fs[0]["action"],
+            "gap_ms": _ms(max(gaps, default=None)),
+            "send_gap_ms": _ms(max(sends, default=None)),
+            "lost": max(lost, 0),
+            "flows_hit": sum(1 for g, (_, s, _) in zip(gaps, flows) if g > 2.5 * _interval(s)),
+            "crossing_pps": crossing,
+        }
         # A link that goes down must have carried at least half a probe
         # flow's packets; one that comes back carried nothing before, and
         # its gap (traffic moving back) counts as measured.
@@ -98,9 +102,11 @@ def probe_results(records, faults, t0, end_s, samples=(), link_devs=None):
         need = 0.5 * min(rates) if rates else 1.0
         if fs[0]["action"] == "link-down" and crossing is not None and crossing < need:
             entry["gap_ms"] = None
-            entry["why_none"] = (f"the failed links carried {fmt_rate(crossing)} probe packets/s "
-                                 f"before the fault, less than half a probe flow ({fmt_rate(need)}/s): "
-                                 "they were not on the probes' paths")
+            entry["why_none"] = (
+                f"the failed links carried {fmt_rate(crossing)} probe packets/s "
+                f"before the fault, less than half a probe flow ({fmt_rate(need)}/s): "
+                "they were not on the probes' paths"
+            )
         out["faults"][name] = entry
     return out
 

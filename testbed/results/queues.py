@@ -8,8 +8,10 @@ def class_totals(queues):
     out = {}
     for by_class in (queues or {}).get("ports", {}).values():
         for name, e in by_class.items():
-            t = out.setdefault(name, {"drops": 0, "marks": 0, "sent_bytes": 0,
-                                      "max_backlog_bytes": 0, "p99_backlog_bytes": 0.0})
+            t = out.setdefault(
+                name,
+                {"drops": 0, "marks": 0, "sent_bytes": 0, "max_backlog_bytes": 0, "p99_backlog_bytes": 0.0},
+            )
             t["drops"] += e["drops"]
             t["marks"] += e["marks"]
             t["sent_bytes"] += e["sent_bytes"]
@@ -22,9 +24,12 @@ def class_drops(queues):
     """{"ifname egress, class c": packets the class dropped} for every class
     that dropped any: loss the emulated network accounts for (the engine
     drops in BPF, before HTB, so the qdisc counters never see it)."""
-    return {f"{ifname} egress, class {name}": e["drops"]
-            for ifname, by_class in (queues or {}).get("ports", {}).items()
-            for name, e in by_class.items() if e["drops"]}
+    return {
+        f"{ifname} egress, class {name}": e["drops"]
+        for ifname, by_class in (queues or {}).get("ports", {}).items()
+        for name, e in by_class.items()
+        if e["drops"]
+    }
 
 
 def to_emulated(queues, n):

@@ -1,11 +1,15 @@
 """A drill's results on disk: results.json and summary.md written atomically,
 and read back (for `hpnlab compare`). The runner assembles the results
 dict; this module only stores it, as strict JSON."""
+
 import dataclasses
 import json
 import math
 import os
 import tempfile
+from importlib import resources
+
+import jsonschema
 
 from .markdown import render_summary
 
@@ -25,7 +29,7 @@ def atomic_write(path, data):
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)   # mkstemp's 0600 would hide results from other users
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide results from other users
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -53,8 +57,7 @@ def write_results(out_dir, results):
     """Write results.json and summary.md into `out_dir`; return their paths."""
     os.makedirs(out_dir, exist_ok=True)
     data = jsonable(results)
-    paths = {"results": os.path.join(out_dir, RESULTS_JSON),
-             "summary": os.path.join(out_dir, SUMMARY_MD)}
+    paths = {"results": os.path.join(out_dir, RESULTS_JSON), "summary": os.path.join(out_dir, SUMMARY_MD)}
     atomic_write(paths["results"], json.dumps(data, indent=2, allow_nan=False) + "\n")
     atomic_write(paths["summary"], render_summary(data))
     return paths
@@ -75,3 +78,20 @@ def load_results(path):
     if len(data) > MAX_RESULTS_BYTES:
         raise ValueError(f"larger than {MAX_RESULTS_BYTES >> 20} MiB, not an hpnlab results.json")
     return json.loads(data)
+
+
+def results_schema():
+    """results.json's JSON Schema (testbed/results/schemas/results.json):
+    the public shape of a drill's results."""
+    text = resources.files(__package__).joinpath("schemas", "results.json").read_text(encoding="utf-8")
+    return json.loads(text)
+
+
+def shape_problems(results):
+    """Where `results` (a dict as results.json holds it) departs from the
+    schema, one line each with its path; empty when it fits."""
+    validator = jsonschema.Draft202012Validator(results_schema())
+    return [
+        f"{'.'.join(map(str, e.absolute_path)) or '(top)'}: {e.message}"
+        for e in sorted(validator.iter_errors(results), key=lambda e: list(map(str, e.absolute_path)))
+    ]

@@ -1,5 +1,6 @@
 """Numbers and tables as text, shared by the Markdown report, the trust
 verdict's sentences and the side-by-side comparison."""
+
 import math
 import re
 
@@ -42,8 +43,7 @@ def _cell(x):
 
 
 def md_table(header, rows):
-    lines = ["| " + " | ".join(_cell(h) for h in header) + " |",
-             "|" + "|".join("---" for _ in header) + "|"]
+    lines = ["| " + " | ".join(_cell(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
 
@@ -57,4 +57,5 @@ def text_table(header, rows):
 
     def line(row):
         return "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
+
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])

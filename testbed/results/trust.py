@@ -24,11 +24,12 @@ the run untrustworthy and no expectation can pass; the report names the
 checks that failed. When neither links nor generators were busy enough to
 be judged, the emulator's rate is unknown and that fails too.
 """
+
 from .text import fmt
 
 # Probes: the longest gap before any fault (sending interval plus jitter)
 PROBE_BASE_GAP_MS = 25.0
-FIDELITY_THRESHOLD = 0.9   # below this the run measured the emulator, not the design
+FIDELITY_THRESHOLD = 0.9  # below this the run measured the emulator, not the design
 # A port must have had packets ready this long before its pacing is judged:
 # a few hundred packets, enough for a share of time to mean something.
 MIN_JUDGED_BACKLOG_S = 0.5
@@ -46,10 +47,11 @@ MAX_CONVERGENCE_S = 0.5
 CPU_SATURATED_SHARE = 0.5
 
 FAIL, WARN = "fail", "warn"
-ALL_PORTS = "all ports"    # results written before agents reported per port
+ALL_PORTS = "all ports"  # results written before agents reported per port
 
 
 # --- measuring ---------------------------------------------------------------
+
 
 def paused_overlap(gaps, paused):
     """Seconds of the late gaps [(start, length)] that fall in the port's
@@ -66,12 +68,16 @@ def _port_pacing(p, paused=None):
     tx, lost = p.get("tx_s") or 0.0, p.get("lost_s") or 0.0
     held = min(lost, paused_overlap(p.get("gaps"), paused)) if paused else 0.0
     lost -= held
-    return {"tx_s": round(tx, 4), "lost_s": round(lost, 4), "paused_s": round(held, 4),
-            "packets": p.get("packets"),
-            "on_time": tx / (tx + lost) if tx + lost > 0 else None,
-            # A starved port sends little: what it had waiting, sent or not,
-            # is how much there was to judge.
-            "judged": tx + lost >= MIN_JUDGED_BACKLOG_S}
+    return {
+        "tx_s": round(tx, 4),
+        "lost_s": round(lost, 4),
+        "paused_s": round(held, 4),
+        "packets": p.get("packets"),
+        "on_time": tx / (tx + lost) if tx + lost > 0 else None,
+        # A starved port sends little: what it had waiting, sent or not,
+        # is how much there was to judge.
+        "judged": tx + lost >= MIN_JUDGED_BACKLOG_S,
+    }
 
 
 def generator_metrics(agent_results, paused=None):
@@ -88,27 +94,34 @@ def generator_metrics(agent_results, paused=None):
         pacing = res["pacing"]
         per_port = pacing.get("ports") or {ALL_PORTS: pacing}
         ports[host] = {name: _port_pacing(p, paused.get(name)) for name, p in sorted(per_port.items())}
-    judged = [(p["on_time"], host, name) for host, pp in ports.items()
-              for name, p in pp.items() if p["judged"]]
+    judged = [
+        (p["on_time"], host, name) for host, pp in ports.items() for name, p in pp.items() if p["judged"]
+    ]
     worst = None
     if judged:
         on_time, host, name = min(judged)
         worst = {"host": host, "port": name, **ports[host][name], "on_time": on_time}
     tx = sum(res["pacing"]["tx_s"] for res in got.values())
     lost = sum(p["lost_s"] for pp in ports.values() for p in pp.values())
-    return {"packets_sent": sum(r["packets_sent"] for res in got.values() for r in res["jobs"]),
-            "late_packets": sum(res["pacing"]["late_packets"] for res in got.values()),
-            "max_lag_s": max((res["pacing"]["max_lag_s"] for res in got.values()), default=None),
-            "lost_s": round(lost, 4),
-            "paused_s": round(sum(p["paused_s"] for pp in ports.values() for p in pp.values()), 4),
-            "mean_on_time": tx / (tx + lost) if tx else None,
-            "on_time": worst["on_time"] if worst else None,
-            "worst": worst, "ports": ports,
-            "too_little": [f"{h} {name} ({fmt(p['tx_s'] + p['lost_s'], ' s')})"
-                           for h, pp in ports.items() for name, p in pp.items()
-                           if not p["judged"]],
-            "rx_overflows": _rx_overflows(got.values()),
-            "missing_results": sorted(h for h, r in agent_results.items() if r is None)}
+    return {
+        "packets_sent": sum(r["packets_sent"] for res in got.values() for r in res["jobs"]),
+        "late_packets": sum(res["pacing"]["late_packets"] for res in got.values()),
+        "max_lag_s": max((res["pacing"]["max_lag_s"] for res in got.values()), default=None),
+        "lost_s": round(lost, 4),
+        "paused_s": round(sum(p["paused_s"] for pp in ports.values() for p in pp.values()), 4),
+        "mean_on_time": tx / (tx + lost) if tx else None,
+        "on_time": worst["on_time"] if worst else None,
+        "worst": worst,
+        "ports": ports,
+        "too_little": [
+            f"{h} {name} ({fmt(p['tx_s'] + p['lost_s'], ' s')})"
+            for h, pp in ports.items()
+            for name, p in pp.items()
+            if not p["judged"]
+        ],
+        "rx_overflows": _rx_overflows(got.values()),
+        "missing_results": sorted(h for h, r in agent_results.items() if r is None),
+    }
 
 
 def _rx_overflows(results):
@@ -143,22 +156,36 @@ def unexplained_loss(job_metrics, queue_drops, faults, rx_overflows=None):
     the emulated network accounts for every loss (or there was none)."""
     gaps = {name: jm["gaps_seen"] for name, jm in job_metrics.items() if jm.get("gaps_seen")}
     if rx_overflows:
-        return {"gaps_seen": gaps, "rx_overflows": rx_overflows,
-                "note": f"the traffic agents' receive sockets dropped {rx_overflows} frames "
-                        "they did not read in time (the hosts were short of CPU)"}
+        return {
+            "gaps_seen": gaps,
+            "rx_overflows": rx_overflows,
+            "note": f"the traffic agents' receive sockets dropped {rx_overflows} frames "
+            "they did not read in time (the hosts were short of CPU)",
+        }
     if not gaps or queue_drops or faults:
         return None
-    return {"gaps_seen": gaps,
-            "note": "receivers saw lost packets that no modeled queue dropped and no fault "
-                    "explains: the emulator lost them (see gap_events per job)"}
+    return {
+        "gaps_seen": gaps,
+        "note": "receivers saw lost packets that no modeled queue dropped and no fault "
+        "explains: the emulator lost them (see gap_events per job)",
+    }
 
 
 # --- the checks --------------------------------------------------------------
 
-def _check(name, what, value, expected, ok, reason=None, note=None, severity=FAIL,
-           threshold=None):
-    return {"name": name, "measures": what, "value": value, "threshold": threshold,
-            "expected": expected, "ok": ok, "severity": severity, "reason": reason, "note": note}
+
+def _check(name, what, value, expected, ok, reason=None, note=None, severity=FAIL, threshold=None):
+    return {
+        "name": name,
+        "measures": what,
+        "value": value,
+        "threshold": threshold,
+        "expected": expected,
+        "ok": ok,
+        "severity": severity,
+        "reason": reason,
+        "note": note,
+    }
 
 
 def _ms(seconds):
@@ -172,14 +199,27 @@ def _link_check(metrics, generators_judged):
     judged = {name: v for name, v in links.items() if v.get("fidelity") is not None}
     if not judged:
         if generators_judged:
-            return _check("link_fidelity", what, None, expected, None,
-                          note="no egress had packets waiting for 1 s in all: not judged "
-                               "(the traffic agents or the probes were)",
-                          threshold=FIDELITY_THRESHOLD)
-        return _check("link_fidelity", what, None, expected, False, threshold=FIDELITY_THRESHOLD,
-                      reason="nothing was busy long enough to judge the emulator: no egress had "
-                             "packets waiting for 1 s and no traffic agent had 0.5 s of packets "
-                             "ready on a port, so the fidelity is unknown")
+            return _check(
+                "link_fidelity",
+                what,
+                None,
+                expected,
+                None,
+                note="no egress had packets waiting for 1 s in all: not judged "
+                "(the traffic agents or the probes were)",
+                threshold=FIDELITY_THRESHOLD,
+            )
+        return _check(
+            "link_fidelity",
+            what,
+            None,
+            expected,
+            False,
+            threshold=FIDELITY_THRESHOLD,
+            reason="nothing was busy long enough to judge the emulator: no egress had "
+            "packets waiting for 1 s and no traffic agent had 0.5 s of packets "
+            "ready on a port, so the fidelity is unknown",
+        )
     name, worst = min(judged.items(), key=lambda kv: kv[1]["fidelity"])
     value = worst["fidelity"]
     switches = [v for v in judged.values() if v.get("switch")]
@@ -187,38 +227,65 @@ def _link_check(metrics, generators_judged):
     if any("switch" in v for v in judged.values()):
         note += f", {len(switches)} of them switch ports"
         if not switches:
-            note += ("; no switch port had packets waiting for 1 s, so no switch's rate "
-                     "was put to the test")
+            note += "; no switch port had packets waiting for 1 s, so no switch's rate was put to the test"
     reason = None
     if value < FIDELITY_THRESHOLD:
-        reason = (f"egress {name} delivered {fmt(value)} of the bytes it owed while packets "
-                  f"waited (worst port; threshold {fmt(FIDELITY_THRESHOLD)})")
-    return _check("link_fidelity", what, value, expected, reason is None, reason, note,
-                  threshold=FIDELITY_THRESHOLD)
+        reason = (
+            f"egress {name} delivered {fmt(value)} of the bytes it owed while packets "
+            f"waited (worst port; threshold {fmt(FIDELITY_THRESHOLD)})"
+        )
+    return _check(
+        "link_fidelity", what, value, expected, reason is None, reason, note, threshold=FIDELITY_THRESHOLD
+    )
 
 
 def _generator_check(gen):
     what = "worst share of time an agent's port kept to its line-rate pacing"
     expected = f">= {fmt(FIDELITY_THRESHOLD)}"
     if gen is None:
-        return _check("generator_fidelity", what, None, expected, None,
-                      note="no traffic agents in this drill", threshold=FIDELITY_THRESHOLD)
+        return _check(
+            "generator_fidelity",
+            what,
+            None,
+            expected,
+            None,
+            note="no traffic agents in this drill",
+            threshold=FIDELITY_THRESHOLD,
+        )
     too_little = gen.get("too_little") or []
     note = ("too little traffic to judge: " + ", ".join(too_little)) if too_little else None
     worst = gen.get("worst")
     if worst is None:
-        return _check("generator_fidelity", what, None, expected, None,
-                      note=note or "no agent port had packets ready", threshold=FIDELITY_THRESHOLD)
+        return _check(
+            "generator_fidelity",
+            what,
+            None,
+            expected,
+            None,
+            note=note or "no agent port had packets ready",
+            threshold=FIDELITY_THRESHOLD,
+        )
     value = worst["on_time"]
     reason = None
     if value < FIDELITY_THRESHOLD:
         where = f"the agent on {worst['host']}" + (
-            "" if worst["port"] == ALL_PORTS else f", port {worst['port']},")
-        reason = (f"{where} kept to its line-rate pacing only {fmt(value)} of the time it had "
-                  f"packets ready ({fmt(worst['lost_s'], ' s')} lost; threshold "
-                  f"{fmt(FIDELITY_THRESHOLD)})")
-    return _check("generator_fidelity", what, value, expected, reason is None, reason, note,
-                  threshold=FIDELITY_THRESHOLD)
+            "" if worst["port"] == ALL_PORTS else f", port {worst['port']},"
+        )
+        reason = (
+            f"{where} kept to its line-rate pacing only {fmt(value)} of the time it had "
+            f"packets ready ({fmt(worst['lost_s'], ' s')} lost; threshold "
+            f"{fmt(FIDELITY_THRESHOLD)})"
+        )
+    return _check(
+        "generator_fidelity",
+        what,
+        value,
+        expected,
+        reason is None,
+        reason,
+        note,
+        threshold=FIDELITY_THRESHOLD,
+    )
 
 
 def _probe_check(metrics):
@@ -229,21 +296,36 @@ def _probe_check(metrics):
     expected = f"<= {fmt(PROBE_BASE_GAP_MS)}, nothing lost"
     probe = metrics.get("probe")
     if not probe:
-        return _check("probe_baseline", what, None, expected, None, note="no probes in this drill",
-                      threshold=PROBE_BASE_GAP_MS)
+        return _check(
+            "probe_baseline",
+            what,
+            None,
+            expected,
+            None,
+            note="no probes in this drill",
+            threshold=PROBE_BASE_GAP_MS,
+        )
     base, lost = probe.get("base_gap_ms"), probe.get("base_lost") or 0
     if base is None:
-        return _check("probe_baseline", what, None, expected, False, threshold=PROBE_BASE_GAP_MS,
-                      reason="the probes had no steady time before the first fault to measure "
-                             "this machine's own jitter against: start the faults later")
+        return _check(
+            "probe_baseline",
+            what,
+            None,
+            expected,
+            False,
+            threshold=PROBE_BASE_GAP_MS,
+            reason="the probes had no steady time before the first fault to measure "
+            "this machine's own jitter against: start the faults later",
+        )
     reason = None
     if lost:
         reason = f"{lost} probe packets were lost before any fault: the emulator dropped them"
     elif base > PROBE_BASE_GAP_MS:
-        reason = (f"probes went {fmt(base)} ms without a delivery before any fault (limit "
-                  f"{fmt(PROBE_BASE_GAP_MS)} ms): the machine could not keep them steady")
-    return _check("probe_baseline", what, base, expected, reason is None, reason,
-                  threshold=PROBE_BASE_GAP_MS)
+        reason = (
+            f"probes went {fmt(base)} ms without a delivery before any fault (limit "
+            f"{fmt(PROBE_BASE_GAP_MS)} ms): the machine could not keep them steady"
+        )
+    return _check("probe_baseline", what, base, expected, reason is None, reason, threshold=PROBE_BASE_GAP_MS)
 
 
 def _agents_check(gen):
@@ -253,8 +335,10 @@ def _agents_check(gen):
     missing = gen.get("missing_results") or []
     reason = None
     if missing:
-        reason = (f"no results from the traffic agents on {', '.join(map(str, missing))}: "
-                  "what they sent and received was not measured")
+        reason = (
+            f"no results from the traffic agents on {', '.join(map(str, missing))}: "
+            "what they sent and received was not measured"
+        )
     return _check("agent_results", what, len(missing), "none", not missing, reason, threshold=0)
 
 
@@ -262,48 +346,71 @@ def _loss_check(metrics, faults):
     what = "packet gaps no modeled drop and no fault explains"
     jobs = metrics.get("jobs")
     if not jobs:
-        return _check("emulator_loss", what, None, "0", None,
-                      note="no traffic agents counted gaps in this drill")
+        return _check(
+            "emulator_loss", what, None, "0", None, note="no traffic agents counted gaps in this drill"
+        )
     seen = sum(jm.get("gaps_seen") or 0 for jm in jobs.values())
-    lost = unexplained_loss(jobs, metrics.get("queue_drops"), faults,
-                            (metrics.get("generators") or {}).get("rx_overflows"))
+    lost = unexplained_loss(
+        jobs, metrics.get("queue_drops"), faults, (metrics.get("generators") or {}).get("rx_overflows")
+    )
     if lost and lost.get("rx_overflows"):
-        return _check("emulator_loss", what, seen, "0", False, threshold=0,
-                      reason=lost["note"] + f"; receivers saw {seen} packet gaps")
+        return _check(
+            "emulator_loss",
+            what,
+            seen,
+            "0",
+            False,
+            threshold=0,
+            reason=lost["note"] + f"; receivers saw {seen} packet gaps",
+        )
     if lost:
         per_job = ", ".join(f"{job}: {n}" for job, n in sorted(lost["gaps_seen"].items()))
-        return _check("emulator_loss", what, seen, "0", False, threshold=0,
-                      reason=f"receivers saw {seen} packet gaps ({per_job}) that no modeled "
-                             "queue dropped and no fault explains: the emulator lost packets")
+        return _check(
+            "emulator_loss",
+            what,
+            seen,
+            "0",
+            False,
+            threshold=0,
+            reason=f"receivers saw {seen} packet gaps ({per_job}) that no modeled "
+            "queue dropped and no fault explains: the emulator lost packets",
+        )
     note = None
     if seen:
         note = f"{seen} gaps, explained by " + (
-            "modeled queue drops" if metrics.get("queue_drops") else "the faults")
+            "modeled queue drops" if metrics.get("queue_drops") else "the faults"
+        )
     return _check("emulator_loss", what, 0, "0", True, note=note, threshold=0)
 
 
 def fault_label(i, fault):
     """'fault 2 (link-down s0h0-t0r0k0)': numbered from 1 in the order applied."""
-    link = "-".join(map(str, fault.get("link") or ())) + (
-        f" #{fault['index']}" if fault.get("index") else "")
+    link = "-".join(map(str, fault.get("link") or ())) + (f" #{fault['index']}" if fault.get("index") else "")
     return f"fault {i + 1} ({fault.get('action')} {link})"
 
 
 def _lag_check(faults):
     what = "worst delay of a fault after its scheduled time (s)"
     expected = f"<= {fmt(MAX_FAULT_LAG_S)}"
-    lags = [(f["applied_at"] - f["at"], i, f) for i, f in enumerate(faults)
-            if f.get("applied_at") is not None and f.get("at") is not None]
+    lags = [
+        (f["applied_at"] - f["at"], i, f)
+        for i, f in enumerate(faults)
+        if f.get("applied_at") is not None and f.get("at") is not None
+    ]
     if not lags:
-        return _check("fault_lag", what, None, expected, None, note="no faults were applied",
-                      threshold=MAX_FAULT_LAG_S)
+        return _check(
+            "fault_lag", what, None, expected, None, note="no faults were applied", threshold=MAX_FAULT_LAG_S
+        )
     lag, i, f = max(lags, key=lambda x: x[0])
     reason = None
     if lag > MAX_FAULT_LAG_S:
-        reason = (f"{fault_label(i, f)} applied {_ms(lag)} late (limit {_ms(MAX_FAULT_LAG_S)}): "
-                  "the drill did not keep its timeline")
-    return _check("fault_lag", what, round(lag, 4), expected, reason is None, reason,
-                  threshold=MAX_FAULT_LAG_S)
+        reason = (
+            f"{fault_label(i, f)} applied {_ms(lag)} late (limit {_ms(MAX_FAULT_LAG_S)}): "
+            "the drill did not keep its timeline"
+        )
+    return _check(
+        "fault_lag", what, round(lag, 4), expected, reason is None, reason, threshold=MAX_FAULT_LAG_S
+    )
 
 
 def _convergence_check(faults):
@@ -316,21 +423,35 @@ def _convergence_check(faults):
     expected = f"<= {fmt(MAX_CONVERGENCE_S)}"
     timed = [(i, f) for i, f in enumerate(faults) if "converged_s" in f]
     if not timed:
-        return _check("convergence", what, None, expected, None, threshold=MAX_CONVERGENCE_S,
-                      note="no faults" if not faults else "convergence was not recorded")
+        return _check(
+            "convergence",
+            what,
+            None,
+            expected,
+            None,
+            threshold=MAX_CONVERGENCE_S,
+            note="no faults" if not faults else "convergence was not recorded",
+        )
     silent = [(i, f) for i, f in timed if f["converged_s"] is None]
     if silent:
         i, f = silent[0]
-        return _check("convergence", what, None, expected, False, threshold=MAX_CONVERGENCE_S,
-                      reason=f"the controller acknowledged no routes after {fault_label(i, f)}: "
-                             "it did not react")
+        return _check(
+            "convergence",
+            what,
+            None,
+            expected,
+            False,
+            threshold=MAX_CONVERGENCE_S,
+            reason=f"the controller acknowledged no routes after {fault_label(i, f)}: it did not react",
+        )
     worst, i, f = max((f["converged_s"], i, f) for i, f in timed)
     reason = None
     if worst > MAX_CONVERGENCE_S:
-        reason = (f"routes converged {_ms(worst)} after {fault_label(i, f)} (limit "
-                  f"{_ms(MAX_CONVERGENCE_S)}; tens of ms on an idle machine)")
-    return _check("convergence", what, worst, expected, reason is None, reason,
-                  threshold=MAX_CONVERGENCE_S)
+        reason = (
+            f"routes converged {_ms(worst)} after {fault_label(i, f)} (limit "
+            f"{_ms(MAX_CONVERGENCE_S)}; tens of ms on an idle machine)"
+        )
+    return _check("convergence", what, worst, expected, reason is None, reason, threshold=MAX_CONVERGENCE_S)
 
 
 def _cpu_check(metrics):
@@ -338,14 +459,31 @@ def _cpu_check(metrics):
     expected = f"<= {fmt(CPU_SATURATED_SHARE)}"
     share = (metrics.get("host_cpu") or {}).get("saturated_share")
     if share is None:
-        return _check("host_cpu", what, None, expected, None, severity=WARN,
-                      note="CPU was not sampled", threshold=CPU_SATURATED_SHARE)
+        return _check(
+            "host_cpu",
+            what,
+            None,
+            expected,
+            None,
+            severity=WARN,
+            note="CPU was not sampled",
+            threshold=CPU_SATURATED_SHARE,
+        )
     reason = None
     if share > CPU_SATURATED_SHARE:
-        reason = (f"every core was saturated in {share * 100:.0f}% of the samples: the machine "
-                  "had no CPU to spare")
-    return _check("host_cpu", what, share, expected, reason is None, reason, severity=WARN,
-                  threshold=CPU_SATURATED_SHARE)
+        reason = (
+            f"every core was saturated in {share * 100:.0f}% of the samples: the machine had no CPU to spare"
+        )
+    return _check(
+        "host_cpu",
+        what,
+        share,
+        expected,
+        reason is None,
+        reason,
+        severity=WARN,
+        threshold=CPU_SATURATED_SHARE,
+    )
 
 
 def assess(metrics, faults=()):
@@ -356,15 +494,23 @@ def assess(metrics, faults=()):
     gen_check = _generator_check(gen)
     probe_check = _probe_check(metrics)
     others_judged = gen_check["ok"] is not None or probe_check["ok"] is not None
-    checks = [_link_check(metrics, others_judged), gen_check, probe_check, _agents_check(gen),
-              _loss_check(metrics, faults), _lag_check(faults), _convergence_check(faults),
-              _cpu_check(metrics)]
+    checks = [
+        _link_check(metrics, others_judged),
+        gen_check,
+        probe_check,
+        _agents_check(gen),
+        _loss_check(metrics, faults),
+        _lag_check(faults),
+        _convergence_check(faults),
+        _cpu_check(metrics),
+    ]
     failed = [c["name"] for c in checks if c["ok"] is False and c["severity"] == FAIL]
     warnings = [c["name"] for c in checks if c["ok"] is False and c["severity"] == WARN]
     return {"trustworthy": not failed, "failed": failed, "warnings": warnings, "checks": checks}
 
 
 # --- deciding, from a results dict --------------------------------------------
+
 
 def is_trustworthy(fidelity_min):
     """Fidelity good enough to believe the run? Unknown fidelity is not."""
@@ -376,62 +522,36 @@ def fidelity_min(results):
 
 
 def failed_checks(results):
-    """The checks that failed, then the warnings (empty for results written
-    before the checks existed)."""
+    """The checks that failed, then the warnings."""
     checks = (results.get("trust") or {}).get("checks") or []
     bad = [c for c in checks if c.get("ok") is False]
-    return ([c for c in bad if c.get("severity") != WARN]
-            + [c for c in bad if c.get("severity") == WARN])
+    return [c for c in bad if c.get("severity") != WARN] + [c for c in bad if c.get("severity") == WARN]
 
 
-def _generator_problems(results):
-    """Sentences about traffic generators that fell behind or wrote nothing
-    (results written before the checks existed)."""
-    gen = (results.get("metrics") or {}).get("generators") or {}
-    problems = []
-    if gen.get("missing_results"):
-        problems.append("No results from the traffic agents on "
-                        f"{', '.join(map(str, gen['missing_results']))}.")
-    on_time = gen.get("on_time")
-    if on_time is not None and on_time < FIDELITY_THRESHOLD:
-        problems.append(f"The traffic generators kept to their line-rate pacing only "
-                        f"{fmt(on_time)} of the time.")
-    return problems
+NO_CHECKS = (
+    "These results carry no trust checks (an hpnlab older than the checks wrote "
+    "them): nothing in them was judged."
+)
 
 
 def low_fidelity(results):
-    """True when the run is not to be believed (read from a results dict, so
-    that a report of any run, old ones included, says the same)."""
-    if results.get("trust"):
-        return results.get("trustworthy") is False or results["trust"].get("trustworthy") is False
-    fid = fidelity_min(results)
-    return (results.get("trustworthy") is False or (fid is not None and fid < FIDELITY_THRESHOLD)
-            or bool(_generator_problems(results)))
+    """True when the run is not to be believed. Results without trust checks
+    (older ones) are not believed either: nothing judged them."""
+    trust = results.get("trust")
+    return not trust or results.get("trustworthy") is False or trust.get("trustworthy") is False
 
 
 def reasons(results):
     """Sentences saying why a run is not trustworthy: each failed check
     names its measurement, then a warning that may explain it."""
-    if results.get("trust"):
-        causes = [f"{c['name']}: {c['reason']}." for c in failed_checks(results)
-                  if c.get("reason")]
-        return causes or ["The run was marked untrustworthy."]
-    fid = fidelity_min(results)
-    causes = _generator_problems(results)
-    links = ((results.get("metrics") or {}).get("fidelity") or {}).get("links") or {}
-    worst_link = min((v.get("fidelity") for v in links.values()
-                      if v.get("fidelity") is not None), default=None)
-    if not causes:
-        causes = [f"The worst loaded link delivered {fmt(fid)} of its configured rate "
-                  f"(threshold {fmt(FIDELITY_THRESHOLD)})."]
-    elif worst_link is not None and worst_link < FIDELITY_THRESHOLD:
-        causes.append(f"The worst loaded link delivered {fmt(worst_link)} of its "
-                      f"configured rate (threshold {fmt(FIDELITY_THRESHOLD)}).")
-    return causes
+    if not results.get("trust"):
+        return [NO_CHECKS]
+    causes = [f"{c['name']}: {c['reason']}." for c in failed_checks(results) if c.get("reason")]
+    return causes or ["The run was marked untrustworthy."]
 
 
 def verdict(results):
     """PASSED / FAILED / UNTRUSTWORTHY (the latter never counts as a pass)."""
-    if results.get("trustworthy") is False:
+    if low_fidelity(results):
         return "UNTRUSTWORTHY"
     return "PASSED" if results.get("passed") else "FAILED"

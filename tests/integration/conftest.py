@@ -3,11 +3,11 @@
 Skipped, with the reason, when not root or when Open vSwitch or Mininet is
 missing. These tests share OVS and interface names: never run two at once.
 """
+
 import importlib.util
 import os
 import shutil
 import subprocess
-
 from pathlib import Path
 
 import pytest
@@ -18,8 +18,10 @@ def _skip_reason():
         return "needs root (creates namespaces, veths and OVS bridges)"
     if importlib.util.find_spec("mininet") is None:
         return "Mininet is not importable (run: make setup)"
-    if not shutil.which("ovs-vsctl") or subprocess.run(
-            ["ovs-vsctl", "--timeout=3", "show"], capture_output=True).returncode != 0:
+    if (
+        not shutil.which("ovs-vsctl")
+        or subprocess.run(["ovs-vsctl", "--timeout=3", "show"], capture_output=True).returncode != 0
+    ):
         return "Open vSwitch is not running (run: make setup)"
     if not shutil.which("iperf3"):
         return "iperf3 is missing (run: make setup)"
@@ -27,7 +29,7 @@ def _skip_reason():
 
 
 HERE = Path(__file__).resolve().parent
-OVS_RUNDIR = "/var/run/openvswitch"   # where each fabric's controller socket folder lives
+OVS_RUNDIR = "/var/run/openvswitch"  # where each fabric's controller socket folder lives
 REPO = HERE.parents[1]
 
 
@@ -47,13 +49,18 @@ def snapshot():
     names = {line.split(":")[1].strip().split("@")[0] for line in links.stdout.splitlines()}
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
     pins = "/sys/fs/bpf/tc/globals"
-    return {"bridges": set(br.stdout.split()), "links": names, "netns": set(netns.stdout.split()),
-            "processes in other network namespaces": _namespaced_processes(),
-            "pinned BPF maps": set(os.listdir(pins)) if os.path.isdir(pins) else set(),
-            "bpffs mounts": {"/sys/fs/bpf"} if os.path.ismount("/sys/fs/bpf") else set(),
-            "pause daemons": _pause_daemons(),
-            "controller socket folders": {d for d in os.listdir(OVS_RUNDIR) if d.startswith("hpnlab-")}
-            if os.path.isdir(OVS_RUNDIR) else set()}
+    return {
+        "bridges": set(br.stdout.split()),
+        "links": names,
+        "netns": set(netns.stdout.split()),
+        "processes in other network namespaces": _namespaced_processes(),
+        "pinned BPF maps": set(os.listdir(pins)) if os.path.isdir(pins) else set(),
+        "bpffs mounts": {"/sys/fs/bpf"} if os.path.ismount("/sys/fs/bpf") else set(),
+        "pause daemons": _pause_daemons(),
+        "controller socket folders": {d for d in os.listdir(OVS_RUNDIR) if d.startswith("hpnlab-")}
+        if os.path.isdir(OVS_RUNDIR)
+        else set(),
+    }
 
 
 def _pause_daemons():
@@ -97,11 +104,27 @@ def repo_root(monkeypatch):
     monkeypatch.chdir(REPO)
 
 
+@pytest.fixture(autouse=True)
+def results_fit_their_schema(request):
+    """Every results.json a test's drills wrote (under its tmp_path) has the
+    public shape testbed/results/schemas/results.json declares."""
+    yield
+    if "tmp_path" not in request.fixturenames:
+        return
+    from testbed.results.store import load_results, shape_problems
+
+    tmp = request.getfixturevalue("tmp_path")
+    for path in sorted(tmp.rglob("results.json")):
+        problems = shape_problems(load_results(str(path)))
+        assert not problems, f"{path}: " + "; ".join(problems[:5])
+
+
 @pytest.fixture
 def leak_check():
     """Fails the test if it leaves bridges, interfaces, namespaces, hpnlab
     processes or a fabric record behind."""
     from testbed.emulation import ledger
+
     before = snapshot()
     yield
     after = snapshot()
@@ -117,6 +140,7 @@ def leak_check():
 def kernel_features():
     """What this kernel can do (hpnlab doctor's probe), once per session."""
     from testbed.emulation import capabilities
+
     return capabilities.probe()
 
 
@@ -129,9 +153,12 @@ def needs_kernel(kernel_features):
     def check(*names):
         missing = capabilities.lacking(kernel_features, *names)
         if missing:
-            pytest.skip(f"this kernel lacks {', '.join(missing)} (hpnlab doctor); "
-                        "make test-vm runs this in a VM with the stock Debian kernel")
+            pytest.skip(
+                f"this kernel lacks {', '.join(missing)} (hpnlab doctor); "
+                "make test-vm runs this in a VM with the stock Debian kernel"
+            )
         return kernel_features
+
     return check
 
 

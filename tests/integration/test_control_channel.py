@@ -2,6 +2,7 @@
 unprivileged local user can neither connect to it nor take its place while
 the controller is stopped, and a second connection claiming a connected
 switch's datapath id is refused and reported."""
+
 import socket
 import struct
 import subprocess
@@ -12,8 +13,15 @@ from testbed.fabric.scenario import load_scenario
 
 NOBODY = 65534
 # Run as nobody with the system's Python (the project's folder may be closed to it).
-AS_NOBODY = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups",
-             "/usr/bin/python3", "-I", "-c"]
+AS_NOBODY = [
+    "setpriv",
+    f"--reuid={NOBODY}",
+    f"--regid={NOBODY}",
+    "--clear-groups",
+    "/usr/bin/python3",
+    "-I",
+    "-c",
+]
 TRY = """import socket, sys
 path = sys.argv[1]
 
@@ -36,8 +44,9 @@ OFPPR_MODIFY, OFPPS_LINK_DOWN = 2, 1
 
 def port_down(port_no):
     """An OpenFlow 1.3 PORT_STATUS saying port `port_no` lost its link."""
-    port = struct.pack("!I4x6s2x16sIIIIIIII", port_no, b"\x02" * 6, b"fake", 0, OFPPS_LINK_DOWN,
-                       0, 0, 0, 0, 0, 0)
+    port = struct.pack(
+        "!I4x6s2x16sIIIIIIII", port_no, b"\x02" * 6, b"fake", 0, OFPPS_LINK_DOWN, 0, 0, 0, 0, 0, 0
+    )
     return struct.pack("!BBHIB7x", OFP13, PORT_STATUS, 16 + len(port), 99, OFPPR_MODIFY) + port
 
 
@@ -61,7 +70,7 @@ def impersonate(path, dpid, timeout=10.0):
         while time.monotonic() < deadline:
             try:
                 data = s.recv(65536)
-            except ConnectionResetError:   # closed with what we sent still unread
+            except ConnectionResetError:  # closed with what we sent still unread
                 return True
             if not data:
                 return True
@@ -72,9 +81,13 @@ def impersonate(path, dpid, timeout=10.0):
                 if kind == FEATURES_REQUEST:
                     # the features reply and, in the same write, a port going down
                     try:
-                        s.sendall(struct.pack("!BBHIQIBB2xII", OFP13, FEATURES_REPLY, 32, xid,
-                                              dpid, 0, 254, 0, 0, 0) + port_down(1))
-                    except BrokenPipeError:   # closed already
+                        s.sendall(
+                            struct.pack(
+                                "!BBHIQIBB2xII", OFP13, FEATURES_REPLY, 32, xid, dpid, 0, 254, 0, 0, 0
+                            )
+                            + port_down(1)
+                        )
+                    except BrokenPipeError:  # closed already
                         return True
         return False
     finally:
@@ -94,24 +107,33 @@ def test_nobody_can_reach_or_replace_the_controller(tmp_path, leak_check):
         assert said[0] == "connect PermissionError", said
         assert "bound" not in said
         since = fnet.start_controller()
-        fnet.controller.wait_for(lambda e: e["event"] == "routes", 30, "routes after the restart",
-                                 since=since)
+        fnet.controller.wait_for(
+            lambda e: e["event"] == "routes", 30, "routes after the restart", since=since
+        )
 
         # a second connection with a real switch's datapath id (root can
         # reach the socket: hpnlab's own processes run as root)
         victim = sc.fabric.switches()[0]
         since = len(fnet.controller.events)
         assert impersonate(path, victim.dpid)
-        refused = fnet.controller.wait_for(lambda e: e["event"] == "refused", 10,
-                                           "the second connection to be refused", since=since)
+        refused = fnet.controller.wait_for(
+            lambda e: e["event"] == "refused", 10, "the second connection to be refused", since=since
+        )
         assert refused["switch"] == victim.name
         # what it said was not heard: no port of the switch went down
-        assert not [e for e in fnet.controller.events[since:]
-                    if e["event"] == "port" and e.get("switch") == victim.name]
+        assert not [
+            e
+            for e in fnet.controller.events[since:]
+            if e["event"] == "port" and e.get("switch") == victim.name
+        ]
         # the real switch kept its controller: a fault is still rerouted
         link = next(l for l in sc.fabric.links if victim.name in (l.a.node, l.b.node))
         since = len(fnet.controller.events)
         fnet.set_link(link, up=False)
-        fnet.controller.wait_for(lambda e: e["event"] == "routes" and e.get("down"), 20,
-                                 "routes around the pulled cable", since=since)
+        fnet.controller.wait_for(
+            lambda e: e["event"] == "routes" and e.get("down"),
+            20,
+            "routes around the pulled cable",
+            since=since,
+        )
         fnet.set_link(link, up=True)

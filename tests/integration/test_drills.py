@@ -1,5 +1,6 @@
 """The first drills, end to end through `hpnlab run`: the dual-ToR host rides
 through a link failure, the single-ToR host stalls for the outage."""
+
 import json
 import subprocess
 import sys
@@ -10,8 +11,12 @@ from testbed.emulation import capabilities
 
 
 def _run(scenario, out):
-    return subprocess.run([sys.executable, "-m", "testbed.cli", "run", scenario, "--out", str(out)],
-                          capture_output=True, text=True, timeout=240)
+    return subprocess.run(
+        [sys.executable, "-m", "testbed.cli", "run", scenario, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 def test_dual_tor_survives_link_failure(tmp_path, leak_check):
@@ -40,11 +45,17 @@ def test_missing_kernel_feature_refused_before_building(tmp_path, leak_check):
     if capabilities.has(capabilities.probe(), "netem"):
         pytest.skip("this kernel has netem: nothing to refuse")
     topo = tmp_path / "delayed.yaml"
-    topo.write_text("kind: region\nfabrics: [{kind: hpn, segments: 1, hosts_per_segment: 2},"
-                    " {kind: hpn, segments: 1, hosts_per_segment: 2}]\n"
-                    "dci: {oversubscription: 2, delay: 2ms}\n")
-    r = subprocess.run([sys.executable, "-m", "testbed.cli", "up", str(topo), "--check"],
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 3   # cannot run here, as opposed to 1 (failed)
+    topo.write_text(
+        "kind: region\nfabrics: [{kind: hpn, segments: 1, hosts_per_segment: 2},"
+        " {kind: hpn, segments: 1, hosts_per_segment: 2}]\n"
+        "dci: {oversubscription: 2, delay: 2ms}\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-m", "testbed.cli", "up", str(topo), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 3  # cannot run here, as opposed to 1 (failed)
     assert "netem" in r.stderr and "sch_netem" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1

@@ -1,19 +1,20 @@
 """The default HPN-mini fabric comes up, every host reaches every other over
 each of its ports, links are shaped, and teardown leaves nothing behind."""
+
 import json
 import queue
-import threading
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
 from testbed.cli.common import NOT_RUN
-from testbed.emulation import ledger
-from testbed.fabric.build import build_fabric
-from testbed.emulation.realize import FabricNet
 from testbed.drill.iperf import IperfFlows
+from testbed.emulation import ledger
+from testbed.emulation.realize import FabricNet
+from testbed.fabric.build import build_fabric
 from traffic.iperf import PairSpec
 
 
@@ -26,8 +27,9 @@ def test_up_all_pairs_reachable_and_shaped(tmp_path, leak_check):
         assert [p for p in pairs if reach[p[0]][p[1]] is None] == []
         # Every port is shaped at the scaled rate (200 Gbit / 5000 = 40 Mbit).
         # (this iproute2 prints HTB classes as text only, even with -j)
-        q = subprocess.run(["tc", "class", "show", "dev", "t0r0k0-e1"],
-                           capture_output=True, text=True, check=True)
+        q = subprocess.run(
+            ["tc", "class", "show", "dev", "t0r0k0-e1"], capture_output=True, text=True, check=True
+        )
         assert "htb 1:1 root" in q.stdout and "rate 40Mbit" in q.stdout
         q = fnet.run_in("s0h0", ["tc", "class", "show", "dev", "s0h0-n0p1"])
         assert "rate 40Mbit" in q.stdout
@@ -61,14 +63,14 @@ def test_nic_spreads_flows_over_both_ports(tmp_path, leak_check):
 
 def _tx_bytes(fnet, host):
     out = fnet.run_in(host, ["ip", "-j", "-s", "link", "show"]).stdout
-    return {l["ifname"]: l["stats64"]["tx"]["bytes"] for l in json.loads(out)
-            if l["ifname"].startswith(host)}
+    return {l["ifname"]: l["stats64"]["tx"]["bytes"] for l in json.loads(out) if l["ifname"].startswith(host)}
 
 
 @pytest.mark.parametrize("stage", ["_configure_hosts", "_configure_switch_ports"])
 def test_exception_while_building_leaves_nothing(tmp_path, monkeypatch, leak_check, stage):
     def boom(self):
         raise RuntimeError("injected failure")
+
     monkeypatch.setattr(FabricNet, stage, boom)
     with pytest.raises(RuntimeError, match="injected failure"):
         with FabricNet(build_fabric({}, name="it-boom"), str(tmp_path)):
@@ -76,8 +78,12 @@ def test_exception_while_building_leaves_nothing(tmp_path, monkeypatch, leak_che
 
 
 def test_cli_up_check_json(leak_check):
-    r = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "topologies/hpn-mini.yaml",
-                        "--check", "--json"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "testbed.cli", "up", "topologies/hpn-mini.yaml", "--check", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     summary = json.loads(r.stdout)
     assert summary["passed"] and summary["reachable"] == summary["pairs"] == 112
@@ -86,9 +92,20 @@ def test_cli_up_check_json(leak_check):
 
 def test_up_then_down_from_another_shell(tmp_path, leak_check):
     # its logs in the test's folder: a fabric that was up keeps them
-    up = subprocess.Popen([sys.executable, "-m", "testbed.cli", "up", "topologies/hpn-mini.yaml",
-                           "--run-dir", str(tmp_path / "run")],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    up = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "testbed.cli",
+            "up",
+            "topologies/hpn-mini.yaml",
+            "--run-dir",
+            str(tmp_path / "run"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         lines = queue.Queue()
         threading.Thread(target=lambda: [lines.put(l) for l in up.stdout], daemon=True).start()
@@ -97,14 +114,15 @@ def test_up_then_down_from_another_shell(tmp_path, leak_check):
             try:
                 seen += lines.get(timeout=120)
             except queue.Empty:
-                raise AssertionError(f"'hpnlab up' never said the fabric is up: {seen[-500:]}")
+                raise AssertionError(f"'hpnlab up' never said the fabric is up: {seen[-500:]}") from None
         assert ledger.load() is not None
-        down = subprocess.run([sys.executable, "-m", "testbed.cli", "down"],
-                              capture_output=True, text=True, timeout=90)
+        down = subprocess.run(
+            [sys.executable, "-m", "testbed.cli", "down"], capture_output=True, text=True, timeout=90
+        )
         assert down.returncode == 0, down.stderr
         assert up.wait(30) == 0
     finally:
-        if up.poll() is None:   # the test failed half-way: tear down the clean way
+        if up.poll() is None:  # the test failed half-way: tear down the clean way
             up.terminate()
             try:
                 up.wait(60)
@@ -119,8 +137,17 @@ def test_a_name_someone_else_holds_is_refused_and_kept(kind, name, leak_check, m
     # Someone else's bridge or interface carries a name the fabric needs:
     # `up` must refuse before creating anything, and must not remove it.
     if kind == "bridge":
-        made = ["ovs-vsctl", "--timeout=5", "add-br", name, "--", "set", "bridge", name,
-                "datapath_type=netdev"]
+        made = [
+            "ovs-vsctl",
+            "--timeout=5",
+            "add-br",
+            name,
+            "--",
+            "set",
+            "bridge",
+            name,
+            "datapath_type=netdev",
+        ]
         gone = ["ovs-vsctl", "--timeout=5", "--if-exists", "del-br", name]
     else:
         made = ["ip", "link", "add", name, "type", "veth", "peer", "name", "hpnlabtpeer0"]
@@ -128,13 +155,17 @@ def test_a_name_someone_else_holds_is_refused_and_kept(kind, name, leak_check, m
     subprocess.run(made, check=True, capture_output=True)
     try:
         before = machine_state()
-        r = subprocess.run([sys.executable, "-m", "testbed.cli", "up", "topologies/hpn-mini.yaml",
-                            "--check"], capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [sys.executable, "-m", "testbed.cli", "up", "topologies/hpn-mini.yaml", "--check"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert r.returncode == NOT_RUN
         lines = r.stderr.strip().splitlines()
         assert len(lines) == 1 and f"named '{name}'" in lines[0], r.stderr
         assert "did not create it" in lines[0]
-        assert machine_state() == before          # nothing built, nothing of theirs removed
+        assert machine_state() == before  # nothing built, nothing of theirs removed
         assert ledger.load() is None
     finally:
         subprocess.run(gone, capture_output=True)

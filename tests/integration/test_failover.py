@@ -2,6 +2,7 @@
 ToR-aggregation link, an aggregation switch and a host link failing, each
 measured where the failed links carried probes before; and the switches
 holding fast-failover groups the controller installed."""
+
 import json
 import subprocess
 import sys
@@ -10,8 +11,12 @@ FAULTS = ("tor_agg", "agg", "host_link")
 
 
 def test_failover_gaps_stay_under_50_ms(tmp_path, leak_check):
-    r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", "scenarios/failover-probe.yaml",
-                        "--out", str(tmp_path)], capture_output=True, text=True, timeout=240)
+    r = subprocess.run(
+        [sys.executable, "-m", "testbed.cli", "run", "scenarios/failover-probe.yaml", "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     res = json.loads((tmp_path / "results.json").read_text())
     probe = res["metrics"]["probe"]

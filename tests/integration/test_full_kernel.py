@@ -5,6 +5,7 @@ Every test names the kernel feature it needs and skips, with that reason,
 where the kernel lacks it (so natively they skip); scripts/vm/run.sh runs
 them in a Debian 12 VM with the stock kernel, where all exist.
 """
+
 import json
 import re
 import subprocess
@@ -43,17 +44,22 @@ def _ping(fnet, host, ip, count=20):
 
 # --- (a) the kernel datapath ------------------------------------------------------
 
+
 def test_kernel_datapath_is_chosen_and_forwards(tmp_path, leak_check, needs_kernel):
     feats = needs_kernel("openvswitch module")
     fabric = build_fabric({}, name="fk-dp")
     with FabricNet(fabric, str(tmp_path), feats=feats) as fnet:
         assert fnet.datapath == "kernel"
         for sw in fabric.switches():
-            kind = subprocess.run(["ovs-vsctl", "get", "bridge", sw.name, "datapath_type"],
-                                  capture_output=True, text=True, check=True).stdout.strip()
+            kind = subprocess.run(
+                ["ovs-vsctl", "get", "bridge", sw.name, "datapath_type"],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
             assert kind in ('""', "system"), f"{sw.name} runs datapath {kind}"
         before, shown = _datapath_lookups()
-        assert "t0r0k0-e1" in shown   # the bridges' ports are in the kernel datapath
+        assert "t0r0k0-e1" in shown  # the bridges' ports are in the kernel datapath
         src, dst = "s0h0", fabric.nics_of("s1h0")[0].ip
         sent0 = _tx_packets(fnet, src)
         r = fnet.run_in("s1h0", ["iperf3", "-s", "-1", "-D"])
@@ -80,14 +86,24 @@ def _tx_packets(fnet, host):
 # test_fabric; under software emulation it once took over 30 s to have its
 # routes acknowledged and once left a host unanswered by a few probes.
 FAT_TREE_K2 = "kind: fat-tree\nk: 2\nrates: {host: 200Gbit}\nscale: 5000\nmtu: 9000\n"
-DELAYED_REGION = ("kind: region\nfabrics: [{kind: hpn, segments: 1, hosts_per_segment: 2},"
-                  " {kind: hpn, segments: 1, hosts_per_segment: 2}]\n"
-                  "dci: {oversubscription: 2, delay: 2ms}\n")
+DELAYED_REGION = (
+    "kind: region\nfabrics: [{kind: hpn, segments: 1, hosts_per_segment: 2},"
+    " {kind: hpn, segments: 1, hosts_per_segment: 2}]\n"
+    "dci: {oversubscription: 2, delay: 2ms}\n"
+)
 
 
-@pytest.mark.parametrize("topology", ["topologies/hpn-mini.yaml", "topologies/single-tor-mini.yaml",
-                                      "topologies/clos-mini.yaml", "fat-tree-k2",
-                                      "topologies/region-crossdc.yaml", "delayed-region"])
+@pytest.mark.parametrize(
+    "topology",
+    [
+        "topologies/hpn-mini.yaml",
+        "topologies/single-tor-mini.yaml",
+        "topologies/clos-mini.yaml",
+        "fat-tree-k2",
+        "topologies/region-crossdc.yaml",
+        "delayed-region",
+    ],
+)
 def test_every_fabric_kind_up_and_all_pairs_reachable(topology, tmp_path, leak_check, needs_kernel):
     feats = needs_kernel("openvswitch module", *(["netem"] if topology == "delayed-region" else []))
     inline = {"delayed-region": DELAYED_REGION, "fat-tree-k2": FAT_TREE_K2}
@@ -95,8 +111,9 @@ def test_every_fabric_kind_up_and_all_pairs_reachable(topology, tmp_path, leak_c
         (tmp_path / f"{topology}.yaml").write_text(inline[topology])
         topology = tmp_path / f"{topology}.yaml"
     _, fabric = load_topology(topology)
-    with FabricNet(fabric, str(tmp_path / "run"), log=lambda *a: None, feats=feats,
-                   route_timeout=ROUTE_TIMEOUT_S) as fnet:
+    with FabricNet(
+        fabric, str(tmp_path / "run"), log=lambda *a: None, feats=feats, route_timeout=ROUTE_TIMEOUT_S
+    ) as fnet:
         assert fnet.datapath == "kernel"
         reach = fnet.check_reachability()
     pairs = [(h, p) for h, d in reach.items() for p in d]
@@ -113,8 +130,9 @@ def test_interconnect_delay_measured_on_the_wire(tmp_path, leak_check, needs_ker
     fabric = load_scenario(DELAY_SCENARIO).fabric
     dci = [l for l in fabric.links if l.kind == "dci"]
     one_way_ms = fabric.shaped_delay_s(dci[0]) * 1e3
-    assert one_way_ms > 0 and all(fabric.shaped_delay_s(l) == dci[0].delay_s * fabric.time_dilation
-                                  for l in dci)
+    assert one_way_ms > 0 and all(
+        fabric.shaped_delay_s(l) == dci[0].delay_s * fabric.time_dilation for l in dci
+    )
     with FabricNet(fabric, str(tmp_path), feats=feats) as fnet:
         nic = fabric.nics_of("d0s0h0")[0]
         near = next(n for n in fabric.nics if n.host == "d0s0h1" and n.rail == nic.rail)
@@ -126,8 +144,10 @@ def test_interconnect_delay_measured_on_the_wire(tmp_path, leak_check, needs_ker
     # plus what the switches and hosts take (an intra-DC round trip, with
     # the few more switches of the cross-DC path as margin).
     assert cross >= 2 * one_way_ms, f"RTT {cross} ms through the DCI < 2 x {one_way_ms} ms"
-    assert cross - 2 * one_way_ms <= 3 * intra + 1.0, \
-        f"RTT {cross} ms through the DCI: {cross - 2 * one_way_ms:.2f} ms beyond the delay (intra-DC {intra} ms)"
+    assert cross - 2 * one_way_ms <= 3 * intra + 1.0, (
+        f"RTT {cross} ms through the DCI: {cross - 2 * one_way_ms:.2f} ms beyond the delay "
+        f"(intra-DC {intra} ms)"
+    )
 
 
 def test_crossdc_drill_with_delay_passes(tmp_path, leak_check, needs_kernel, record_property):
@@ -137,8 +157,22 @@ def test_crossdc_drill_with_delay_passes(tmp_path, leak_check, needs_kernel, rec
     # interconnect (0.625 Mbit/s, 9000-byte frames) once delivered only
     # 0.885 of what it owed. The expectations are judged in emulated time
     # at any N.
-    r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", DELAY_SCENARIO, "--out", str(tmp_path),
-                        "--dilation", "4"], capture_output=True, text=True, timeout=900)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "testbed.cli",
+            "run",
+            DELAY_SCENARIO,
+            "--out",
+            str(tmp_path),
+            "--dilation",
+            "4",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     res = json.loads((tmp_path / "results.json").read_text())
     record_property("fidelity", res["metrics"]["fidelity"])

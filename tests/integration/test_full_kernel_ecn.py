@@ -7,11 +7,13 @@ DCTCP in the hosts. The engine's counters give the port's real backlog in
 both cases (they count what enters and what leaves the class, whatever
 qdisc holds it), sampled by the drills' own QueueSampler.
 """
+
 import subprocess
 import time
 
 import numpy as np
 import pytest
+from test_full_kernel import ROUTE_TIMEOUT_S
 
 from testbed.drill.queue_sampler import QueueSampler
 from testbed.emulation import capabilities
@@ -19,15 +21,13 @@ from testbed.emulation.queues import HTB_MINOR_BASE
 from testbed.emulation.realize import FabricNet
 from testbed.fabric.scenario import load_scenario
 
-from test_full_kernel import ROUTE_TIMEOUT_S
-
 pytestmark = pytest.mark.full_kernel
 
 SCALE = 5000
-K = 60_000            # bytes on this machine: 12 ms at 40 Mbit/s
+K = 60_000  # bytes on this machine: 12 ms at 40 Mbit/s
 FRAME = 9_000
 SECONDS = 6
-SETTLE_S = 2.0        # DCTCP's slow start and first reaction, not judged
+SETTLE_S = 2.0  # DCTCP's slow start and first reaction, not judged
 
 
 def _scenario(tmp_path, ecn):
@@ -40,11 +40,11 @@ topology: {{kind: hpn, planes: 1, dual_tor: false, segments: 1, hosts_per_segmen
 duration: {SECONDS}
 queues:
   classes:
-    - {{name: data, dscp: [26], buffer: 100ms{', ecn: {k: %dB}' % (K * SCALE) if ecn else ''}}}
+    - {{name: data, dscp: [26], buffer: 100ms{f", ecn: {{k: {K * SCALE}B}}" if ecn else ""}}}
     - {{name: other}}
 traffic:
   - {{src: s0h0, dst: s0h1}}
-""")   # sizes are real bytes, divided by the scale
+""")  # sizes are real bytes, divided by the scale
     return load_scenario(path)
 
 
@@ -54,16 +54,38 @@ def _dctcp_backlog(fnet, port):
     for h in ("s0h0", "s0h1", "s0h2"):
         fnet.run_in(h, ["sysctl", "-q", "-w", "net.ipv4.tcp_ecn=1"])
     dst = fnet.fabric.nics_of("s0h1")[0].ip
-    servers = [fnet.popen_in("s0h1", ["iperf3", "-s", "-1", "-p", str(p)], stdout=subprocess.DEVNULL)
-               for p in (5201, 5202)]
+    servers = [
+        fnet.popen_in("s0h1", ["iperf3", "-s", "-1", "-p", str(p)], stdout=subprocess.DEVNULL)
+        for p in (5201, 5202)
+    ]
     sampler = QueueSampler(fnet.queues, interval=0.002)
     t0 = time.monotonic()
     sampler.start(t0)
     try:
-        clients = [fnet.popen_in(src, ["iperf3", "-c", dst, "-p", str(p), "-C", "dctcp", "-t", str(SECONDS),
-                                       "-S", str(26 << 2), "--connect-timeout", "3000"],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                   for src, p in (("s0h0", 5201), ("s0h2", 5202))]
+        clients = [
+            fnet.popen_in(
+                src,
+                [
+                    "iperf3",
+                    "-c",
+                    dst,
+                    "-p",
+                    str(p),
+                    "-C",
+                    "dctcp",
+                    "-t",
+                    str(SECONDS),
+                    "-S",
+                    str(26 << 2),
+                    "--connect-timeout",
+                    "3000",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for src, p in (("s0h0", 5201), ("s0h2", 5202))
+        ]
         for c in clients:
             _, err = c.communicate(timeout=SECONDS + 30)
             assert c.returncode == 0, err
@@ -88,8 +110,9 @@ def test_dctcp_holds_the_queue_near_k(tmp_path, leak_check, needs_kernel, record
     feats = needs_kernel("openvswitch module", "dctcp", capabilities.BPF_QUEUES)
     sc = _scenario(tmp_path, ecn=True)
     port = _bottleneck(sc.fabric)
-    with FabricNet(sc.fabric, str(tmp_path / "run"), log=lambda *a: None, feats=feats,
-                   route_timeout=ROUTE_TIMEOUT_S) as fnet:
+    with FabricNet(
+        sc.fabric, str(tmp_path / "run"), log=lambda *a: None, feats=feats, route_timeout=ROUTE_TIMEOUT_S
+    ) as fnet:
         backlog, marks = _dctcp_backlog(fnet, port)
     med, p99 = np.median(backlog), np.percentile(backlog, 99)
     record_property("backlog_bytes", {"median": med, "p99": p99, "K": K, "marks": marks})
@@ -101,8 +124,9 @@ def test_dctcp_holds_the_queue_near_k(tmp_path, leak_check, needs_kernel, record
 
 
 def _red_marks(port):
-    out = subprocess.run(["tc", "-s", "qdisc", "show", "dev", port], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(
+        ["tc", "-s", "qdisc", "show", "dev", port], capture_output=True, text=True, check=True
+    ).stdout
     for line in out.splitlines():
         if "marked" in line:
             return int(line.split("marked")[1].split()[0])
@@ -115,17 +139,46 @@ def test_red_marking_agrees_with_the_bpf_marking(tmp_path, leak_check, needs_ker
     for how in ("bpf", "red"):
         sc = _scenario(tmp_path / how, ecn=how == "bpf")
         port = _bottleneck(sc.fabric)
-        with FabricNet(sc.fabric, str(tmp_path / how / "run"), log=lambda *a: None, feats=feats,
-                       route_timeout=ROUTE_TIMEOUT_S) as fnet:
+        with FabricNet(
+            sc.fabric,
+            str(tmp_path / how / "run"),
+            log=lambda *a: None,
+            feats=feats,
+            route_timeout=ROUTE_TIMEOUT_S,
+        ) as fnet:
             if how == "red":
                 # RED instead of the FIFO under the class, marking from K: its
                 # ramp ends one frame above K (where it marks every packet).
                 # (no handle: the FIFO's would make tc change it, not replace it)
-                r = subprocess.run(["tc", "qdisc", "replace", "dev", port, "parent",
-                                    f"1:{HTB_MINOR_BASE:x}", "red", "limit", str(600_000),
-                                    "min", str(K), "max", str(K + FRAME), "avpkt", str(FRAME),
-                                    "burst", "8", "probability", "1.0", "bandwidth", "40mbit", "ecn"],
-                                   capture_output=True, text=True)
+                r = subprocess.run(
+                    [
+                        "tc",
+                        "qdisc",
+                        "replace",
+                        "dev",
+                        port,
+                        "parent",
+                        f"1:{HTB_MINOR_BASE:x}",
+                        "red",
+                        "limit",
+                        str(600_000),
+                        "min",
+                        str(K),
+                        "max",
+                        str(K + FRAME),
+                        "avpkt",
+                        str(FRAME),
+                        "burst",
+                        "8",
+                        "probability",
+                        "1.0",
+                        "bandwidth",
+                        "40mbit",
+                        "ecn",
+                    ],
+                    capture_output=True,
+                    text=True,
+                )
                 assert r.returncode == 0, r.stderr
             backlog, marks = _dctcp_backlog(fnet, port)
             if how == "red":

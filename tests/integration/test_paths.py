@@ -1,6 +1,7 @@
 """The controller's answer to announced jobs, on the real datapath: precise
 path selection spreads a job evenly where ECMP's hashes stack it, and a
 Crux class is really rewritten into the packets (measured by the queues)."""
+
 import json
 import os
 

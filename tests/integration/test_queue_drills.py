@@ -1,5 +1,6 @@
 """Priority classes, ECN and queue telemetry on a real fabric: marks follow
 the measured backlog, and the queue drills pass from counters."""
+
 import json
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from testbed.emulation.queues import CLASSES
 from testbed.emulation.realize import FabricNet
 from testbed.fabric.scenario import load_scenario
 
-K = 60_000          # bytes: 12 ms at 40 Mbit/s
+K = 60_000  # bytes: 12 ms at 40 Mbit/s
 FRAME = 8_000 + 42  # the UDP datagrams below, with their headers
 
 
@@ -25,8 +26,12 @@ def needs_engine():
 
 
 def _run(scenario, out):
-    r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", scenario, "--out", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "testbed.cli", "run", scenario, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     return r, json.loads((out / "results.json").read_text())
 
 
@@ -43,7 +48,7 @@ queues:
     - {{name: other}}
 traffic:
   - {{src: s0h0, dst: s0h1}}
-""")   # sizes are real bytes, divided by the default scale (5000)
+""")  # sizes are real bytes, divided by the default scale (5000)
     sc = load_scenario(path)
     with FabricNet(sc.fabric, str(tmp_path / "run"), log=lambda *a: None) as fnet:
         eng = fnet.queues
@@ -58,12 +63,30 @@ traffic:
                 st = np.frombuffer(eng.counters(), dtype=np.uint64).reshape(-1, 8)[row]
                 samples.append((int(st[0]) - int(st[2]), int(st[6]), int(st[7])))
                 time.sleep(0.0005)
+
         t = threading.Thread(target=sample)
         t.start()
         # UDP at 1.5x the port's 40 Mbit/s, DSCP 26 and ECT(0) in the TOS byte
-        client = fnet.run_in("s0h0", ["iperf3", "-c", dst, "-u", "-b", "60M", "-l", "8000",
-                                      "-t", "2", "-S", str(26 << 2 | 2), "--connect-timeout", "3000"],
-                             check=False)
+        client = fnet.run_in(
+            "s0h0",
+            [
+                "iperf3",
+                "-c",
+                dst,
+                "-u",
+                "-b",
+                "60M",
+                "-l",
+                "8000",
+                "-t",
+                "2",
+                "-S",
+                str(26 << 2 | 2),
+                "--connect-timeout",
+                "3000",
+            ],
+            check=False,
+        )
         stop.set()
         t.join()
         server.wait(10)
@@ -77,7 +100,7 @@ traffic:
     slack = 10_000 + FRAME
     crossed = np.nonzero(backlog >= K - slack)[0]
     assert crossed.size and crossed[0] <= first_mark
-    assert backlog[:max(1, crossed[0])].max() < K
+    assert backlog[: max(1, crossed[0])].max() < K
     # And marks grow only while the backlog is at K.
     grew = np.nonzero(np.diff(marks) > 0)[0]
     at_k = np.maximum(backlog[grew], backlog[grew + 1]) >= K - slack
@@ -116,7 +139,7 @@ def test_incast_on_a_lossless_class_pauses_instead_of_dropping(tmp_path, leak_ch
     assert {r["link"] for r in on["pauses"]} == {f"s0h{i}-n0p0" for i in range(7)}
     for stats in (pfc["in_force_ms"], pfc["resume_ms"]):
         assert stats["median"] <= 1.0 and stats["p99"] <= 5.0, stats
-    assert pfc["max_let_by_bytes"] <= 2 * 9014      # the frame on its way and one burst
+    assert pfc["max_let_by_bytes"] <= 2 * 9014  # the frame on its way and one burst
     assert (tmp_path / "on" / "pauses.png").exists()
 
 

@@ -1,6 +1,7 @@
 """Training jobs end to end: RoCE-style agents in the hosts, measured
 against the algorithms' volumes and the analytical iteration time, under
 faults, across DCs, and on the wire as Wireshark sees it."""
+
 import json
 import shutil
 import subprocess
@@ -12,8 +13,12 @@ from traffic import roce
 
 
 def _run(scenario, out):
-    r = subprocess.run([sys.executable, "-m", "testbed.cli", "run", str(scenario), "--out", str(out)],
-                       capture_output=True, text=True, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "testbed.cli", "run", str(scenario), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     results = out / "results.json"
     assert results.exists(), f"no results (status {r.returncode}): {r.stdout[-1500:]} {r.stderr[-1500:]}"
     return r, json.loads(results.read_text())
@@ -48,10 +53,10 @@ def test_dual_tor_job_rides_through_single_tor_job_stalls(tmp_path, leak_check):
     d, s = dual["metrics"]["jobs"]["ring8"], single["metrics"]["jobs"]["ring8"]
     assert d["stalled_iterations"] == 0 and d["fault_iteration_slowdown"] <= 1.5
     assert s["stalled_iterations"] >= 1
-    assert max(s["iteration_times_s"]) >= 8.0          # waited out most of the 10 s outage
-    assert s["retransmissions"] > 0                    # go-back-N kept trying
+    assert max(s["iteration_times_s"]) >= 8.0  # waited out most of the 10 s outage
+    assert s["retransmissions"] > 0  # go-back-N kept trying
     stall = s["iteration_times_s"].index(max(s["iteration_times_s"]))
-    assert s["iterations_completed"] > stall + 1       # and training resumed afterwards
+    assert s["iterations_completed"] > stall + 1  # and training resumed afterwards
 
 
 def test_hierarchical_beats_flat_ring_across_dcs(tmp_path, leak_check):
@@ -73,14 +78,33 @@ def test_capture_dissects_as_roce(tmp_path, leak_check):
         "jobs:\n"
         "  - {name: pair, hosts: [s0h0, s1h0], collective: ring, bytes: 1GB, compute: 50ms,"
         " iterations: 3, dscp: 34}\n"
-        "capture: {hosts: [s1h0], packets: 200}\n")
+        "capture: {hosts: [s1h0], packets: 200}\n"
+    )
     r, res = _run(scenario, tmp_path / "out")
     pcap = tmp_path / "out" / "capture-s1h0.pcap"
     assert res["files"]["captures"] == ["capture-s1h0.pcap"]
-    fields = subprocess.run(["tshark", "-r", str(pcap), "-T", "fields", "-e", "frame.protocols",
-                             "-e", "infiniband.bth.opcode", "-e", "ip.dsfield.dscp",
-                             "-e", "ip.dsfield.ecn", "-e", "_ws.malformed"],
-                            capture_output=True, text=True, check=True).stdout.splitlines()
+    fields = subprocess.run(
+        [
+            "tshark",
+            "-r",
+            str(pcap),
+            "-T",
+            "fields",
+            "-e",
+            "frame.protocols",
+            "-e",
+            "infiniband.bth.opcode",
+            "-e",
+            "ip.dsfield.dscp",
+            "-e",
+            "ip.dsfield.ecn",
+            "-e",
+            "_ws.malformed",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
     rows = [line.split("\t") for line in fields]
     assert len(rows) == 200
     assert all("infiniband" in row[0] for row in rows)
@@ -90,9 +114,9 @@ def test_capture_dissects_as_roce(tmp_path, leak_check):
     assert not any(len(row) > 4 and row[4] for row in rows)
     # the ICRC of every captured frame is right
     from scapy.all import IP, Ether, rdpcap
+
     for pkt in rdpcap(str(pcap)):
-        assert roce.verify_icrc(bytes(Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02")
-                                      / pkt[IP]))
+        assert roce.verify_icrc(bytes(Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / pkt[IP]))
 
 
 def test_jobs_sharing_hosts_slow_each_other(tmp_path, leak_check):

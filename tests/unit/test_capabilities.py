@@ -1,35 +1,44 @@
 """Reading what the machine offers, from tool output."""
+
 from testbed.emulation import capabilities
 from testbed.emulation.capabilities import ovs_send_buffers, ovs_socket_values
 
 
 def test_ovs_send_buffers_are_read_from_ss_in_either_layout():
-    one_line = ('p_raw UNCONN 0 0 [0]:* * users:(("ovs-vswitchd",pid=9,fd=104)) '
-                'skmem:(r0,rb212992,t0,tb212992,f0,w0,o0,bl0,d0)\n'
-                'p_raw UNCONN 0 0 [0]:* * users:(("dhclient",pid=5,fd=3)) '
-                'skmem:(r0,rb212992,t0,tb4096,f0,w0,o0,bl0,d0)\n')
-    two_lines = ('p_raw UNCONN 0 0 *:t0-e1 * users:(("ovs-vswitchd",pid=9,fd=7))\n'
-                 '\t skmem:(r0,rb212992,t0,tb8388608,f0,w0,o176,bl0,d0)\n'
-                 'p_raw UNCONN 0 0 *:eth0 * users:(("other",pid=5,fd=3))\n'
-                 '\t skmem:(r0,rb1,t0,tb1,f0,w0,o0,bl0,d0)\n')
+    one_line = (
+        'p_raw UNCONN 0 0 [0]:* * users:(("ovs-vswitchd",pid=9,fd=104)) '
+        "skmem:(r0,rb212992,t0,tb212992,f0,w0,o0,bl0,d0)\n"
+        'p_raw UNCONN 0 0 [0]:* * users:(("dhclient",pid=5,fd=3)) '
+        "skmem:(r0,rb212992,t0,tb4096,f0,w0,o0,bl0,d0)\n"
+    )
+    two_lines = (
+        'p_raw UNCONN 0 0 *:t0-e1 * users:(("ovs-vswitchd",pid=9,fd=7))\n'
+        "\t skmem:(r0,rb212992,t0,tb8388608,f0,w0,o176,bl0,d0)\n"
+        'p_raw UNCONN 0 0 *:eth0 * users:(("other",pid=5,fd=3))\n'
+        "\t skmem:(r0,rb1,t0,tb1,f0,w0,o0,bl0,d0)\n"
+    )
     assert ovs_send_buffers(one_line) == [212992]
     assert ovs_send_buffers(two_lines) == [8388608]
     assert ovs_send_buffers("") == []
 
 
 def test_ovs_socket_drops_are_read_per_socket_and_not_confused_with_other_fields():
-    text = ('p_raw UNCONN 0 0 *:t0-e1 * users:(("ovs-vswitchd",pid=9,fd=7))\n'
-            '\t skmem:(r0,rb212992,t0,tb8388608,f0,w0,o0,bl0,d17)\n'
-            'p_raw UNCONN 0 0 [0]:* * users:(("ovs-vswitchd",pid=9,fd=8)) '
-            'skmem:(r0,rb212992,t0,tb8388608,f0,w0,o0,bl0,d3)\n'
-            'p_raw UNCONN 0 0 *:eth0 * users:(("other",pid=5,fd=3))\n'
-            '\t skmem:(r0,rb1,t0,tb1,f0,w0,o0,bl0,d99)\n')
+    text = (
+        'p_raw UNCONN 0 0 *:t0-e1 * users:(("ovs-vswitchd",pid=9,fd=7))\n'
+        "\t skmem:(r0,rb212992,t0,tb8388608,f0,w0,o0,bl0,d17)\n"
+        'p_raw UNCONN 0 0 [0]:* * users:(("ovs-vswitchd",pid=9,fd=8)) '
+        "skmem:(r0,rb212992,t0,tb8388608,f0,w0,o0,bl0,d3)\n"
+        'p_raw UNCONN 0 0 *:eth0 * users:(("other",pid=5,fd=3))\n'
+        "\t skmem:(r0,rb1,t0,tb1,f0,w0,o0,bl0,d99)\n"
+    )
     assert ovs_socket_values(text, "d") == [17, 3]
     assert ovs_socket_values(text, "tb") == [8388608, 8388608]
 
 
 def test_lacking_names_what_is_missing_in_order():
-    feats = [capabilities.Feature("netem", True, "ok", "delay"),
-             capabilities.Feature("red", False, "no", "marking")]
+    feats = [
+        capabilities.Feature("netem", True, "ok", "delay"),
+        capabilities.Feature("red", False, "no", "marking"),
+    ]
     assert capabilities.lacking(feats, "red", "netem", "dctcp") == ["red", "dctcp"]
     assert capabilities.lacking(feats, "netem") == []

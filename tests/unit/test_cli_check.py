@@ -1,4 +1,5 @@
 """`hpnlab check` and `hpnlab topo show`, called through testbed.cli.main."""
+
 import json
 from pathlib import Path
 

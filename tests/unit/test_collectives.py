@@ -1,18 +1,26 @@
 """Collective schedules: volumes, step counts, pairing, deps, timing."""
+
 import math
 import random
 
 import pytest
 
-from traffic.collectives import (Schedule, Step, all_to_all, analytical_time,
-                                 compile, crossing_bytes,
-                                 halving_doubling_allreduce,
-                                 hierarchical_allreduce, pipeline,
-                                 ring_allreduce)
+from traffic.collectives import (
+    Schedule,
+    Step,
+    all_to_all,
+    analytical_time,
+    compile,
+    crossing_bytes,
+    halving_doubling_allreduce,
+    hierarchical_allreduce,
+    pipeline,
+    ring_allreduce,
+)
 
 NS = [2, 3, 4, 8, 16]
 POW2 = [2, 4, 8, 16]
-RATE = 100e9     # 100 Gbit/s per rank
+RATE = 100e9  # 100 Gbit/s per rank
 LAT = 5e-6
 
 
@@ -31,11 +39,13 @@ def counts(sched, rank):
 
 
 def all_ranks_balanced(sched):
-    return (sum(sched.bytes_sent(r) for r in range(sched.ranks))
-            == sum(sched.bytes_received(r) for r in range(sched.ranks)))
+    return sum(sched.bytes_sent(r) for r in range(sched.ranks)) == sum(
+        sched.bytes_received(r) for r in range(sched.ranks)
+    )
 
 
 # ------------------------------------------------------------------ ring
+
 
 @pytest.mark.parametrize("n", NS)
 def test_ring_volumes_and_steps(n):
@@ -68,11 +78,12 @@ def test_ring_deps_forward_previous_recv():
 
 # ----------------------------------------------------- halving-doubling
 
+
 def hd_expected_sent(n, size, r):
     """Independent recount: RS sends everything but chunk r, AG sends the
     aligned blocks of width 1, 2, ..., n/2 containing r."""
     c = chunks(size, n)
-    ag = sum(sum(c[r // w * w: r // w * w + w]) for w in (1 << k for k in range(int(math.log2(n)))))
+    ag = sum(sum(c[r // w * w : r // w * w + w]) for w in (1 << k for k in range(int(math.log2(n)))))
     return size - c[r] + ag
 
 
@@ -109,6 +120,7 @@ def test_halving_doubling_rejects_non_power_of_two(n):
 
 
 # ---------------------------------------------------------- hierarchical
+
 
 @pytest.mark.parametrize("g,m", [(2, 2), (4, 2), (2, 4), (4, 4), (8, 2), (3, 3)])
 def test_hierarchical_equal_groups_three_phases(g, m):
@@ -158,14 +170,14 @@ def test_hierarchical_crosses_less_than_flat_ring_for_large_groups():
         assert hier < flat
 
 
-@pytest.mark.parametrize("groups", [[[0, 1], [1, 2]], [[0, 1], [3, 4]], [[0, 1], []],
-                                    [[0]], [], "abc", 5])
+@pytest.mark.parametrize("groups", [[[0, 1], [1, 2]], [[0, 1], [3, 4]], [[0, 1], []], [[0]], [], "abc", 5])
 def test_hierarchical_rejects_bad_groups(groups):
     with pytest.raises(ValueError):
         hierarchical_allreduce(groups, 1_000_000)
 
 
 # ------------------------------------------------------------ all-to-all
+
 
 @pytest.mark.parametrize("n", NS)
 def test_all_to_all_volumes(n):
@@ -182,6 +194,7 @@ def test_all_to_all_volumes(n):
 
 # -------------------------------------------------------------- pipeline
 
+
 @pytest.mark.parametrize("n,mb", [(2, 1), (4, 1), (4, 3), (8, 5)])
 def test_pipeline_steps_and_deps(n, mb):
     s = pipeline(n, 1000, microbatches=mb)
@@ -197,7 +210,7 @@ def test_pipeline_steps_and_deps(n, mb):
             m = st.tag[3:]
             if st.phase == "pipeline-fwd":
                 assert st.peer == i + 1
-                if i > 0:   # forward what arrived from the previous stage
+                if i > 0:  # forward what arrived from the previous stage
                     (d,) = st.deps
                     assert (steps[d].kind, steps[d].peer, steps[d].tag) == ("recv", i - 1, f"fwd{m}")
             else:
@@ -215,34 +228,42 @@ def test_pipeline_forward_only():
 
 # ------------------------------------------------------ shared properties
 
+
 def test_port_recorded_on_every_step():
-    built = [ring_allreduce(4, 4096, port=1), halving_doubling_allreduce(4, 4096, port=1),
-             hierarchical_allreduce([[0, 1, 2], [3, 4]], 4096, port=1),
-             all_to_all(4, 4096, port=1), pipeline(3, 100, 2, port=1)]
+    built = [
+        ring_allreduce(4, 4096, port=1),
+        halving_doubling_allreduce(4, 4096, port=1),
+        hierarchical_allreduce([[0, 1, 2], [3, 4]], 4096, port=1),
+        all_to_all(4, 4096, port=1),
+        pipeline(3, 100, 2, port=1),
+    ]
     for s in built:
         assert {st.port for r in range(s.ranks) for st in s.steps[r]} == {1}
     assert {st.port for st in ring_allreduce(3, 999).steps[0]} == {None}
 
 
-@pytest.mark.parametrize("call", [
-    lambda: ring_allreduce(1, 100),
-    lambda: ring_allreduce(4, 3),
-    lambda: ring_allreduce(4, 0),
-    lambda: ring_allreduce(2.0, 100),
-    lambda: ring_allreduce(True, 100),
-    lambda: ring_allreduce(4, 100, port=-1),
-    lambda: all_to_all(8, 7),
-    lambda: halving_doubling_allreduce(8, 4),
-    lambda: hierarchical_allreduce([[0, 1], [2, 3]], 3),
-    lambda: pipeline(1, 100),
-    lambda: pipeline(3, 0),
-    lambda: pipeline(3, 10, microbatches=0),
-    lambda: compile("butterfly", n=4, size=100),
-    lambda: compile("ring", n=4),
-    lambda: compile("hierarchical", size=100),
-    lambda: analytical_time(ring_allreduce(2, 10), 0),
-    lambda: analytical_time(ring_allreduce(2, 10), 1e9, latency_s=-1),
-])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: ring_allreduce(1, 100),
+        lambda: ring_allreduce(4, 3),
+        lambda: ring_allreduce(4, 0),
+        lambda: ring_allreduce(2.0, 100),
+        lambda: ring_allreduce(True, 100),
+        lambda: ring_allreduce(4, 100, port=-1),
+        lambda: all_to_all(8, 7),
+        lambda: halving_doubling_allreduce(8, 4),
+        lambda: hierarchical_allreduce([[0, 1], [2, 3]], 3),
+        lambda: pipeline(1, 100),
+        lambda: pipeline(3, 0),
+        lambda: pipeline(3, 10, microbatches=0),
+        lambda: compile("butterfly", n=4, size=100),
+        lambda: compile("ring", n=4),
+        lambda: compile("hierarchical", size=100),
+        lambda: analytical_time(ring_allreduce(2, 10), 0),
+        lambda: analytical_time(ring_allreduce(2, 10), 1e9, latency_s=-1),
+    ],
+)
 def test_bad_arguments(call):
     with pytest.raises(ValueError):
         call()
@@ -251,11 +272,13 @@ def test_bad_arguments(call):
 def test_compile_dispatch():
     assert compile("ring", n=4, size=4096) == ring_allreduce(4, 4096)
     assert compile("halving-doubling", n=8, size=8192).algorithm == "halving-doubling"
-    assert compile("hierarchical", groups=[[0, 1], [2, 3]], size=4096) == \
-        hierarchical_allreduce([[0, 1], [2, 3]], 4096)
+    assert compile("hierarchical", groups=[[0, 1], [2, 3]], size=4096) == hierarchical_allreduce(
+        [[0, 1], [2, 3]], 4096
+    )
     assert compile("all-to-all", n=3, size=300, port=0) == all_to_all(3, 300, port=0)
-    assert compile("pipeline", n=3, size=10, microbatches=2, backward=False) == \
-        pipeline(3, 10, microbatches=2, backward=False)
+    assert compile("pipeline", n=3, size=10, microbatches=2, backward=False) == pipeline(
+        3, 10, microbatches=2, backward=False
+    )
     assert compile("ring", groups=[[0, 1], [2]], size=30).ranks == 3
 
 
@@ -266,9 +289,12 @@ def test_random_combinations_balance():
         size = rng.randint(n, 3_000_000)
         cuts = sorted(rng.sample(range(1, n), rng.randint(0, min(3, n - 1))))
         groups = [list(range(a, b)) for a, b in zip([0] + cuts, cuts + [n])]
-        built = [ring_allreduce(n, size), all_to_all(n, size),
-                 hierarchical_allreduce(groups, size),
-                 pipeline(n, size, rng.randint(1, 4), rng.random() < 0.5)]
+        built = [
+            ring_allreduce(n, size),
+            all_to_all(n, size),
+            hierarchical_allreduce(groups, size),
+            pipeline(n, size, rng.randint(1, 4), rng.random() < 0.5),
+        ]
         p2 = 1 << (n.bit_length() - 1)
         built.append(halving_doubling_allreduce(p2, max(size, p2)))
         for s in built:
@@ -277,6 +303,7 @@ def test_random_combinations_balance():
 
 
 # ------------------------------------------------------------ validation
+
 
 def sched(steps, n=2):
     return Schedule("hand", n, 10, steps)
@@ -287,32 +314,39 @@ def test_validate_catches_broken_schedules():
     recv = Step(0, "recv", 0, 10, "t", (), "x")
     sched({0: (send,), 1: (recv,)}).validate()
     bad = [
-        {0: (send,), 1: ()},                                          # unmatched send
-        {0: (send,), 1: (Step(0, "recv", 0, 9, "t", (), "x"),)},      # size mismatch
-        {0: (send,), 1: (Step(0, "recv", 0, 10, "u", (), "x"),)},     # tag mismatch
-        {0: (Step(0, "send", 0, 10, "t", (), "x"),), 1: (recv,)},     # peer == self
-        {0: (Step(0, "send", 1, 0, "t", (), "x"),),
-         1: (Step(0, "recv", 0, 0, "t", (), "x"),)},                  # nbytes 0
-        {0: (Step(0, "send", 1, 10, "t", (0,), "x"),), 1: (recv,)},   # self dep
-        {0: (Step(1, "send", 1, 10, "t", (), "x"),), 1: (recv,)},     # wrong index
-        {0: (send, send), 1: (recv, recv)},                           # duplicate tag
-        {0: (send,)},                                                 # rank missing
+        {0: (send,), 1: ()},  # unmatched send
+        {0: (send,), 1: (Step(0, "recv", 0, 9, "t", (), "x"),)},  # size mismatch
+        {0: (send,), 1: (Step(0, "recv", 0, 10, "u", (), "x"),)},  # tag mismatch
+        {0: (Step(0, "send", 0, 10, "t", (), "x"),), 1: (recv,)},  # peer == self
+        {0: (Step(0, "send", 1, 0, "t", (), "x"),), 1: (Step(0, "recv", 0, 0, "t", (), "x"),)},  # nbytes 0
+        {0: (Step(0, "send", 1, 10, "t", (0,), "x"),), 1: (recv,)},  # self dep
+        {0: (Step(1, "send", 1, 10, "t", (), "x"),), 1: (recv,)},  # wrong index
+        {0: (send, send), 1: (recv, recv)},  # duplicate tag
+        {0: (send,)},  # rank missing
     ]
     for steps in bad:
         with pytest.raises(ValueError):
             sched(steps).validate()
     # Each rank waits for the other before sending: acyclic per rank,
     # cyclic across ranks.
-    dead = {r: (Step(0, "recv", 1 - r, 10, f"to{r}", (), "x"),
-                Step(1, "send", 1 - r, 10, f"to{1 - r}", (0,), "x")) for r in (0, 1)}
+    dead = {
+        r: (
+            Step(0, "recv", 1 - r, 10, f"to{r}", (), "x"),
+            Step(1, "send", 1 - r, 10, f"to{1 - r}", (0,), "x"),
+        )
+        for r in (0, 1)
+    }
     with pytest.raises(ValueError, match="deadlock"):
         sched(dead).validate()
 
 
 def test_generated_deps_point_backwards():
-    for s in [ring_allreduce(5, 999_983), halving_doubling_allreduce(16, 999_983),
-              hierarchical_allreduce([[0, 1, 2, 3, 4], [5, 6, 7], [8, 9, 10, 11]], 999_983),
-              pipeline(6, 10, 4)]:
+    for s in [
+        ring_allreduce(5, 999_983),
+        halving_doubling_allreduce(16, 999_983),
+        hierarchical_allreduce([[0, 1, 2, 3, 4], [5, 6, 7], [8, 9, 10, 11]], 999_983),
+        pipeline(6, 10, 4),
+    ]:
         for r in range(s.ranks):
             for st in s.steps[r]:
                 assert all(d < st.index for d in st.deps)
@@ -320,13 +354,15 @@ def test_generated_deps_point_backwards():
 
 # ---------------------------------------------------------------- timing
 
+
 @pytest.mark.parametrize("n", NS)
 def test_time_ring(n):
     size = n * 4096
     chunk_s = size / n * 8 / RATE
     assert analytical_time(ring_allreduce(n, size), RATE) == pytest.approx(2 * (n - 1) * chunk_s)
-    assert analytical_time(ring_allreduce(n, size), RATE, LAT) == \
-        pytest.approx(2 * (n - 1) * chunk_s + 2 * (n - 1) * LAT)
+    assert analytical_time(ring_allreduce(n, size), RATE, LAT) == pytest.approx(
+        2 * (n - 1) * chunk_s + 2 * (n - 1) * LAT
+    )
 
 
 @pytest.mark.parametrize("n", POW2)
@@ -359,8 +395,7 @@ def test_time_pipeline():
     assert analytical_time(pipeline(5, 1000), RATE, LAT) == pytest.approx(8 * (t + LAT))
     # Forward only, m microbatches in order: classic fill + drain, m + n - 2 slots.
     assert analytical_time(pipeline(5, 1000, 4, backward=False), RATE) == pytest.approx(7 * t)
-    assert analytical_time(pipeline(5, 1000, 4, backward=False), RATE, LAT) == \
-        pytest.approx(7 * (t + LAT))
+    assert analytical_time(pipeline(5, 1000, 4, backward=False), RATE, LAT) == pytest.approx(7 * (t + LAT))
 
 
 def test_time_unequal_hierarchical_is_finite_and_above_bound():

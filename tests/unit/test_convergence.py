@@ -1,4 +1,5 @@
 """Convergence is counted to the first routes version that includes the fault."""
+
 from testbed.drill.faults import convergence_s
 
 T0 = 100.0

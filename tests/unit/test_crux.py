@@ -1,18 +1,34 @@
-"""Crux scheduling (controllers.crux): path selection against a brute-force
+"""Crux scheduling (testbed.schedule.crux): path selection against a brute-force
 lexicographic optimum, the two-job link model against hand-worked timelines,
 priority compression against exhaustive search, the plan's JSON form, and
 the one-line refusals of bad input."""
+
 import itertools
 import json
 import random
 
 import pytest
 
-from controllers.crux import (FACTOR_FLOOR, Edge, Flow, Job, Periodic, assign_priorities,
-                              communication_time, compress, contention_dag,
-                              exhaustive_compression, intensity, link_bytes, plan,
-                              priority_factor, reference_job, select_paths, split_order,
-                              utilization)
+from testbed.schedule.crux import (
+    FACTOR_FLOOR,
+    Edge,
+    Flow,
+    Job,
+    Periodic,
+    assign_priorities,
+    communication_time,
+    compress,
+    contention_dag,
+    exhaustive_compression,
+    intensity,
+    link_bytes,
+    plan,
+    priority_factor,
+    reference_job,
+    select_paths,
+    split_order,
+    utilization,
+)
 
 
 # --- helpers -----------------------------------------------------------------
@@ -36,12 +52,15 @@ def random_dag(rng, n, links=6, most_links_per_job=3):
     orders of magnitude, which makes the choice of cut matter more)."""
     names = [f"j{i}" for i in range(n)]
     priority = {name: rng.random() for name in names}
-    used = {name: set(rng.sample(range(links), rng.randint(1, most_links_per_job)))
-            for name in names}
+    used = {name: set(rng.sample(range(links), rng.randint(1, most_links_per_job))) for name in names}
     weight = {name: rng.lognormvariate(0.0, 1.5) for name in names}
     order = sorted(names, key=lambda name: -priority[name])
-    edges = [(high, low, weight[high]) for i, high in enumerate(order)
-             for low in order[i + 1:] if used[high] & used[low]]
+    edges = [
+        (high, low, weight[high])
+        for i, high in enumerate(order)
+        for low in order[i + 1 :]
+        if used[high] & used[low]
+    ]
     return order, edges
 
 
@@ -64,8 +83,10 @@ def test_intensity_is_compute_over_busiest_link_time():
 @pytest.mark.parametrize("intense, mild", [("a", "b"), ("b", "a")])
 def test_more_intense_job_gets_the_emptier_uplink_and_the_other_the_other(intense, mild):
     bandwidth = {"up1": 200.0, "up2": 150.0}
-    jobs = [single_flow_job(intense, 10.0, 100.0, ("up1",), ("up2",)),
-            single_flow_job(mild, 1.0, 100.0, ("up1",), ("up2",))]
+    jobs = [
+        single_flow_job(intense, 10.0, 100.0, ("up1",), ("up2",)),
+        single_flow_job(mild, 1.0, 100.0, ("up1",), ("up2",)),
+    ]
     paths = select_paths(jobs, bandwidth)
     assert paths[intense] == {"f": ("up1",)}
     # up1 would drain 200 B in 1 s, up2 alone drains 100 B in 2/3 s.
@@ -78,8 +99,10 @@ def test_more_intense_job_gets_the_emptier_uplink_and_the_other_the_other(intens
 
 def test_equal_uplinks_two_jobs_end_on_disjoint_links():
     bandwidth = {"up1": 100.0, "up2": 100.0}
-    jobs = [single_flow_job("a", 4.0, 100.0, ("tor", "up1"), ("tor", "up2")),
-            single_flow_job("b", 2.0, 100.0, ("tor", "up1"), ("tor", "up2"))]
+    jobs = [
+        single_flow_job("a", 4.0, 100.0, ("tor", "up1"), ("tor", "up2")),
+        single_flow_job("b", 2.0, 100.0, ("tor", "up1"), ("tor", "up2")),
+    ]
     bandwidth["tor"] = 1000.0
     paths = select_paths(jobs, bandwidth)
     assert {paths["a"]["f"][1], paths["b"]["f"][1]} == {"up1", "up2"}
@@ -87,8 +110,7 @@ def test_equal_uplinks_two_jobs_end_on_disjoint_links():
 
 def test_a_jobs_own_flows_spread_over_parallel_paths():
     bandwidth = {"up1": 100.0, "up2": 100.0}
-    job = Job("j", 1.0, (Flow("f1", 100.0, (("up1",), ("up2",))),
-                         Flow("f2", 100.0, (("up1",), ("up2",)))))
+    job = Job("j", 1.0, (Flow("f1", 100.0, (("up1",), ("up2",))), Flow("f2", 100.0, (("up1",), ("up2",)))))
     chosen = select_paths([job], bandwidth)["j"]
     assert {chosen["f1"], chosen["f2"]} == {("up1",), ("up2",)}
     assert intensity(job, chosen, bandwidth) == pytest.approx(1.0)
@@ -98,9 +120,9 @@ def contention_vector(ranked, choice, bandwidth):
     """For each job in rank order: the worst drain time on its path counting
     its own bytes and those of the jobs ranked before it."""
     vector = []
-    for k, (_, size, _) in enumerate(ranked):
+    for k in range(len(ranked)):
         load = {}
-        for (_, other_size, _), path in zip(ranked[:k + 1], choice[:k + 1]):
+        for (_, other_size, _), path in zip(ranked[: k + 1], choice[: k + 1]):
             for link in path:
                 load[link] = load.get(link, 0.0) + other_size
         vector.append(max(load[link] / bandwidth[link] for link in choice[k]))
@@ -116,18 +138,26 @@ def test_greedy_selection_is_the_lexicographic_optimum_on_random_tiny_cases():
         for index in range(rng.randint(2, 3)):
             rng.shuffle(links)
             first, second = rng.randint(1, 2), rng.randint(1, 2)
-            candidates = (tuple(links[:first]), tuple(links[first:first + second]))
-            jobs.append(single_flow_job(f"j{index}", rng.uniform(0.5, 5.0),
-                                        rng.uniform(1.0, 10.0), *candidates))
+            candidates = (tuple(links[:first]), tuple(links[first : first + second]))
+            jobs.append(
+                single_flow_job(f"j{index}", rng.uniform(0.5, 5.0), rng.uniform(1.0, 10.0), *candidates)
+            )
+
         # Alone, a one-flow job takes the path with the widest narrowest link.
-        def alone_intensity(job):
+        def alone_intensity(job, bandwidth=bandwidth):
             flow = job.flows[0]
-            return job.compute_s / min(flow.bytes / min(bandwidth[link] for link in path)
-                                       for path in flow.paths)
-        ranked = [(job.name, job.flows[0].bytes, job.flows[0].paths)
-                  for job in sorted(jobs, key=lambda job: (-alone_intensity(job), job.name))]
-        best = min(contention_vector(ranked, choice, bandwidth)
-                   for choice in itertools.product(*(paths for _, _, paths in ranked)))
+            return job.compute_s / min(
+                flow.bytes / min(bandwidth[link] for link in path) for path in flow.paths
+            )
+
+        ranked = [
+            (job.name, job.flows[0].bytes, job.flows[0].paths)
+            for job in sorted(jobs, key=lambda job: (-alone_intensity(job), job.name))
+        ]
+        best = min(
+            contention_vector(ranked, choice, bandwidth)
+            for choice in itertools.product(*(paths for _, _, paths in ranked))
+        )
         chosen = select_paths(jobs, bandwidth)
         greedy = [chosen[name]["f"] for name, _, _ in ranked]
         assert contention_vector(ranked, greedy, bandwidth) == pytest.approx(best)
@@ -171,8 +201,10 @@ def test_example_2_overlapped_job_gets_a_smaller_factor():
     assert priority_factor(hidden, reference) < priority_factor(exposed, reference)
 
 
-@pytest.mark.parametrize("compute_s, comm_s, overlap", [
-    (2.0, 1.0, 0.0), (1.0, 3.0, 0.0), (3.0, 1.0, 1.0), (1.0, 3.0, 1.0), (2.5, 1.5, 0.4)])
+@pytest.mark.parametrize(
+    "compute_s, comm_s, overlap",
+    [(2.0, 1.0, 0.0), (1.0, 3.0, 0.0), (3.0, 1.0, 1.0), (1.0, 3.0, 1.0), (2.5, 1.5, 0.4)],
+)
 def test_first_job_runs_as_if_alone(compute_s, comm_s, overlap):
     alone_iteration = max(compute_s + (1 - overlap) * comm_s, comm_s)
     share = utilization(Periodic(compute_s, comm_s, overlap), Periodic(1.3, 0.7, 0.2)).first
@@ -205,12 +237,10 @@ def test_priorities_for_example_1_through_bytes_and_bandwidth():
 def test_contention_dag_links_only_jobs_that_share_a_link():
     jobs = [single_flow_job(name, 1.0, 1.0, ("x",)) for name in "abc"]
     chosen = {"a": {"f": ("x",)}, "b": {"f": ("x", "y")}, "c": {"f": ("y",)}}
-    edges = contention_dag(jobs, chosen, {"a": 3.0, "b": 2.0, "c": 1.0},
-                           {"a": 10.0, "b": 20.0, "c": 30.0})
+    edges = contention_dag(jobs, chosen, {"a": 3.0, "b": 2.0, "c": 1.0}, {"a": 10.0, "b": 20.0, "c": 30.0})
     assert edges == [Edge("a", "b", 10.0), Edge("b", "c", 20.0)]
     # Equal priorities: the name decides which is higher.
-    tied = contention_dag(jobs, chosen, {"a": 1.0, "b": 1.0, "c": 1.0},
-                          {"a": 10.0, "b": 20.0, "c": 30.0})
+    tied = contention_dag(jobs, chosen, {"a": 1.0, "b": 1.0, "c": 1.0}, {"a": 10.0, "b": 20.0, "c": 30.0})
     assert tied == [Edge("a", "b", 10.0), Edge("b", "c", 20.0)]
 
 
@@ -241,8 +271,11 @@ def test_split_order_is_the_best_split_of_its_order():
         for cuts in range(levels):
             for gaps in itertools.combinations(range(1, len(order)), cuts):
                 bounds = (0, *gaps, len(order))
-                assignment = {job: block for block in range(len(bounds) - 1)
-                              for job in order[bounds[block]:bounds[block + 1]]}
+                assignment = {
+                    job: block
+                    for block in range(len(bounds) - 1)
+                    for job in order[bounds[block] : bounds[block + 1]]
+                }
                 best = max(best, cut_of(edges, assignment))
         result = split_order(order, edges, levels)
         assert result.cut == pytest.approx(best)
@@ -318,11 +351,12 @@ def test_a_cycle_is_refused():
 # --- the plan ----------------------------------------------------------------
 def test_plan_is_json_ready_and_consistent():
     bandwidth = {"up1": 100.0, "up2": 100.0, "core": 150.0}
-    jobs = [single_flow_job("a", 3.0, 100.0, ("up1", "core"), ("up2",)),
-            single_flow_job("b", 2.0, 150.0, ("up1",), ("up2", "core"), overlap=0.5),
-            Job("c", 1.0, (Flow("x", 50.0, (("up1",), ("up2",))),
-                           Flow("y", 50.0, (("core",),)))),
-            single_flow_job("d", 4.0, 80.0, ("core",))]
+    jobs = [
+        single_flow_job("a", 3.0, 100.0, ("up1", "core"), ("up2",)),
+        single_flow_job("b", 2.0, 150.0, ("up1",), ("up2", "core"), overlap=0.5),
+        Job("c", 1.0, (Flow("x", 50.0, (("up1",), ("up2",))), Flow("y", 50.0, (("core",),)))),
+        single_flow_job("d", 4.0, 80.0, ("core",)),
+    ]
     result = plan(jobs, bandwidth, levels=2, seed=3)
     text = json.dumps(result.as_dict(), allow_nan=False)
     assert json.loads(text) == result.as_dict()
@@ -342,21 +376,39 @@ def test_plan_of_no_jobs_is_empty():
 
 
 # --- refusals ----------------------------------------------------------------
-@pytest.mark.parametrize("jobs, bandwidth, message", [
-    ([single_flow_job("a", 1.0, -5.0, ("x",))], {"x": 1.0},
-     r"job 'a' flow 'f': bytes must be a positive number"),
-    ([single_flow_job("a", 1.0, 5.0, ("x", "nope"))], {"x": 1.0},
-     r"job 'a' flow 'f': path \['x', 'nope'\] uses link 'nope', which has no bandwidth"),
-    ([Job("a", 1.0, ())], {"x": 1.0}, r"job 'a': expected at least one flow"),
-    ([single_flow_job("a", 0.0, 5.0, ("x",))], {"x": 1.0}, r"job 'a': compute_s must be"),
-    ([single_flow_job("a", 1.0, 5.0, ("x",), overlap=1.5)], {"x": 1.0},
-     r"job 'a': overlap must be a share between 0 and 1"),
-    ([Job("a", 1.0, (Flow("f", 5.0, ()),))], {"x": 1.0},
-     r"job 'a' flow 'f': expected at least one candidate path"),
-    ([single_flow_job("a", 1.0, 5.0, ("x",))], {"x": 0.0}, r"link 'x': bandwidth must be"),
-    ([single_flow_job("a", 1.0, 5.0, ("x",)), single_flow_job("a", 1.0, 5.0, ("x",))],
-     {"x": 1.0}, r"job name 'a' is used twice"),
-])
+@pytest.mark.parametrize(
+    "jobs, bandwidth, message",
+    [
+        (
+            [single_flow_job("a", 1.0, -5.0, ("x",))],
+            {"x": 1.0},
+            r"job 'a' flow 'f': bytes must be a positive number",
+        ),
+        (
+            [single_flow_job("a", 1.0, 5.0, ("x", "nope"))],
+            {"x": 1.0},
+            r"job 'a' flow 'f': path \['x', 'nope'\] uses link 'nope', which has no bandwidth",
+        ),
+        ([Job("a", 1.0, ())], {"x": 1.0}, r"job 'a': expected at least one flow"),
+        ([single_flow_job("a", 0.0, 5.0, ("x",))], {"x": 1.0}, r"job 'a': compute_s must be"),
+        (
+            [single_flow_job("a", 1.0, 5.0, ("x",), overlap=1.5)],
+            {"x": 1.0},
+            r"job 'a': overlap must be a share between 0 and 1",
+        ),
+        (
+            [Job("a", 1.0, (Flow("f", 5.0, ()),))],
+            {"x": 1.0},
+            r"job 'a' flow 'f': expected at least one candidate path",
+        ),
+        ([single_flow_job("a", 1.0, 5.0, ("x",))], {"x": 0.0}, r"link 'x': bandwidth must be"),
+        (
+            [single_flow_job("a", 1.0, 5.0, ("x",)), single_flow_job("a", 1.0, 5.0, ("x",))],
+            {"x": 1.0},
+            r"job name 'a' is used twice",
+        ),
+    ],
+)
 def test_bad_input_is_refused_on_one_line(jobs, bandwidth, message):
     with pytest.raises(ValueError, match=message) as caught:
         plan(jobs, bandwidth, levels=2)

@@ -1,4 +1,5 @@
 """Expectations: bounds, missing measurements, untrustworthy runs."""
+
 import pytest
 
 from testbed.results.expectations import all_passed, evaluate, expected_text
@@ -7,10 +8,18 @@ from testbed.results.trust import is_trustworthy
 METRICS = {
     "flows": {},
     "hosts": {
-        "h0": {"flows": ["h0->h2#1"], "mean_mbit": 39.5, "max_silence_s": 0.3,
-               "fault_throughput_ratio": 0.52},
-        "h1": {"flows": ["h1->h2#1"], "mean_mbit": 20.0, "max_silence_s": 5.3,
-               "fault_throughput_ratio": None},
+        "h0": {
+            "flows": ["h0->h2#1"],
+            "mean_mbit": 39.5,
+            "max_silence_s": 0.3,
+            "fault_throughput_ratio": 0.52,
+        },
+        "h1": {
+            "flows": ["h1->h2#1"],
+            "mean_mbit": 20.0,
+            "max_silence_s": 5.3,
+            "fault_throughput_ratio": None,
+        },
     },
     "overall": {"mean_mbit": 59.5, "max_silence_s": 5.3, "fault_throughput_ratio": 0.75},
     "fidelity": {"links": {}, "min": 0.97},
@@ -46,11 +55,10 @@ def test_max_bound_fails_with_reason():
 
 
 def test_range_and_inclusive_bounds():
-    assert one({"name": "m", "metric": "mean_throughput_mbit", "host": "h1",
-                "min": 20, "max": 20})["passed"]
+    assert one({"name": "m", "metric": "mean_throughput_mbit", "host": "h1", "min": 20, "max": 20})["passed"]
     r = one({"name": "m", "metric": "mean_throughput_mbit", "min": 9, "max": 11})
     assert r["expected"] == "in [9, 11]" and not r["passed"]
-    assert r["measured"] == pytest.approx(59.5)      # no host: overall value
+    assert r["measured"] == pytest.approx(59.5)  # no host: overall value
 
 
 def test_overall_ratio_without_host():
@@ -81,14 +89,18 @@ def test_fidelity_metric():
 
 
 def test_untrustworthy_run_never_passes():
-    results = evaluate([
-        {"name": "good", "metric": "fault_throughput_ratio", "host": "h0", "min": 0.45},
-        {"name": "bad", "metric": "max_silence_s", "host": "h1", "max": 1.0},
-    ], METRICS, trustworthy=False)
+    results = evaluate(
+        [
+            {"name": "good", "metric": "fault_throughput_ratio", "host": "h0", "min": 0.45},
+            {"name": "bad", "metric": "max_silence_s", "host": "h1", "max": 1.0},
+        ],
+        METRICS,
+        trustworthy=False,
+    )
     assert [r["status"] for r in results] == ["untrustworthy", "untrustworthy"]
     assert all(r["passed"] is False and r["trustworthy"] is False for r in results)
     assert "would pass" in results[0]["reason"]
-    assert results[0]["measured"] == pytest.approx(0.52)   # still reported
+    assert results[0]["measured"] == pytest.approx(0.52)  # still reported
     assert not all_passed(results)
 
 

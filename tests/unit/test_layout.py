@@ -1,6 +1,9 @@
 """The package layout keeps data flowing one way: fabric -> emulation ->
-drill -> results, the capacity plan on the pure fabric and results,
-controllers and traffic beside them importing only the pure fabric. Read from the import statements of every module."""
+drill -> results, the capacity plan on the pure fabric and results, the
+pure scheduling (Crux, placement) on the pure fabric alone, and controllers
+and traffic beside them importing only the pure fabric and scheduling. Read
+from the import statements of every module."""
+
 import ast
 from pathlib import Path
 
@@ -9,19 +12,45 @@ PACKAGES = ("testbed", "controllers", "traffic")
 
 # package (as a dotted prefix) -> project packages it must never import
 FORBIDDEN = {
-    "testbed.fabric": ("testbed.emulation", "testbed.drill", "testbed.results", "testbed.plan",
-                       "testbed.cli", "controllers", "traffic"),
-    "testbed.emulation": ("testbed.drill", "testbed.results", "testbed.plan", "testbed.cli",
-                          "controllers"),
-    "testbed.results": ("testbed.emulation", "testbed.drill", "testbed.plan", "testbed.cli",
-                        "controllers"),
+    "testbed.fabric": (
+        "testbed.emulation",
+        "testbed.drill",
+        "testbed.results",
+        "testbed.plan",
+        "testbed.cli",
+        "controllers",
+        "traffic",
+    ),
+    "testbed.schedule": (
+        "testbed.emulation",
+        "testbed.drill",
+        "testbed.results",
+        "testbed.plan",
+        "testbed.cli",
+        "controllers",
+        "traffic",
+    ),
+    "testbed.emulation": ("testbed.drill", "testbed.results", "testbed.plan", "testbed.cli", "controllers"),
+    "testbed.results": ("testbed.emulation", "testbed.drill", "testbed.plan", "testbed.cli", "controllers"),
     "testbed.plan": ("testbed.emulation", "testbed.drill", "testbed.cli", "controllers"),
     "testbed.drill": ("testbed.cli", "controllers"),
     "testbed.cli": ("controllers",),
-    "controllers": ("testbed.emulation", "testbed.drill", "testbed.results", "testbed.plan",
-                    "testbed.cli", "traffic"),
-    "traffic": ("testbed.emulation", "testbed.drill", "testbed.results", "testbed.plan",
-                "testbed.cli", "controllers"),
+    "controllers": (
+        "testbed.emulation",
+        "testbed.drill",
+        "testbed.results",
+        "testbed.plan",
+        "testbed.cli",
+        "traffic",
+    ),
+    "traffic": (
+        "testbed.emulation",
+        "testbed.drill",
+        "testbed.results",
+        "testbed.plan",
+        "testbed.cli",
+        "controllers",
+    ),
 }
 
 
@@ -43,7 +72,7 @@ def imported(module, source, is_package=False):
             base = node.module or ""
             if node.level:
                 parts = package.split(".")
-                parts = parts[:len(parts) - node.level + 1]
+                parts = parts[: len(parts) - node.level + 1]
                 base = ".".join(parts + ([base] if base else []))
             names += [base] + [f"{base}.{alias.name}" for alias in node.names]
     return names
@@ -59,9 +88,16 @@ def test_imports_point_one_way():
         seen += 1
         rules = [bad for owner, bad in FORBIDDEN.items() if _within(module, owner)]
         names = imported(module, path.read_text(encoding="utf-8"), path.name == "__init__.py")
-        wrong += sorted({f"{module} imports {name}" for name in names for bad in rules
-                         for prefix in bad if _within(name, prefix)})
-    assert seen > 40   # the walk found the project's modules
+        wrong += sorted(
+            {
+                f"{module} imports {name}"
+                for name in names
+                for bad in rules
+                for prefix in bad
+                if _within(name, prefix)
+            }
+        )
+    assert seen > 40  # the walk found the project's modules
     assert not wrong, "; ".join(wrong)
 
 
@@ -71,3 +107,10 @@ def test_the_rule_sees_relative_and_absolute_imports():
     assert "testbed.drill.runner" in names and "controllers.routing" in names
     names = imported("testbed.fabric", "from .paths import trace\n", is_package=True)
     assert "testbed.fabric.paths.trace" in names
+
+
+def test_a_wrong_arrow_is_caught():
+    # The shared scheduling code importing the controller is exactly what the rule forbids.
+    names = imported("testbed.schedule.placement", "from controllers import openflow\n")
+    rules = [bad for owner, bad in FORBIDDEN.items() if _within("testbed.schedule.placement", owner)]
+    assert any(_within(n, prefix) for n in names for bad in rules for prefix in bad)

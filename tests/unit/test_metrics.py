@@ -1,10 +1,20 @@
 """Metrics on synthetic series: silence, outage windows, before/during/after."""
+
 import pytest
 
 from testbed.results.expectations import evaluate
-from testbed.results.flows import (Fault, Flow, Series, aggregate, compute_metrics,
-                             fault_periods, fault_windows, link_outages,
-                             max_silence_s, window_mean)
+from testbed.results.flows import (
+    Fault,
+    Flow,
+    Series,
+    aggregate,
+    compute_metrics,
+    fault_periods,
+    fault_windows,
+    link_outages,
+    max_silence_s,
+    window_mean,
+)
 
 DT = 0.1
 
@@ -16,22 +26,33 @@ def times(seconds, dt=DT):
 
 def rate(t, mbit, silent=(), dt=DT):
     """`mbit` everywhere except samples lying inside a (start, end) in `silent`."""
+
     def quiet(ti):
         return any(ti - dt >= s - 1e-9 and ti <= e + 1e-9 for s, e in silent)
+
     return [0.0 if quiet(ti) else float(mbit) for ti in t]
 
 
 def down(link, at, applied=None):
-    return {"at": at, "applied_at": at if applied is None else applied,
-            "action": "link-down", "link": list(link)}
+    return {
+        "at": at,
+        "applied_at": at if applied is None else applied,
+        "action": "link-down",
+        "link": list(link),
+    }
 
 
 def up(link, at, applied=None):
-    return {"at": at, "applied_at": at if applied is None else applied,
-            "action": "link-up", "link": list(link)}
+    return {
+        "at": at,
+        "applied_at": at if applied is None else applied,
+        "action": "link-up",
+        "link": list(link),
+    }
 
 
 # ---------------------------------------------------------------- silence
+
 
 def test_silence_of_a_drop_to_zero():
     t = times(10)
@@ -69,6 +90,7 @@ def test_flow_without_any_sample_has_no_silence_value():
 
 # ------------------------------------------------------------ fault windows
 
+
 def test_windows_pair_down_and_up_of_the_same_link_in_either_order():
     faults = [down(("s0", "t0"), 5, 5.02), up(("t0", "s0"), 10, 10.03)]
     assert fault_windows(faults, 20) == [(5.02, 10.03)]
@@ -85,10 +107,14 @@ def test_link_down_without_link_up_lasts_to_the_end():
 
 
 def test_windows_of_several_links_and_repeated_edges():
-    faults = [down(("a", "b"), 2), down(("a", "b"), 3),      # second down: no-op
-              down(("c", "d"), 4), up(("a", "b"), 6),
-              up(("x", "y"), 7),                             # never down: no-op
-              up(("c", "d"), 8)]
+    faults = [
+        down(("a", "b"), 2),
+        down(("a", "b"), 3),  # second down: no-op
+        down(("c", "d"), 4),
+        up(("a", "b"), 6),
+        up(("x", "y"), 7),  # never down: no-op
+        up(("c", "d"), 8),
+    ]
     assert fault_windows(faults, 20) == [(2, 6), (4, 8)]
 
 
@@ -97,8 +123,10 @@ def test_no_faults_no_windows():
 
 
 def test_fault_dataclasses_are_accepted_too():
-    faults = [Fault(at=1, applied_at=1.1, action="link-down", link=("a", "b")),
-              Fault(at=2, applied_at=2.2, action="link-up", link=("b", "a"))]
+    faults = [
+        Fault(at=1, applied_at=1.1, action="link-down", link=("a", "b")),
+        Fault(at=2, applied_at=2.2, action="link-up", link=("b", "a")),
+    ]
     assert fault_windows(faults, 5) == [(1.1, 2.2)]
 
 
@@ -108,6 +136,7 @@ def test_periods_have_no_after_while_a_link_is_still_down():
 
 
 # ------------------------------------------------------------ series helpers
+
 
 def test_window_mean_takes_only_samples_fully_inside():
     t = times(3)
@@ -130,6 +159,7 @@ def test_aggregate_sums_present_values_only():
 
 # ------------------------------------------------------------ compute_metrics
 
+
 def two_host_drill():
     """h0 sends two 20 Mbit/s flows; the link under flow B fails 5 s..10 s.
 
@@ -137,16 +167,25 @@ def two_host_drill():
     h1 sends one 40 Mbit/s flow that the fault does not touch.
     """
     t = times(20)
-    series = {"interval_s": DT, "t": t, "flows": {
-        "h0->h2#1": rate(t, 20),
-        "h0->h3#1": rate(t, 20, silent=[(5.0, 10.3)]),
-        "h1->h2#1": rate(t, 40)}}
-    flows = {"h0->h2#1": {"src": "h0", "dst": "h2"},
-             "h0->h3#1": {"src": "h0", "dst": "h3"},
-             "h1->h2#1": {"src": "h1", "dst": "h2"}}
+    series = {
+        "interval_s": DT,
+        "t": t,
+        "flows": {
+            "h0->h2#1": rate(t, 20),
+            "h0->h3#1": rate(t, 20, silent=[(5.0, 10.3)]),
+            "h1->h2#1": rate(t, 40),
+        },
+    }
+    flows = {
+        "h0->h2#1": {"src": "h0", "dst": "h2"},
+        "h0->h3#1": {"src": "h0", "dst": "h3"},
+        "h1->h2#1": {"src": "h1", "dst": "h2"},
+    }
     faults = [down(("t0", "a0"), 5.0), up(("t0", "a0"), 10.0)]
-    fidelity = {"t0-a0": {"configured_mbit": 40, "achieved_mbit": 38},
-                "t1-a0": {"configured_mbit": 40, "achieved_mbit": 39.6}}
+    fidelity = {
+        "t0-a0": {"configured_mbit": 40, "achieved_mbit": 38},
+        "t1-a0": {"configured_mbit": 40, "achieved_mbit": 39.6},
+    }
     return compute_metrics(series, flows, faults, 20, fidelity)
 
 
@@ -172,14 +211,14 @@ def test_host_with_one_of_two_flows_silent_halves_its_throughput():
     assert h0["after_mbit"] == pytest.approx(40)
     assert h0["fault_throughput_ratio"] == pytest.approx(0.5)
     assert h0["max_silence_s"] == pytest.approx(5.3)
-    assert h0["recovery_s"] == pytest.approx(0.4)   # first full sample: (10.3, 10.4]
+    assert h0["recovery_s"] == pytest.approx(0.4)  # first full sample: (10.3, 10.4]
 
 
 def test_unaffected_host_and_overall():
     m = two_host_drill()
     h1 = m["hosts"]["h1"]
     assert h1["fault_throughput_ratio"] == pytest.approx(1.0)
-    assert h1["recovery_s"] == pytest.approx(0.1)   # already fine in the first sample
+    assert h1["recovery_s"] == pytest.approx(0.1)  # already fine in the first sample
     overall = m["overall"]
     assert overall["before_mbit"] == pytest.approx(80)
     assert overall["during_mbit"] == pytest.approx(60)
@@ -195,20 +234,26 @@ def test_fidelity_is_min_over_links():
 
 def test_fidelity_without_loaded_links_is_none():
     t = times(3)
-    m = compute_metrics({"interval_s": DT, "t": t, "flows": {"f": rate(t, 5)}},
-                        {"f": {"src": "a", "dst": "b"}}, [], 3, {})
+    m = compute_metrics(
+        {"interval_s": DT, "t": t, "flows": {"f": rate(t, 5)}}, {"f": {"src": "a", "dst": "b"}}, [], 3, {}
+    )
     assert m["fidelity"] == {"links": {}, "min": None}
-    m = compute_metrics({"interval_s": DT, "t": t, "flows": {}}, {}, [], 3,
-                        {"x": {"configured_mbit": 10, "achieved_mbit": None}})
+    m = compute_metrics(
+        {"interval_s": DT, "t": t, "flows": {}},
+        {},
+        [],
+        3,
+        {"x": {"configured_mbit": 10, "achieved_mbit": None}},
+    )
     assert m["fidelity"]["min"] is None
 
 
 def test_no_faults_leaves_fault_metrics_empty():
     t = times(6)
-    series = Series(DT, t, {"f": [5.0] * 10 + [40.0] * 50})   # slow first second
+    series = Series(DT, t, {"f": [5.0] * 10 + [40.0] * 50})  # slow first second
     m = compute_metrics(series, [Flow("f", "a", "b")], [], 6, {})
     host = m["hosts"]["a"]
-    assert host["before_mbit"] == pytest.approx(40)           # warmup skipped
+    assert host["before_mbit"] == pytest.approx(40)  # warmup skipped
     assert host["during_mbit"] is None and host["after_mbit"] is None
     assert host["fault_throughput_ratio"] is None and host["recovery_s"] is None
     assert m["outages"] == []
@@ -217,8 +262,7 @@ def test_no_faults_leaves_fault_metrics_empty():
 def test_link_down_without_link_up():
     t = times(10)
     series = {"interval_s": DT, "t": t, "flows": {"f": rate(t, 40, silent=[(4, 10)])}}
-    m = compute_metrics(series, [{"id": "f", "src": "a", "dst": "b"}],
-                        [down(("a", "t0"), 4)], 10, {})
+    m = compute_metrics(series, [{"id": "f", "src": "a", "dst": "b"}], [down(("a", "t0"), 4)], 10, {})
     host = m["hosts"]["a"]
     assert host["during_mbit"] == pytest.approx(0)
     assert host["fault_throughput_ratio"] == pytest.approx(0)
@@ -231,23 +275,30 @@ def test_settle_margin_hides_the_rerouting_transient():
     # A 0.5 s dip right after each edge; steady 30 Mbit/s on the backup path.
     values = [40.0 if ti <= 4 or ti > 9 else 30.0 for ti in t]
     values = [0.0 if (4 < ti <= 4.5) or (8 < ti <= 8.5) else v for ti, v in zip(t, values)]
-    m = compute_metrics({"interval_s": DT, "t": t, "flows": {"f": values}},
-                        {"f": {"src": "a", "dst": "b"}},
-                        [down(("a", "b"), 4), up(("a", "b"), 8)], 12, {})
+    m = compute_metrics(
+        {"interval_s": DT, "t": t, "flows": {"f": values}},
+        {"f": {"src": "a", "dst": "b"}},
+        [down(("a", "b"), 4), up(("a", "b"), 8)],
+        12,
+        {},
+    )
     host = m["hosts"]["a"]
     assert host["during_mbit"] == pytest.approx(30)
     assert host["fault_throughput_ratio"] == pytest.approx(0.75)
-    assert host["after_mbit"] == pytest.approx(40)            # samples (9, 12]
-    assert host["recovery_s"] == pytest.approx(1.1)           # 40 again in (9.0, 9.1]
+    assert host["after_mbit"] == pytest.approx(40)  # samples (9, 12]
+    assert host["recovery_s"] == pytest.approx(1.1)  # 40 again in (9.0, 9.1]
 
 
 def test_late_and_short_flows_are_padded_with_none():
     t = times(10)
-    series = {"interval_s": DT, "t": t, "flows": {
-        "early": [10.0] * 100,
-        "late": [None] * 30 + [10.0] * 40}}               # starts at 3 s, ends at 7 s
-    m = compute_metrics(series, {"early": {"src": "a", "dst": "b"},
-                                 "late": {"src": "a", "dst": "c"}}, [], 10, {})
+    series = {
+        "interval_s": DT,
+        "t": t,
+        "flows": {"early": [10.0] * 100, "late": [None] * 30 + [10.0] * 40},
+    }  # starts at 3 s, ends at 7 s
+    m = compute_metrics(
+        series, {"early": {"src": "a", "dst": "b"}, "late": {"src": "a", "dst": "c"}}, [], 10, {}
+    )
     assert m["flows"]["late"]["mean_mbit"] == pytest.approx(10)
     assert m["flows"]["late"]["max_silence_s"] == 0
     assert m["hosts"]["a"]["mean_mbit"] == pytest.approx((10 * 60 + 20 * 40) / 100)
@@ -256,8 +307,9 @@ def test_late_and_short_flows_are_padded_with_none():
 def test_flow_that_never_sends():
     t = times(5)
     series = {"interval_s": DT, "t": t, "flows": {"dead": [0.0] * 50, "none": []}}
-    m = compute_metrics(series, {"dead": {"src": "a", "dst": "b"},
-                                 "none": {"src": "c", "dst": "d"}}, [], 5, {})
+    m = compute_metrics(
+        series, {"dead": {"src": "a", "dst": "b"}, "none": {"src": "c", "dst": "d"}}, [], 5, {}
+    )
     assert m["flows"]["dead"]["max_silence_s"] == pytest.approx(5.0)
     assert m["flows"]["dead"]["mean_mbit"] == 0
     assert m["flows"]["none"]["max_silence_s"] is None
@@ -276,14 +328,18 @@ def test_flows_missing_from_the_flow_list_still_count_overall():
 
 def test_parallel_links_have_their_own_outages():
     from testbed.results.flows import fault_windows
-    faults = [{"at": 2, "applied_at": 2.0, "action": "link-down", "link": ["d0b0", "d1b0"], "index": 0},
-              {"at": 4, "applied_at": 4.0, "action": "link-down", "link": ["d0b0", "d1b0"], "index": 1},
-              {"at": 6, "applied_at": 6.0, "action": "link-up", "link": ["d1b0", "d0b0"], "index": 0},
-              {"at": 8, "applied_at": 8.0, "action": "link-up", "link": ["d0b0", "d1b0"], "index": 1}]
+
+    faults = [
+        {"at": 2, "applied_at": 2.0, "action": "link-down", "link": ["d0b0", "d1b0"], "index": 0},
+        {"at": 4, "applied_at": 4.0, "action": "link-down", "link": ["d0b0", "d1b0"], "index": 1},
+        {"at": 6, "applied_at": 6.0, "action": "link-up", "link": ["d1b0", "d0b0"], "index": 0},
+        {"at": 8, "applied_at": 8.0, "action": "link-up", "link": ["d0b0", "d1b0"], "index": 1},
+    ]
     assert sorted(fault_windows(faults, 10)) == [(2.0, 6.0), (4.0, 8.0)]
 
 
 # ------------------------------------------------------------ recovery
+
 
 def single_tor_drill(resume_at):
     """s0h0's one 40 Mbit/s flow over a 30 s run; its only link is down from
@@ -291,13 +347,18 @@ def single_tor_drill(resume_at):
     t = times(30)
     silent_until = 30 if resume_at is None else resume_at
     series = {"interval_s": DT, "t": t, "flows": {"f": rate(t, 40, silent=[(5, silent_until)])}}
-    return compute_metrics(series, {"f": {"src": "s0h0", "dst": "s1h0"}},
-                           [down(("s0h0", "t0"), 5), up(("s0h0", "t0"), 15)], 30, {})
+    return compute_metrics(
+        series,
+        {"f": {"src": "s0h0", "dst": "s1h0"}},
+        [down(("s0h0", "t0"), 5), up(("s0h0", "t0"), 15)],
+        30,
+        {},
+    )
 
 
 def test_traffic_back_after_the_back_off_has_recovered():
     host = single_tor_drill(resume_at=24.2)["hosts"]["s0h0"]
-    assert host["recovered_throughput_ratio"] == pytest.approx(1.0)   # last 5 s: (25, 30]
+    assert host["recovered_throughput_ratio"] == pytest.approx(1.0)  # last 5 s: (25, 30]
     assert host["max_silence_s"] == pytest.approx(19.2)
 
 
@@ -319,12 +380,12 @@ def test_a_late_resume_counts_only_the_share_of_the_window_it_delivered():
 def test_no_recovery_ratio_without_a_link_up_or_a_baseline():
     t = times(10)
     series = {"interval_s": DT, "t": t, "flows": {"f": rate(t, 40, silent=[(4, 10)])}}
-    m = compute_metrics(series, [{"id": "f", "src": "a", "dst": "b"}],
-                        [down(("a", "t0"), 4)], 10, {})
+    m = compute_metrics(series, [{"id": "f", "src": "a", "dst": "b"}], [down(("a", "t0"), 4)], 10, {})
     assert m["hosts"]["a"]["recovered_throughput_ratio"] is None
     # the window never reaches back into the settle margin after the link-up
     t = times(16)
     series = {"interval_s": DT, "t": t, "flows": {"f": rate(t, 40, silent=[(5, 15.5)])}}
-    m = compute_metrics(series, [{"id": "f", "src": "a", "dst": "b"}],
-                        [down(("a", "t0"), 5), up(("a", "t0"), 15)], 16, {})
+    m = compute_metrics(
+        series, [{"id": "f", "src": "a", "dst": "b"}], [down(("a", "t0"), 5), up(("a", "t0"), 15)], 16, {}
+    )
     assert m["hosts"]["a"]["recovered_throughput_ratio"] is None

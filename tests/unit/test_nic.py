@@ -1,4 +1,5 @@
 """The agent's netlink route question and answer (pure byte layouts)."""
+
 import socket
 import struct
 
@@ -12,7 +13,7 @@ def test_route_request_carries_the_whole_five_tuple():
     attrs, off = {}, 16 + 12
     while off < len(msg):
         size, attr = struct.unpack_from("=HH", msg, off)
-        attrs[attr] = msg[off + 4:off + size]
+        attrs[attr] = msg[off + 4 : off + size]
         off += (size + 3) & ~3
     assert attrs[nic.RTA_DST] == socket.inet_aton("10.1.0.2")
     assert attrs[nic.RTA_SRC] == socket.inet_aton("10.0.0.1")
@@ -45,9 +46,9 @@ def test_fibmatch_request_sets_the_flag():
 def test_live_next_hops_leave_out_dead_and_link_down_ones():
     hops = b"".join(
         struct.pack("=HBBi", 16, flags, 0, oif) + nic._attr(5, socket.inet_aton("192.168.0.2"))
-        for flags, oif in ((0, 3), (nic.RTNH_F_DEAD | nic.RTNH_F_LINKDOWN, 4), (nic.RTNH_F_LINKDOWN, 5)))
-    reply = _reply(nic._attr(nic.RTA_DST, socket.inet_aton("10.1.0.0"))
-                   + nic._attr(nic.RTA_MULTIPATH, hops))
+        for flags, oif in ((0, 3), (nic.RTNH_F_DEAD | nic.RTNH_F_LINKDOWN, 4), (nic.RTNH_F_LINKDOWN, 5))
+    )
+    reply = _reply(nic._attr(nic.RTA_DST, socket.inet_aton("10.1.0.0")) + nic._attr(nic.RTA_MULTIPATH, hops))
     assert nic.route_live_oifs(reply) == {3}
     # a single next hop: its flags are the entry's own
     one = nic._attr(nic.RTA_OIF, (6).to_bytes(4, "little"))

@@ -1,142 +1,13 @@
 """OpenFlow 1.3 messages and the controller event shim, driven by fake
 datapaths and fake events (no sockets, no switches)."""
-import json
-from types import SimpleNamespace
 
 import pytest
+from app_harness import Harness, event, events, expected_tables, make_app, port
+from fakeoftable import OFP, PARSER, FakeDatapath, actions_of, installed_routes, installed_table, reparse
 from os_ken.lib.packet import arp, ether_types, ethernet, ipv4, packet
-from os_ken.ofproto import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
 
-from controllers import openflow, routing
-from testbed.fabric.build import build_fabric
+from controllers import openflow
 from testbed.fabric.paths import compute_routes
-
-OFP = ofproto_v1_3
-PARSER = ofproto_v1_3_parser
-
-
-class FakeDatapath:
-    """A switch's tables, driven by what the controller sends: every message
-    is encoded as a real datapath would before writing it to the socket,
-    then flow and group modifications are executed on the tables (OpenFlow
-    1.3 semantics: ADD replaces a flow of the same priority and match and
-    restarts its age, DELETE_STRICT removes one, DELETE removes all that
-    match). Each installed flow remembers when it was added (`born`)."""
-    ofproto = ofproto_v1_3
-    ofproto_parser = ofproto_v1_3_parser
-
-    def __init__(self, dpid):
-        self.id = dpid
-        self.sent = []
-        self.xid = 0
-        # (table, priority, match items) -> (match, instructions, cookie, born)
-        self.flows = {}
-        self.groups = {}    # group id -> (type, buckets)
-        self.clock = 0
-
-    def set_xid(self, msg):
-        self.xid += 1
-        msg.set_xid(self.xid)
-        return self.xid
-
-    def send_msg(self, msg):
-        if msg.xid is None:
-            self.set_xid(msg)
-        msg.serialize()
-        self.sent.append(msg)
-        self.clock += 1
-        if isinstance(msg, PARSER.OFPFlowMod):
-            self._flow_mod(msg)
-        elif isinstance(msg, PARSER.OFPGroupMod):
-            self._group_mod(msg)
-
-    def _flow_mod(self, m):
-        key = (m.table_id, m.priority, tuple(sorted(m.match.items())))
-        if m.command == OFP.OFPFC_ADD:
-            for inst in m.instructions:
-                for a in getattr(inst, "actions", []):
-                    if a.type == OFP.OFPAT_GROUP:
-                        assert a.group_id in self.groups, "flow sent before its group"
-            self.flows[key] = (m.match, m.instructions, m.cookie, self.clock)
-        elif m.command == OFP.OFPFC_DELETE_STRICT:
-            for k in [k for k in self.flows if k[1:] == key[1:]
-                      and m.table_id in (k[0], OFP.OFPTT_ALL)]:
-                del self.flows[k]
-        elif m.command == OFP.OFPFC_DELETE:
-            self.flows.clear()
-        else:
-            raise AssertionError(f"unexpected flow command {m.command}")
-
-    def _group_mod(self, m):
-        if m.command == OFP.OFPGC_ADD:
-            assert m.group_id not in self.groups, "group added twice"
-            self.groups[m.group_id] = (m.type, m.buckets)
-        elif m.command == OFP.OFPGC_DELETE:
-            self.groups.clear() if m.group_id == OFP.OFPG_ALL else self.groups.pop(m.group_id, None)
-        else:
-            raise AssertionError(f"unexpected group command {m.command}")
-
-    def forward(self, in_port, ip, dead, src="10.255.0.1", sport=0, dscp=0):
-        """Execute the tables on a UDP packet to `ip`: the ports it may leave
-        by (and its DSCP as it leaves, in `self.dscp_out`). Each table
-        applies its highest-priority matching flow (a miss drops), its
-        actions and then its goto; a select group may take any live bucket,
-        a fast-failover group the first live one. `dead`: ports whose link
-        is down."""
-        pkt = {"in_port": in_port, "eth_type": 0x0800, "ip_proto": 17, "ipv4_dst": ip,
-               "ipv4_src": src, "udp_src": sport, "ip_dscp": dscp}
-        self.dscp_out = None
-        table = 0
-        while True:
-            best = None
-            for (tid, prio, items), (_m, inst, _c, _b) in self.flows.items():
-                if tid == table and all(pkt.get(k) == v for k, v in items):
-                    if best is None or prio > best[0]:
-                        best = (prio, inst)
-            if best is None:
-                return []
-            outs, table = [], None
-            for inst in best[1]:
-                if inst.type == OFP.OFPIT_GOTO_TABLE:
-                    table = inst.table_id
-                    continue
-                for act in inst.actions:
-                    if act.type == OFP.OFPAT_OUTPUT:
-                        outs += [] if act.port in dead else [act.port]
-                    elif act.type == OFP.OFPAT_SET_FIELD:
-                        pkt[act.key] = act.value
-                    elif act.type == OFP.OFPAT_GROUP:
-                        gtype, buckets = self.groups[act.group_id]
-                        live = [b.actions[0].port for b in buckets if b.watch_port not in dead]
-                        outs += live[:1] if gtype == OFP.OFPGT_FF else live
-            if table is None:
-                self.dscp_out = pkt["ip_dscp"]
-                return outs
-
-    def flow_stats(self):
-        return [SimpleNamespace(table_id=tid, priority=prio, match=match, instructions=inst,
-                                cookie=cookie)
-                for (tid, prio, _), (match, inst, cookie, _born) in sorted(self.flows.items())
-                if cookie == openflow.COOKIE]
-
-    def group_desc(self):
-        return [SimpleNamespace(group_id=gid, type=t, buckets=b)
-                for gid, (t, b) in sorted(self.groups.items())]
-
-    def ages(self):
-        """When each flow was added: a flow deleted and added again is younger."""
-        return {key: born for key, (_m, _i, _c, born) in self.flows.items()}
-
-
-def reparse(dp, msg):
-    """Decode the bytes of an encoded message back into a message object."""
-    return ofproto_parser.msg(dp, OFP.OFP_VERSION, msg.msg_type, len(msg.buf), msg.xid, bytes(msg.buf))
-
-
-def actions_of(flow_mod):
-    (inst,) = flow_mod.instructions
-    assert inst.type == OFP.OFPIT_APPLY_ACTIONS
-    return inst.actions
 
 
 # --- openflow.py ------------------------------------------------------------------
@@ -179,16 +50,20 @@ def test_state_requests_ask_for_our_flows_and_all_groups():
 
 def test_messages_for_each_operation():
     dp = FakeDatapath(1)
-    ops = [("group_add", 3, ("select", (5, 6))),
-           ("flow_set", (None, "10.0.1.1"), ("group", 3)),
-           ("flow_set", (None, "10.0.0.1"), ("output", 2)),
-           ("flow_del", (None, "10.0.0.9"))]
+    ops = [
+        ("group_add", 3, ("select", (5, 6))),
+        ("flow_set", (None, "10.0.1.1"), ("group", 3)),
+        ("flow_set", (None, "10.0.0.1"), ("output", 2)),
+        ("flow_del", (None, "10.0.0.9")),
+    ]
     gm, via_group, via_port, delete = openflow.messages_for(dp, ops)
 
     assert isinstance(gm, PARSER.OFPGroupMod)
     assert (gm.command, gm.type, gm.group_id) == (OFP.OFPGC_ADD, OFP.OFPGT_SELECT, 3)
     assert [(b.watch_port, b.watch_group, b.weight) for b in gm.buckets] == [
-        (5, OFP.OFPG_ANY, 1), (6, OFP.OFPG_ANY, 1)]
+        (5, OFP.OFPG_ANY, 1),
+        (6, OFP.OFPG_ANY, 1),
+    ]
     assert [[a.port for a in b.actions] for b in gm.buckets] == [[5], [6]]
 
     for fm, ip in ((via_group, "10.0.1.1"), (via_port, "10.0.0.1")):
@@ -220,15 +95,20 @@ def test_messages_for_each_operation():
 
 def test_failover_groups_and_detours():
     dp = FakeDatapath(1)
-    ops = [("group_add", 4, ("ff", (3, 1, 2))),
-           ("flow_set", (None, "10.0.0.1"), ("group", 4)),
-           ("flow_set", (5, "10.0.0.1"), ("output", 6)),
-           ("flow_del", (5, "10.0.0.2"))]
+    ops = [
+        ("group_add", 4, ("ff", (3, 1, 2))),
+        ("flow_set", (None, "10.0.0.1"), ("group", 4)),
+        ("flow_set", (5, "10.0.0.1"), ("output", 6)),
+        ("flow_del", (5, "10.0.0.2")),
+    ]
     gm, route, detour, delete = openflow.messages_for(dp, ops)
     assert (gm.type, gm.group_id) == (OFP.OFPGT_FF, 4)
     # the order is the preference: the primary first
     assert [(b.watch_port, b.weight, b.actions[0].port) for b in gm.buckets] == [
-        (3, 0, 3), (1, 0, 1), (2, 0, 2)]
+        (3, 0, 3),
+        (1, 0, 1),
+        (2, 0, 2),
+    ]
     assert route.priority == openflow.PRIO_ROUTE
     assert detour.priority == openflow.PRIO_DETOUR > openflow.PRIO_ROUTE
     assert dict(detour.match.items()) == {"in_port": 5, "eth_type": 0x0800, "ipv4_dst": "10.0.0.1"}
@@ -251,121 +131,6 @@ def test_messages_for_rejects_an_unknown_operation():
 
 
 # --- the event shim -------------------------------------------------------------------
-def installed_table(dp):
-    """What the fake switch's routing table holds, in routing.wanted_table's
-    terms: {match: ("ecmp" | "failover", ports)}."""
-    table = {}
-    for (tid, prio, items), (match, inst, _cookie, _born) in dp.flows.items():
-        if tid != openflow.TABLE_ROUTE:
-            continue
-        fields = dict(items)
-        assert ("in_port" in fields) == (prio == openflow.PRIO_DETOUR)
-        assert ("udp_src" in fields) == (prio == openflow.PRIO_PIN)
-        if prio == openflow.PRIO_PIN:
-            key = (None, fields["ipv4_dst"], fields["ipv4_src"], fields["udp_src"])
-        else:
-            key = (fields.get("in_port"), fields["ipv4_dst"])
-        (act,) = inst[0].actions
-        if act.type == OFP.OFPAT_GROUP:
-            gtype, buckets = dp.groups[act.group_id]
-            assert all(b.watch_port == b.actions[0].port for b in buckets)
-            ports = tuple(b.actions[0].port for b in buckets)
-            kind = {OFP.OFPGT_SELECT: routing.ECMP, OFP.OFPGT_FF: routing.FAILOVER}[gtype]
-            table[key] = (kind, ports)
-        else:
-            table[key] = (routing.ECMP, (act.port,))
-    return table
-
-
-def installed_routes(dp):
-    """The plain routes the fake switch holds: {ip: next hops}, the primary
-    only where a fast-failover group holds backups."""
-    return {ip: ports[:1] if kind == routing.FAILOVER else ports
-            for (in_port, ip, *pin), (kind, ports) in installed_table(dp).items()
-            if in_port is None and not pin}
-
-
-def expected_tables(fabric, down=frozenset()):
-    routes = compute_routes(fabric, set(down))
-    return {s.name: routing.wanted_table(routes, s.name) for s in fabric.switches()}
-
-
-def port(no, up=True, admin_down=False):
-    return SimpleNamespace(port_no=no, state=0 if up else OFP.OFPPS_LINK_DOWN,
-                           config=OFP.OFPPC_PORT_DOWN if admin_down else 0)
-
-
-def event(**msg):
-    return SimpleNamespace(msg=SimpleNamespace(**msg))
-
-
-def events(capsys):
-    return [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
-
-
-class Harness:
-    def __init__(self, fabric, app):
-        self.fabric, self.app = fabric, app
-        self.dps = {s.name: FakeDatapath(s.dpid) for s in fabric.switches()}
-        self.marks = {name: 0 for name in self.dps}
-        self.dead = set()     # (switch, port) that port_desc reports down
-
-    def features(self, name, answer=True):
-        """The switch connects; `answer`: it replies to the state requests."""
-        self.app.on_features(event(datapath=self.dps[name]))
-        if answer:
-            self.answer_state(name)
-
-    def answer_state(self, name):
-        dp = self.dps[name]
-        self.app.on_flow_stats(event(datapath=dp, body=dp.flow_stats(), flags=0))
-        self.app.on_group_desc(event(datapath=dp, body=dp.group_desc(), flags=0))
-
-    def port_desc(self, name):
-        ports = sorted({l.end(name).port for l in self.fabric.links_of(name)})
-        body = [port(p, (name, p) not in self.dead) for p in ports] + [port(OFP.OFPP_LOCAL, up=False)]
-        self.app.on_port_desc(event(datapath=self.dps[name], body=body))
-
-    def port_status(self, name, no, up=True, reason=OFP.OFPPR_MODIFY, admin_down=False):
-        self.app.on_port_status(event(datapath=self.dps[name], reason=reason,
-                                      desc=port(no, up, admin_down)))
-
-    def barrier(self, name, xid):
-        self.app.on_barrier(event(datapath=self.dps[name], xid=xid))
-
-    def last_barrier_xid(self, name):
-        last = self.dps[name].sent[-1]
-        assert isinstance(last, PARSER.OFPBarrierRequest)
-        return last.xid
-
-    def ack_all(self):
-        for name in self.dps:
-            self.barrier(name, self.last_barrier_xid(name))
-
-    def mark(self):
-        """Start a new window for `new`; the full history stays in `sent`."""
-        self.marks = {name: len(dp.sent) for name, dp in self.dps.items()}
-
-    def new(self, name):
-        return self.dps[name].sent[self.marks[name]:]
-
-    def connect(self):
-        for name in self.dps:
-            self.features(name)
-        for name in self.dps:
-            self.port_desc(name)
-        self.ack_all()
-
-
-def make_app(tmp_path, monkeypatch, params):
-    from controllers.hpn_app import HpnController
-    fabric = build_fabric(params)
-    path = tmp_path / "fabric.json"
-    path.write_text(json.dumps(fabric.to_dict()))
-    monkeypatch.setenv("HPNLAB_FABRIC", str(path))
-    return Harness(fabric, HpnController())
-
-
 @pytest.fixture
 def hpn(tmp_path, monkeypatch):
     return make_app(tmp_path, monkeypatch, {"kind": "hpn"})
@@ -378,14 +143,23 @@ def test_bring_up_programs_every_switch_and_reports_routes(hpn, capsys):
         sent = hpn.dps[name].sent
         # the switch is asked what it holds; nothing is wiped; it held
         # nothing, so table 0's ARP and next-table flows are added
-        assert [type(m) for m in sent] == [PARSER.OFPFlowStatsRequest, PARSER.OFPGroupDescStatsRequest,
-                                           PARSER.OFPPortDescStatsRequest, PARSER.OFPFlowMod,
-                                           PARSER.OFPFlowMod]
+        assert [type(m) for m in sent] == [
+            PARSER.OFPFlowStatsRequest,
+            PARSER.OFPGroupDescStatsRequest,
+            PARSER.OFPPortDescStatsRequest,
+            PARSER.OFPFlowMod,
+            PARSER.OFPFlowMod,
+        ]
         assert sent[3].priority == openflow.PRIO_ARP and sent[3].command == OFP.OFPFC_ADD
         assert sent[4].priority == openflow.PRIO_NEXT and sent[4].command == OFP.OFPFC_ADD
-    assert events(capsys) == [e for n in names for e in (
-        {"event": "switch", "name": n},
-        {"event": "adopted", "switch": n, "routes": 0, "groups": 0, "removed": 0})]
+    assert events(capsys) == [
+        e
+        for n in names
+        for e in (
+            {"event": "switch", "name": n},
+            {"event": "adopted", "switch": n, "routes": 0, "groups": 0, "removed": 0},
+        )
+    ]
 
     # nothing is programmed until every switch has told us its ports
     for name in names[:-1]:
@@ -409,10 +183,13 @@ def test_bring_up_programs_every_switch_and_reports_routes(hpn, capsys):
     # an aggregation switch: one fast-failover group per ToR below it
     agg = hpn.dps["a0n0"]
     assert sorted(t for t, _ in agg.groups.values()) == [OFP.OFPGT_FF] * 2
-    changes = sum(isinstance(m, (PARSER.OFPGroupMod, PARSER.OFPFlowMod))
-                  and m.table_id == openflow.TABLE_ROUTE if isinstance(m, PARSER.OFPFlowMod)
-                  else isinstance(m, PARSER.OFPGroupMod)
-                  for dp in hpn.dps.values() for m in dp.sent)
+    changes = sum(
+        isinstance(m, (PARSER.OFPGroupMod, PARSER.OFPFlowMod)) and m.table_id == openflow.TABLE_ROUTE
+        if isinstance(m, PARSER.OFPFlowMod)
+        else isinstance(m, PARSER.OFPGroupMod)
+        for dp in hpn.dps.values()
+        for m in dp.sent
+    )
     # the version is announced as computed, before any switch confirmed it
     assert events(capsys) == [{"event": "overrides", "version": 1, "host_overrides": {}}]
 
@@ -422,8 +199,9 @@ def test_bring_up_programs_every_switch_and_reports_routes(hpn, capsys):
         hpn.barrier(name, hpn.last_barrier_xid(name))
     assert events(capsys) == []
     hpn.barrier(names[-1], hpn.last_barrier_xid(names[-1]))
-    assert events(capsys) == [{"event": "routes", "version": 1, "down": [], "changes": changes,
-                               "host_overrides": {}}]
+    assert events(capsys) == [
+        {"event": "routes", "version": 1, "down": [], "changes": changes, "host_overrides": {}}
+    ]
     # a repeated reply reports nothing more
     hpn.barrier(names[-1], hpn.last_barrier_xid(names[-1]))
     assert events(capsys) == []
@@ -434,6 +212,7 @@ def test_a_restarted_controller_adopts_the_tables_and_changes_nothing(tmp_path, 
     reads them back and finds nothing to change: no flow is deleted and
     added again (each flow's age survives), no group is added."""
     from controllers.hpn_app import HpnController
+
     first = make_app(tmp_path, monkeypatch, {"kind": "hpn"})
     first.connect()
     before = {n: (dp.ages(), dict(dp.groups)) for n, dp in first.dps.items()}
@@ -441,7 +220,7 @@ def test_a_restarted_controller_adopts_the_tables_and_changes_nothing(tmp_path, 
     events(capsys)
 
     again = Harness(first.fabric, HpnController())
-    again.dps = first.dps              # the same switches, tables intact
+    again.dps = first.dps  # the same switches, tables intact
     again.mark()
     again.connect()
     evs = events(capsys)
@@ -451,8 +230,11 @@ def test_a_restarted_controller_adopts_the_tables_and_changes_nothing(tmp_path, 
     assert evs[-1]["event"] == "routes" and evs[-1]["changes"] == 0
     for name, dp in again.dps.items():
         assert [type(m) for m in again.new(name)] == [
-            PARSER.OFPFlowStatsRequest, PARSER.OFPGroupDescStatsRequest,
-            PARSER.OFPPortDescStatsRequest, PARSER.OFPBarrierRequest]
+            PARSER.OFPFlowStatsRequest,
+            PARSER.OFPGroupDescStatsRequest,
+            PARSER.OFPPortDescStatsRequest,
+            PARSER.OFPBarrierRequest,
+        ]
         assert (dp.ages(), dp.groups) == before[name]
         assert installed_table(dp) == routes[name]
 
@@ -466,37 +248,41 @@ def test_adoption_removes_strays_and_repairs_what_is_missing(hpn, capsys):
     dp = hpn.dps["t0r0k0"]
     arp_key = next(k for k in dp.flows if k[1] == openflow.PRIO_ARP)
     del dp.flows[arp_key]
-    gone = next(k for k in dp.flows if ("ipv4_dst", "10.0.0.1") in k[2]
-                and k[1] == openflow.PRIO_ROUTE)
+    gone = next(k for k in dp.flows if ("ipv4_dst", "10.0.0.1") in k[2] and k[1] == openflow.PRIO_ROUTE)
     del dp.flows[gone]
     dp.send_msg(openflow.messages_for(dp, [("flow_set", (None, "10.9.9.9"), ("output", 1))])[0])
     stray = openflow.messages_for(dp, [("flow_set", (None, "10.8.8.8"), ("output", 2))])[0]
     stray.priority = openflow.PRIO_ROUTE - 1
     dp.send_msg(stray)
-    kept = {k: v for k, v in dp.ages().items()
-            if not {("ipv4_dst", "10.9.9.9"), ("ipv4_dst", "10.8.8.8")} & set(k[2])}
+    kept = {
+        k: v
+        for k, v in dp.ages().items()
+        if not {("ipv4_dst", "10.9.9.9"), ("ipv4_dst", "10.8.8.8")} & set(k[2])
+    }
     # a copy of a kept route in the classifier table: a stray there, removed
     # without taking the route (same priority and match) in the route table
     twin = openflow.messages_for(dp, [("flow_set", (None, "10.0.0.2"), ("output", 1))])[0]
     twin.table_id = openflow.TABLE_CLASSIFY
     dp.send_msg(twin)
-    assert any(k[0] == openflow.TABLE_ROUTE for k in kept
-               if k[1:] == (openflow.PRIO_ROUTE, tuple(sorted(twin.match.items()))))
+    assert any(
+        k[0] == openflow.TABLE_ROUTE
+        for k in kept
+        if k[1:] == (openflow.PRIO_ROUTE, tuple(sorted(twin.match.items())))
+    )
     events(capsys)
 
     hpn.features("t0r0k0")
     (adopted,) = [e for e in events(capsys) if e["event"] == "adopted"]
-    assert adopted["removed"] == 2                  # the odd-priority flow and the twin
+    assert adopted["removed"] == 2  # the odd-priority flow and the twin
     # 7 right routes, 10.9.9.9 and the 8 detours
     assert adopted["routes"] == len(hpn.fabric.nics) + 8
     hpn.port_desc("t0r0k0")
     hpn.ack_all()
-    assert events(capsys)[-1]["changes"] == 2     # 10.0.0.1 back, 10.9.9.9 gone; nothing else
+    assert events(capsys)[-1]["changes"] == 2  # 10.0.0.1 back, 10.9.9.9 gone; nothing else
     assert installed_table(dp) == expected_tables(hpn.fabric)["t0r0k0"]
     assert any(k[1] == openflow.PRIO_ARP for k in dp.flows)
     assert not any(k[1] == openflow.PRIO_ROUTE - 1 for k in dp.flows)
-    assert not any(k[0] == openflow.TABLE_CLASSIFY and k[1] == openflow.PRIO_ROUTE
-                   for k in dp.flows)
+    assert not any(k[0] == openflow.TABLE_CLASSIFY and k[1] == openflow.PRIO_ROUTE for k in dp.flows)
     ages = dp.ages()
     assert all(ages[k] == born for k, born in kept.items())
 
@@ -516,8 +302,7 @@ def test_port_config_down_and_port_deletion_count_as_down(hpn, capsys, how):
     assert ev["down"] == [["t0r0k1", 2]]
     s0h1 = hpn.fabric.nic_by_ip("10.0.0.2")
     assert ev["host_overrides"]["s0h0"] == {s0h1.ip: ["s0h0-n0p0"]}
-    assert early == {"event": "overrides", "version": ev["version"],
-                     "host_overrides": ev["host_overrides"]}
+    assert early == {"event": "overrides", "version": ev["version"], "host_overrides": ev["host_overrides"]}
 
 
 def test_reserved_ports_are_ignored(hpn, capsys):
@@ -550,12 +335,17 @@ def test_port_status_from_an_unknown_datapath_does_not_block_routes(hpn, capsys)
     hpn.ack_all()
     assert events(capsys)[-1]["event"] == "routes"
 
+
 def arp_request(src_mac, src_ip, dst_ip):
     pkt = packet.Packet()
-    pkt.add_protocol(ethernet.ethernet(dst="ff:ff:ff:ff:ff:ff", src=src_mac,
-                                       ethertype=ether_types.ETH_TYPE_ARP))
-    pkt.add_protocol(arp.arp(opcode=arp.ARP_REQUEST, src_mac=src_mac, src_ip=src_ip,
-                             dst_mac="00:00:00:00:00:00", dst_ip=dst_ip))
+    pkt.add_protocol(
+        ethernet.ethernet(dst="ff:ff:ff:ff:ff:ff", src=src_mac, ethertype=ether_types.ETH_TYPE_ARP)
+    )
+    pkt.add_protocol(
+        arp.arp(
+            opcode=arp.ARP_REQUEST, src_mac=src_mac, src_ip=src_ip, dst_mac="00:00:00:00:00:00", dst_ip=dst_ip
+        )
+    )
     pkt.serialize()
     return bytes(pkt.data)
 
@@ -563,8 +353,15 @@ def arp_request(src_mac, src_ip, dst_ip):
 def packet_in(h, switch, in_port, data):
     dp = h.dps[switch]
     h.mark()
-    h.app.on_packet_in(event(datapath=dp, data=data, match=PARSER.OFPMatch(in_port=in_port),
-                             buffer_id=OFP.OFP_NO_BUFFER, reason=OFP.OFPR_ACTION))
+    h.app.on_packet_in(
+        event(
+            datapath=dp,
+            data=data,
+            match=PARSER.OFPMatch(in_port=in_port),
+            buffer_id=OFP.OFP_NO_BUFFER,
+            reason=OFP.OFPR_ACTION,
+        )
+    )
     return h.new(switch)
 
 
@@ -594,16 +391,25 @@ def test_packet_in_without_an_answer_sends_nothing(hpn):
     assert packet_in(hpn, "t0r0k0", 1, arp_request(src.mac, src.ip, "10.9.9.9")) == []
     # an ARP reply, not a request
     pkt = packet.Packet()
-    pkt.add_protocol(ethernet.ethernet(dst="02:00:0a:00:01:01", src=src.mac,
-                                       ethertype=ether_types.ETH_TYPE_ARP))
-    pkt.add_protocol(arp.arp(opcode=arp.ARP_REPLY, src_mac=src.mac, src_ip=src.ip,
-                             dst_mac="02:00:0a:00:01:01", dst_ip="10.0.1.1"))
+    pkt.add_protocol(
+        ethernet.ethernet(dst="02:00:0a:00:01:01", src=src.mac, ethertype=ether_types.ETH_TYPE_ARP)
+    )
+    pkt.add_protocol(
+        arp.arp(
+            opcode=arp.ARP_REPLY,
+            src_mac=src.mac,
+            src_ip=src.ip,
+            dst_mac="02:00:0a:00:01:01",
+            dst_ip="10.0.1.1",
+        )
+    )
     pkt.serialize()
     assert packet_in(hpn, "t0r0k0", 1, bytes(pkt.data)) == []
     # plain IPv4
     pkt = packet.Packet()
-    pkt.add_protocol(ethernet.ethernet(dst="02:00:0a:00:01:01", src=src.mac,
-                                       ethertype=ether_types.ETH_TYPE_IP))
+    pkt.add_protocol(
+        ethernet.ethernet(dst="02:00:0a:00:01:01", src=src.mac, ethertype=ether_types.ETH_TYPE_IP)
+    )
     pkt.add_protocol(ipv4.ipv4(src=src.ip, dst="10.0.1.1", proto=17))
     pkt.serialize()
     assert packet_in(hpn, "t0r0k0", 1, bytes(pkt.data)) == []
@@ -661,8 +467,7 @@ def test_the_switches_repair_an_agg_tor_link_before_the_controller_hears_of_it(h
                 arrived += 1
                 continue
             assert fabric.nodes[end.node].is_switch, end.node
-            outs = hpn.dps[end.node].forward(end.port, target.ip,
-                                               {p for n, p in dead if n == end.node})
+            outs = hpn.dps[end.node].forward(end.port, target.ip, {p for n, p in dead if n == end.node})
             assert outs, f"dropped at {end.node}"
             hops_seen.add(hops)
             frontier += [(far[(end.node, p)], hops + 1) for p in outs]
@@ -677,11 +482,15 @@ def test_a_switchs_replies_are_heard_before_os_ken_calls_it_ready():
     come first. Every reply the controller waits on is heard in CONFIG too."""
     from os_ken.controller import ofp_event
     from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER
+
     from controllers.hpn_app import HpnController
-    waited_on = {HpnController.on_flow_stats: ofp_event.EventOFPFlowStatsReply,
-                 HpnController.on_group_desc: ofp_event.EventOFPGroupDescStatsReply,
-                 HpnController.on_port_desc: ofp_event.EventOFPPortDescStatsReply,
-                 HpnController.on_barrier: ofp_event.EventOFPBarrierReply}
-    for handler, event in waited_on.items():
-        heard_in = set(handler.callers[event].dispatchers)
+
+    waited_on = {
+        HpnController.on_flow_stats: ofp_event.EventOFPFlowStatsReply,
+        HpnController.on_group_desc: ofp_event.EventOFPGroupDescStatsReply,
+        HpnController.on_port_desc: ofp_event.EventOFPPortDescStatsReply,
+        HpnController.on_barrier: ofp_event.EventOFPBarrierReply,
+    }
+    for handler, ev_class in waited_on.items():
+        heard_in = set(handler.callers[ev_class].dispatchers)
         assert {CONFIG_DISPATCHER, MAIN_DISPATCHER} <= heard_in, handler.__name__

@@ -1,6 +1,7 @@
 """Lossless classes: the model's XOFF/XON/headroom, the checks, the pause
 daemon's pure parts (netlink message, holds), the pause records and the
 agents' gaps that a pause explains."""
+
 import struct
 import textwrap
 
@@ -29,8 +30,11 @@ def _scenario(tmp_path, queues_text=LOSSLESS):
     (tmp_path / "s" / "topologies").mkdir(parents=True, exist_ok=True)
     (tmp_path / "s" / "topologies" / "t.yaml").write_text(open("topologies/single-tor-mini.yaml").read())
     path = tmp_path / "s" / "q.yaml"
-    path.write_text("name: q\ntopology: topologies/t.yaml\nduration: 5\n"
-                    + textwrap.dedent(queues_text) + "traffic:\n  - {src: s0h0, dst: s0h1}\n")
+    path.write_text(
+        "name: q\ntopology: topologies/t.yaml\nduration: 5\n"
+        + textwrap.dedent(queues_text)
+        + "traffic:\n  - {src: s0h0, dst: s0h1}\n"
+    )
     return path
 
 
@@ -63,7 +67,7 @@ def test_host_ports_of_a_lossless_class_never_drop_and_never_pause(tmp_path):
     assert roce.lossless and roce.limit == 0 and roce.xoff == 0
     lines = engine.class_lines("h-eth0", 40, f.mtu, [roce, _other])
     assert any("tbf" in l and f"limit {engine.UNLIMITED_FIFO}" in l for l in lines)
-    assert any(l.endswith("bfifo limit 0") for l in lines)       # the wake-up frames' class
+    assert any(l.endswith("bfifo limit 0") for l in lines)  # the wake-up frames' class
 
 
 def test_profile_with_pfc_survives_fabric_json(tmp_path):
@@ -72,13 +76,18 @@ def test_profile_with_pfc_survives_fabric_json(tmp_path):
     assert again == f.queues and again.classes[0].pfc.xon.seconds == 0.002
 
 
-@pytest.mark.parametrize("text, field, words", [
-    (LOSSLESS.replace("pfc: {}", "pfc: {xoff: 10ms, xon: 10ms}"), "queues.classes[0].pfc.xon",
-     "below xoff"),
-    (LOSSLESS.replace("pfc: {}", "pfc: {xoff: 100B}"), "queues.classes[0].pfc.xoff",
-     "a frame or more"),
-    (LOSSLESS.replace("pfc: {}", "pfc: {xof: 1ms}"), "queues.classes[0].pfc", "xof"),
-])
+@pytest.mark.parametrize(
+    "text, field, words",
+    [
+        (
+            LOSSLESS.replace("pfc: {}", "pfc: {xoff: 10ms, xon: 10ms}"),
+            "queues.classes[0].pfc.xon",
+            "below xoff",
+        ),
+        (LOSSLESS.replace("pfc: {}", "pfc: {xoff: 100B}"), "queues.classes[0].pfc.xoff", "a frame or more"),
+        (LOSSLESS.replace("pfc: {}", "pfc: {xof: 1ms}"), "queues.classes[0].pfc", "xof"),
+    ],
+)
 def test_bad_pfc_settings_are_one_line_naming_the_field(tmp_path, text, field, words):
     with pytest.raises(ConfigError) as err:
         load_scenario(_scenario(tmp_path, text))
@@ -90,19 +99,19 @@ def test_tbf_change_message_is_what_the_kernel_parses():
     msg = pfc.tbf_change(ifindex=7, minor=0x10, rate_bps=8, burst=9014, limit=50000)
     length, kind, flags, _seq, _pid = struct.unpack_from("=IHHII", msg)
     assert length == len(msg) and kind == pfc.RTM_NEWQDISC
-    assert flags == pfc.NLM_F_REQUEST | pfc.NLM_F_ACK          # a change: no create, no replace
+    assert flags == pfc.NLM_F_REQUEST | pfc.NLM_F_ACK  # a change: no create, no replace
     _fam, _p1, _p2, ifindex, handle, parent, _info = struct.unpack_from("=BBHiIII", msg, 16)
     assert (ifindex, handle, parent) == (7, 0x10 << 16, (1 << 16) | 0x10)
     attrs, off = {}, 36
     while off < len(msg):
         size, t = struct.unpack_from("=HH", msg, off)
-        attrs[t] = msg[off + 4:off + size]
+        attrs[t] = msg[off + 4 : off + size]
         off += (size + 3) & ~3
     assert attrs[pfc.TCA_KIND] == b"tbf\0"
     opts, inner, off = attrs[pfc.TCA_OPTIONS], {}, 0
     while off < len(opts):
         size, t = struct.unpack_from("=HH", opts, off)
-        inner[t] = opts[off + 4:off + size]
+        inner[t] = opts[off + 4 : off + size]
         off += (size + 3) & ~3
     _cell, linklayer, _ovh, _align, _mpu, rate = struct.unpack_from("=BBHhHI", inner[pfc.TCA_TBF_PARMS])
     assert (linklayer, rate) == (pfc.TC_LINKLAYER_ETHERNET, 8)
@@ -113,10 +122,10 @@ def test_tbf_change_message_is_what_the_kernel_parses():
 def test_a_link_is_paused_while_any_queue_holds_it_and_stale_asserts_are_ignored():
     h = pfc.Holds()
     link = (4, 0)
-    assert h.hold(queue=120, episode=1, link=link) is True     # first holder pauses
-    assert h.hold(queue=128, episode=3, link=link) is False    # already paused
-    assert h.release(queue=120, episode=1) == []                # 128 still holds it
-    assert h.release(queue=128, episode=3) == [link]            # now it resumes
+    assert h.hold(queue=120, episode=1, link=link) is True  # first holder pauses
+    assert h.hold(queue=128, episode=3, link=link) is False  # already paused
+    assert h.release(queue=120, episode=1) == []  # 128 still holds it
+    assert h.release(queue=128, episode=3) == [link]  # now it resumes
     # an assert of an episode already released (it raced the release) pauses nothing
     assert h.hold(queue=120, episode=1, link=link) is False
     assert h.hold(queue=120, episode=3, link=link) is True
@@ -124,20 +133,49 @@ def test_a_link_is_paused_while_any_queue_holds_it_and_stale_asserts_are_ignored
 
 def test_wake_frame_goes_to_the_mac_control_group_with_the_kick_ethertype():
     frame = pfc.wake_frame()
-    assert frame[:6] == pfc.KICK_DST and frame[0] & 1           # a group address: not accounted
+    assert frame[:6] == pfc.KICK_DST and frame[0] & 1  # a group address: not accounted
     assert struct.unpack("!H", frame[12:14])[0] == pfc.ETH_P_KICK and len(frame) == 60
 
 
-RAW = {"pauses": [
-    {"ifname": "s0h1-n0p0", "class": 0, "assert_ns": 10_000_000_000, "applied_ns": 10_000_100_000,
-     "release_ns": 10_040_000_000, "resumed_ns": 10_040_300_000, "first_ns": 10_040_500_000,
-     "backlog_at_resume": 9000, "departed_at_pause": 1000, "departed_at_resume": 10014},
-    {"ifname": "s0h2-n0p0", "class": 0, "assert_ns": 10_010_000_000, "applied_ns": 10_010_200_000,
-     "release_ns": 10_020_000_000, "resumed_ns": 10_020_100_000, "first_ns": 10_030_000_000,
-     "backlog_at_resume": 0, "departed_at_pause": 0, "departed_at_resume": 0},
-    {"ifname": "s0h1-n0p0", "class": 0, "assert_ns": 10_050_000_000, "applied_ns": 10_050_100_000,
-     "release_ns": None, "resumed_ns": None, "end_ns": 10_060_000_000},
-], "events": 5, "errors": []}
+RAW = {
+    "pauses": [
+        {
+            "ifname": "s0h1-n0p0",
+            "class": 0,
+            "assert_ns": 10_000_000_000,
+            "applied_ns": 10_000_100_000,
+            "release_ns": 10_040_000_000,
+            "resumed_ns": 10_040_300_000,
+            "first_ns": 10_040_500_000,
+            "backlog_at_resume": 9000,
+            "departed_at_pause": 1000,
+            "departed_at_resume": 10014,
+        },
+        {
+            "ifname": "s0h2-n0p0",
+            "class": 0,
+            "assert_ns": 10_010_000_000,
+            "applied_ns": 10_010_200_000,
+            "release_ns": 10_020_000_000,
+            "resumed_ns": 10_020_100_000,
+            "first_ns": 10_030_000_000,
+            "backlog_at_resume": 0,
+            "departed_at_pause": 0,
+            "departed_at_resume": 0,
+        },
+        {
+            "ifname": "s0h1-n0p0",
+            "class": 0,
+            "assert_ns": 10_050_000_000,
+            "applied_ns": 10_050_100_000,
+            "release_ns": None,
+            "resumed_ns": None,
+            "end_ns": 10_060_000_000,
+        },
+    ],
+    "events": 5,
+    "errors": [],
+}
 
 
 def test_pause_records_say_link_class_start_duration_and_reaction():
@@ -147,7 +185,7 @@ def test_pause_records_say_link_class_start_duration_and_reaction():
     assert first["start_s"] == pytest.approx(0.5) and first["duration_s"] == pytest.approx(0.04)
     assert first["in_force_s"] == pytest.approx(1e-4) and first["resume_s"] == pytest.approx(5e-4)
     assert first["let_by_bytes"] == 9014
-    assert "resume_s" not in recs[1]          # nothing waited upstream: no resume to measure
+    assert "resume_s" not in recs[1]  # nothing waited upstream: no resume to measure
     assert recs[2]["ended"] is False and recs[2]["duration_s"] == pytest.approx(0.01)
     s = pauses.summary(recs)
     assert s["pauses"] == 3 and s["links"]["s0h1-n0p0/roce"]["pauses"] == 2
@@ -160,12 +198,22 @@ def test_pause_records_say_link_class_start_duration_and_reaction():
 def test_late_gaps_inside_a_pause_are_not_lost_time_but_gaps_outside_are():
     paused = pauses.paused_intervals(RAW)
     assert paused["s0h1-n0p0"][0] == pytest.approx((10.0001, 10.0403))
-    gaps = [(10.01, 0.04),      # 0.0303 s of it inside the pause
-            (11.0, 0.02)]       # nowhere near a pause
-    agent = {"s0h1": {"pacing": {"tx_s": 1.0, "lost_s": 0.06, "late_packets": 2, "max_lag_s": 0.04,
-                                 "ports": {"s0h1-n0p0": {"tx_s": 1.0, "lost_s": 0.06, "packets": 100,
-                                                         "gaps": gaps}}},
-                      "jobs": [{"packets_sent": 100}]}}
+    gaps = [
+        (10.01, 0.04),  # 0.0303 s of it inside the pause
+        (11.0, 0.02),
+    ]  # nowhere near a pause
+    agent = {
+        "s0h1": {
+            "pacing": {
+                "tx_s": 1.0,
+                "lost_s": 0.06,
+                "late_packets": 2,
+                "max_lag_s": 0.04,
+                "ports": {"s0h1-n0p0": {"tx_s": 1.0, "lost_s": 0.06, "packets": 100, "gaps": gaps}},
+            },
+            "jobs": [{"packets_sent": 100}],
+        }
+    }
     g = trust.generator_metrics(agent, paused)
     port = g["ports"]["s0h1"]["s0h1-n0p0"]
     assert port["paused_s"] == pytest.approx(0.0303, abs=1e-4)
@@ -175,10 +223,10 @@ def test_late_gaps_inside_a_pause_are_not_lost_time_but_gaps_outside_are():
 
 def test_line_meter_notes_when_its_gaps_began_and_resyncs_on_a_held_queue():
     m = LineMeter(rate_bps=8000, max_gap_s=1.0)
-    m.sent(1000, now=0.0, backlogged=True)          # drains at 1.0
-    m.sent(1000, now=1.5, backlogged=True)          # 0.5 s late
+    m.sent(1000, now=0.0, backlogged=True)  # drains at 1.0
+    m.sent(1000, now=1.5, backlogged=True)  # 0.5 s late
     assert m.gaps == [(1.0, 0.5)] and m.lost_s == pytest.approx(0.5)
     assert m.idle_since(3.0)
-    m.still_queued(3.0)                             # the kernel still held frames: no gap
+    m.still_queued(3.0)  # the kernel still held frames: no gap
     m.sent(1000, now=3.0, backlogged=True)
     assert m.lost_s == pytest.approx(0.5) and m.resyncs == 1

@@ -1,5 +1,6 @@
 """Path enumeration, the job announcement, and where the controller places
 announced connections (ecmp versus precise), executed on fake switches."""
+
 import json
 import os
 import socket
@@ -8,25 +9,36 @@ import threading
 from collections import Counter
 
 import pytest
+from app_harness import events, make_app
+from fakeoftable import FakeDatapath, installed_table
 
-from controllers import channel, placement, routing
+from controllers import channel, routing
 from testbed.drill.announce import agent_pins, announcement, connections, fabric_links
 from testbed.emulation import jobchannel
 from testbed.fabric.build import build_fabric
 from testbed.fabric.paths import compute_routes, enumerate_paths
 from testbed.results.counters import egress_bytes, max_mean
+from testbed.schedule import placement
 from traffic import collectives
 from traffic.transfers import flow_sport
-
-from test_openflow_shim import FakeDatapath, events, installed_table, make_app
 
 CROSS = ["s0h0", "s1h0", "s0h1", "s1h1", "s0h2", "s1h2", "s0h3", "s1h3"]
 
 
 def job(name, hosts=CROSS, paths="ecmp", collective="ring", nbytes=1_000_000, port=None):
-    return {"name": name, "hosts": list(hosts), "collective": collective, "bytes": nbytes,
-            "groups": None, "port": port, "microbatches": 1, "compute_s": 0.1, "overlap": 0.0,
-            "dscp": 26, "paths": paths}
+    return {
+        "name": name,
+        "hosts": list(hosts),
+        "collective": collective,
+        "bytes": nbytes,
+        "groups": None,
+        "port": port,
+        "microbatches": 1,
+        "compute_s": 0.1,
+        "overlap": 0.0,
+        "dscp": 26,
+        "paths": paths,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +60,7 @@ def test_paths_per_plane_cover_every_equal_cost_branch(hpn):
             assert [fabric.nodes[s].plane for s, _ in hops] == [plane] * 3
             assert hops[-1][0] == f"t1r0k{plane}"
     # inside a segment: one path, through the ToR alone
-    assert enumerate_paths(fabric, routes, "s0h0-n0p0", fabric.nics_of("s0h1")[0].ip) == [
-        (("t0r0k0", 2),)]
+    assert enumerate_paths(fabric, routes, "s0h0-n0p0", fabric.nics_of("s0h1")[0].ip) == [(("t0r0k0", 2),)]
 
 
 def test_no_path_from_a_dead_port_or_to_an_unknown_address(hpn):
@@ -98,7 +109,7 @@ def test_precise_pins_every_connection_to_its_own_path(hpn):
     # a 5-tuple rule only where the route had a choice: the source ToR
     assert sorted(pins) == ["t0r0k0", "t0r0k1", "t1r0k0", "t1r0k1"]
     for switch, rules in pins.items():
-        for (dst, src, sport), ports in rules.items():
+        for (dst, _src, _sport), ports in rules.items():
             assert sorted(ports) == sorted(routes.tables[switch][dst]) and len(ports) == 2
 
 
@@ -112,17 +123,18 @@ def test_ecmp_pins_nothing_and_the_agents_hash(hpn):
 
 def test_a_job_pinned_to_one_nic_port_stays_in_that_plane(hpn):
     fabric, routes = hpn
-    answer, _, _ = placement.place(fabric, routes,
-                                announcement(fabric, [job("p", paths="precise", port=1)]))
+    answer, _, _ = placement.place(fabric, routes, announcement(fabric, [job("p", paths="precise", port=1)]))
     assert all(f["port"].endswith("p1") and f["candidates"] == 2 for f in answer["jobs"][0]["flows"])
 
 
 def test_precise_avoids_a_down_link_and_loads_the_emptiest_paths_first(hpn):
     fabric, _ = hpn
-    down = frozenset({("t0r0k0", 5)})          # t0r0k0's uplink to a0n0
+    down = frozenset({("t0r0k0", 5)})  # t0r0k0's uplink to a0n0
     routes = compute_routes(fabric, down)
-    two = announcement(fabric, [job("big", paths="precise", nbytes=4_000_000),
-                                job("small", paths="precise", nbytes=1_000_000)])
+    two = announcement(
+        fabric,
+        [job("big", paths="precise", nbytes=4_000_000), job("small", paths="precise", nbytes=1_000_000)],
+    )
     answer, _, _ = placement.place(fabric, routes, two, down)
     for j in answer["jobs"]:
         assert all("t0r0k0-e5" not in f["path"] for f in j["flows"])
@@ -153,10 +165,12 @@ def test_pins_run_in_the_switch_tables(hpn):
     answer, pins, _ = placement.place(fabric, routes, announcement(fabric, [job("p", paths="precise")]))
     dp = FakeDatapath(1)
     from controllers import openflow
+
     for m in openflow.base_flows(dp):
         dp.send_msg(m)
-    ops, _ = routing.diff_switch(routing.SwitchProgram(),
-                                 routing.wanted_table(routes, "t0r0k0", pins["t0r0k0"]))
+    ops, _ = routing.diff_switch(
+        routing.SwitchProgram(), routing.wanted_table(routes, "t0r0k0", pins["t0r0k0"])
+    )
     for m in openflow.messages_for(dp, ops):
         dp.send_msg(m)
     for (dst, src, sport), ports in pins["t0r0k0"].items():
@@ -168,8 +182,11 @@ def test_pins_run_in_the_switch_tables(hpn):
 
 # --- counters -------------------------------------------------------------------------
 def test_egress_bytes_and_max_mean():
-    samples = [(0.0, {"a": (0, 0, 0), "b": (10, 0, 0)}), (1.0, {"a": (50, 0, 0), "b": (20, 0, 0)}),
-               (2.0, {"a": (100, 0, 0), "b": (110, 0, 0)})]
+    samples = [
+        (0.0, {"a": (0, 0, 0), "b": (10, 0, 0)}),
+        (1.0, {"a": (50, 0, 0), "b": (20, 0, 0)}),
+        (2.0, {"a": (100, 0, 0), "b": (110, 0, 0)}),
+    ]
     assert egress_bytes(samples, ["a", "b", "c"]) == {"a": 100, "b": 100}
     assert egress_bytes(samples, ["a", "b"], 1.0, 2.0) == {"a": 50, "b": 90}
     assert max_mean({"a": 100, "b": 100}) == 1.0
@@ -248,6 +265,7 @@ def channel_app(tmp_path, monkeypatch):
         h = harness() if harness else make_app(tmp_path, monkeypatch, {"kind": "hpn"})
         opened.append(h.app)
         return h
+
     yield make
     for app in opened:
         app.channel.close()
@@ -259,7 +277,7 @@ def test_the_controller_answers_once_the_pins_are_acknowledged(tmp_path, channel
     events(capsys)
     jobs = announcement(h.fabric, [job("p", paths="precise"), job("e")])
     replies = announce_to(h.app, jobs)
-    assert replies == []                      # sent, not yet acknowledged
+    assert replies == []  # sent, not yet acknowledged
     (ev, early) = events(capsys)
     assert ev == {"event": "jobs", "jobs": 2, "flows": 16, "pinned": 8}
     h.ack_all()
@@ -269,24 +287,23 @@ def test_the_controller_answers_once_the_pins_are_acknowledged(tmp_path, channel
     # what the switches hold is what the answer says
     _, pins, _ = placement.place(h.fabric, compute_routes(h.fabric), jobs)
     for name, dp in h.dps.items():
-        assert installed_table(dp) == routing.wanted_table(compute_routes(h.fabric), name,
-                                                            pins.get(name))
+        assert installed_table(dp) == routing.wanted_table(compute_routes(h.fabric), name, pins.get(name))
     # the jobs are kept beside the socket, for the controller's own restart
     kept = json.loads((tmp_path / "jobs.sock.json").read_text())
     assert kept["announce"] == jobs
-    assert kept["paths"] == {"p": {f["name"]: f["path"] for f in answer["jobs"][0]["flows"]},
-                             "e": {}}
+    assert kept["paths"] == {"p": {f["name"]: f["path"] for f in answer["jobs"][0]["flows"]}, "e": {}}
     assert stat.S_IMODE(os.stat(tmp_path / "jobs.sock.json").st_mode) == 0o600
 
 
 @pytest.mark.parametrize("during_fault", [False, True])
-def test_a_restarted_controller_keeps_the_pins_without_touching_them(channel_app, capsys,
-                                                                    during_fault):
+def test_a_restarted_controller_keeps_the_pins_without_touching_them(channel_app, capsys, during_fault):
     """Also when it restarts while a fault has moved some connections: it
     places them as its predecessor did (from the paths kept beside the
     socket), not afresh."""
+    from app_harness import Harness
+
     from controllers.hpn_app import HpnController
-    from test_openflow_shim import Harness
+
     first = channel_app()
     first.connect()
     announce_to(first.app, announcement(first.fabric, [job("p", paths="precise")]))
@@ -295,7 +312,7 @@ def test_a_restarted_controller_keeps_the_pins_without_touching_them(channel_app
         first.dead.add(("a0n0", 1))
         first.port_status("a0n0", 1, up=False)
         first.ack_all()
-        assert first.app.answer != first.app.placed[frozenset()][0]   # something moved
+        assert first.app.answer != first.app.placed[frozenset()][0]  # something moved
     first.app.channel.close()
     before = {n: dp.ages() for n, dp in first.dps.items()}
     events(capsys)
@@ -309,7 +326,8 @@ def test_a_restarted_controller_keeps_the_pins_without_touching_them(channel_app
 
 
 def test_a_fault_moves_only_the_connections_it_breaks_and_mending_it_puts_them_back(
-        channel_app, capsys, monkeypatch):
+    channel_app, capsys, monkeypatch
+):
     h = channel_app()
     h.connect()
     announce_to(h.app, announcement(h.fabric, [job("p", paths="precise")]))
@@ -317,15 +335,15 @@ def test_a_fault_moves_only_the_connections_it_breaks_and_mending_it_puts_them_b
 
     def paths():
         return {f["name"]: f["path"] for f in h.app.answer["jobs"][0]["flows"]}
+
     whole = paths()
     (cable,) = [(l.a.ifname, l.b.ifname) for l in h.fabric.links_of("a0n0") if l.end("a0n0").port == 1]
     broken = {n for n, p in whole.items() if set(cable) & set(p)}
     assert broken and len(broken) < len(whole)
     calls = Counter()
     place = placement.place
-    monkeypatch.setattr(placement, "place",
-                        lambda *a, **k: calls.update(["place"]) or place(*a, **k))
-    for flap in range(3):
+    monkeypatch.setattr(placement, "place", lambda *a, **k: calls.update(["place"]) or place(*a, **k))
+    for _flap in range(3):
         h.port_status("a0n0", 1, up=False)
         h.ack_all()
         during = paths()
@@ -375,8 +393,11 @@ def test_crux_classes_rank_by_intensity_and_rewrite_at_the_first_switch(hpn):
     # (the job's pinned one, if any) hang off
     for j in jobs["jobs"]:
         for f in j["flows"]:
-            tors = {l.other(f["src_host"]).node for l in fabric.links_of(f["src_host"])
-                    if j["pinned_port"] in (None, l.end(f["src_host"]).port)}
+            tors = {
+                l.other(f["src_host"]).node
+                for l in fabric.links_of(f["src_host"])
+                if j["pinned_port"] in (None, l.end(f["src_host"]).port)
+            }
             key = (f["dst"], f["src"], f["sport"])
             want = by_name[j["name"]].get("dscp", j["dscp"])
             found = {t for t in marks if key in marks[t]}
@@ -386,6 +407,7 @@ def test_crux_classes_rank_by_intensity_and_rewrite_at_the_first_switch(hpn):
 
 def test_a_rewritten_connection_leaves_in_its_class(hpn):
     from controllers import openflow
+
     fabric, routes = hpn
     jobs = crux_jobs_announced(fabric)
     _, pins, marks = placement.place(fabric, routes, jobs)
@@ -401,9 +423,10 @@ def test_a_rewritten_connection_leaves_in_its_class(hpn):
         assert dp.forward(1, dst, set(), src=src, sport=sport, dscp=26)
         assert dp.dscp_out == dscp
         dp.forward(1, dst, set(), src=src, sport=sport + 1, dscp=26)
-        assert dp.dscp_out == 26          # another connection keeps its DSCP
+        assert dp.dscp_out == 26  # another connection keeps its DSCP
     # read back as the same program: a restart adopts the rewrites as they are
     base, held, _, strays = openflow.read_state(dp, dp.flow_stats(), dp.group_desc())
     assert strays == [] and base == {"arp", "next"}
     assert {k: v for k, v in held.items() if routing.match_kind(k) == "mark"} == {
-        ("dscp",) + key: ("dscp", dscp) for key, dscp in marks["t0r0k0"].items()}
+        ("dscp",) + key: ("dscp", dscp) for key, dscp in marks["t0r0k0"].items()
+    }

@@ -1,6 +1,7 @@
 """Capacity planning, the pure parts: the packets per second a scenario asks,
 the stored calibration (read, written, refused on one line), the dilation
 that fits, `hpnlab plan`, and the calibration a first run leaves."""
+
 import json
 import os
 import sys
@@ -22,8 +23,8 @@ from testbed.plan.report import render_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 SCENARIOS = ROOT / "scenarios"
-PORT = 40e6                   # one NIC port of HPN-mini: 200 Gbit/s / 5000
-FRAME = 4096 + 58             # the largest RoCE payload at MTU 9000, with its headers
+PORT = 40e6  # one NIC port of HPN-mini: 200 Gbit/s / 5000
+FRAME = 4096 + 58  # the largest RoCE payload at MTU 9000, with its headers
 RING_PPS = PORT / (FRAME * 8)  # about 1204 packets/s
 RING = ["s0h0", "s0h1", "s0h2", "s0h3", "s1h0", "s1h1", "s1h2", "s1h3"]
 
@@ -35,8 +36,7 @@ def write(tmp_path, text, name="s.yaml"):
 
 
 def scenario(tmp_path, body, duration=10):
-    return load_scenario(write(tmp_path, f"name: t\ntopology: {{kind: hpn}}\nduration: {duration}\n"
-                                         + body))
+    return load_scenario(write(tmp_path, f"name: t\ntopology: {{kind: hpn}}\nduration: {duration}\n" + body))
 
 
 def senders_of(sc):
@@ -46,6 +46,7 @@ def senders_of(sc):
 
 # --- demand ------------------------------------------------------------------------
 
+
 def test_a_ring_rank_sends_on_one_port_through_one_or_three_switches():
     [load] = loads(load_scenario(SCENARIOS / "allreduce-ring.yaml"))
     assert [s.host for s in load.senders] == RING
@@ -54,7 +55,8 @@ def test_a_ring_rank_sends_on_one_port_through_one_or_three_switches():
         assert s.pps == pytest.approx(RING_PPS)
     # a ToR between neighbours of a segment; ToR, aggregation, ToR into the other segment
     assert {s.host: s.switch_hops for s in load.senders} == {
-        h: 3.0 if h in ("s0h3", "s1h3") else 1.0 for h in RING}
+        h: 3.0 if h in ("s0h3", "s1h3") else 1.0 for h in RING
+    }
     assert load.total_pps == pytest.approx(8 * RING_PPS)
     assert load.packet_hops_per_s == pytest.approx(12 * RING_PPS)
     assert load.mean_switch_hops == pytest.approx(1.5)
@@ -65,7 +67,7 @@ def test_all_to_all_uses_every_port_unless_pinned(tmp_path):
     job = "jobs: [{name: a, hosts: [s0h0, s0h1, s1h0, s1h1], collective: all-to-all, bytes: 1GB%s}]\n"
     spread = senders_of(scenario(tmp_path, job % ""))["a rank 0"]
     assert spread.bps == 2 * PORT
-    assert spread.switch_hops == pytest.approx((1 + 3 + 3) / 3)   # equal bytes to each peer
+    assert spread.switch_hops == pytest.approx((1 + 3 + 3) / 3)  # equal bytes to each peer
     pinned = senders_of(scenario(tmp_path, job % ", port: 1"))["a rank 0"]
     assert pinned.bps == PORT
 
@@ -80,14 +82,17 @@ def test_iperf3_sends_frames_of_the_mtu_on_a_port_per_stream(tmp_path):
 
 
 def test_a_host_never_sends_more_than_its_nic_carries(tmp_path):
-    sc = scenario(tmp_path, "traffic: [{src: s0h0, dst: [s1h0], parallel: 4}]\n"
-                            "jobs: [{name: a, hosts: [s0h0, s0h1, s1h0], collective: all-to-all, "
-                            "bytes: 1GB}]\n")
+    sc = scenario(
+        tmp_path,
+        "traffic: [{src: s0h0, dst: [s1h0], parallel: 4}]\n"
+        "jobs: [{name: a, hosts: [s0h0, s0h1, s1h0], collective: all-to-all, "
+        "bytes: 1GB}]\n",
+    )
     got = senders_of(sc)
     mine = [s for s in got.values() if s.host == "s0h0"]
     assert len(mine) == 2 and sum(s.bps for s in mine) == pytest.approx(2 * PORT)
-    assert all(s.bps == pytest.approx(PORT) for s in mine)           # each asked 2 ports
-    assert got["a rank 1"].bps == 2 * PORT                           # s0h1 is alone
+    assert all(s.bps == pytest.approx(PORT) for s in mine)  # each asked 2 ports
+    assert got["a rank 1"].bps == 2 * PORT  # s0h1 is alone
 
 
 def test_senders_overlap_only_when_they_run_at_once():
@@ -103,20 +108,34 @@ def test_senders_overlap_only_when_they_run_at_once():
 
 
 def test_a_late_job_is_the_only_load(tmp_path):
-    sc = scenario(tmp_path, "jobs: [{name: a, hosts: [s0h0, s0h1], collective: ring, "
-                            "bytes: 1GB, start: 20}]\n", duration=30)
+    sc = scenario(
+        tmp_path,
+        "jobs: [{name: a, hosts: [s0h0, s0h1], collective: ring, bytes: 1GB, start: 20}]\n",
+        duration=30,
+    )
     assert [(l.t, len(l.senders)) for l in loads(sc)] == [(20.0, 2)]
     plan = budget.plan(sc, Calibration(2, 20.0, 50.0))
     assert plan.dilation == 1 and plan.fits
 
 
-@pytest.mark.parametrize("params", [
-    {"kind": "hpn"}, {"kind": "hpn", "planes": 1, "dual_tor": False}, {"kind": "hpn", "rails": 2},
-    {"kind": "fat-tree"},
-    {"kind": "region", "fabrics": [{"kind": "hpn"}, {"kind": "hpn", "segments": 1}],
-     "dci": {"rate": "10Gbit"}},
-], ids=lambda p: p["kind"] + ("-" + "-".join(f"{k}{v}" for k, v in p.items() if k != "kind")
-                              if p["kind"] == "hpn" else ""))
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"kind": "hpn"},
+        {"kind": "hpn", "planes": 1, "dual_tor": False},
+        {"kind": "hpn", "rails": 2},
+        {"kind": "fat-tree"},
+        {
+            "kind": "region",
+            "fabrics": [{"kind": "hpn"}, {"kind": "hpn", "segments": 1}],
+            "dci": {"rate": "10Gbit"},
+        },
+    ],
+    ids=lambda p: (
+        p["kind"]
+        + ("-" + "-".join(f"{k}{v}" for k, v in p.items() if k != "kind") if p["kind"] == "hpn" else "")
+    ),
+)
 def test_hops_follow_the_controllers_routes(params):
     fabric = build_fabric(params)
     routes = compute_routes(fabric)
@@ -135,6 +154,7 @@ def test_hops_follow_the_controllers_routes(params):
 
 # --- budget --------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def ring():
     return load_scenario(SCENARIOS / "allreduce-ring.yaml")
@@ -150,7 +170,7 @@ def test_the_ring_fits_at_dilation_1(ring):
 
 def test_slow_switches_need_the_next_step_that_fits(ring):
     plan = budget.plan(ring, Calibration(2, 20.0, 200.0))
-    asked = RING_PPS * (8 * 20 + 12 * 200) / 1e6       # 3.08 cores: 2.2x the budget
+    asked = RING_PPS * (8 * 20 + 12 * 200) / 1e6  # 3.08 cores: 2.2x the budget
     assert plan.peak.cores == pytest.approx(asked)
     assert (plan.dilation, plan.fits) == (3.0, True)
     assert plan.fits_at(3) and not plan.fits_at(2)
@@ -186,23 +206,30 @@ def _never():
     raise AssertionError("the calibration was read without 'auto'")
 
 
-@pytest.mark.parametrize("written, override, expected", [
-    (None, None, (1.0, {"from": "default"})),
-    (3, None, (3.0, {"from": "scenario"})),
-    (3, 1.5, (1.5, {"from": "command line"})),
-    ("auto", 2.0, (2.0, {"from": "command line"})),
-])
+@pytest.mark.parametrize(
+    "written, override, expected",
+    [
+        (None, None, (1.0, {"from": "default"})),
+        (3, None, (3.0, {"from": "scenario"})),
+        (3, 1.5, (1.5, {"from": "command line"})),
+        ("auto", 2.0, (2.0, {"from": "command line"})),
+    ],
+)
 def test_resolve_a_given_dilation(tmp_path, written, override, expected):
     extra = "" if written is None else f"time_dilation: {written}\n"
     sc = scenario(tmp_path, "traffic: [{src: s0h0, dst: s1h0}]\n" + extra)
     assert budget.resolve(sc, override, _never) == expected
 
 
-@pytest.mark.parametrize("written, override, set_by", [("auto", None, "scenario"),
-                                                       (2, "auto", "command line")])
+@pytest.mark.parametrize(
+    "written, override, set_by", [("auto", None, "scenario"), (2, "auto", "command line")]
+)
 def test_resolve_auto_asks_the_plan(written, override, set_by, ring, tmp_path):
-    text = (SCENARIOS / "allreduce-ring.yaml").read_text().replace(
-        "topology: ../topologies/hpn-mini.yaml", "topology: {kind: hpn}")
+    text = (
+        (SCENARIOS / "allreduce-ring.yaml")
+        .read_text()
+        .replace("topology: ../topologies/hpn-mini.yaml", "topology: {kind: hpn}")
+    )
     sc = load_scenario(write(tmp_path, text + f"time_dilation: {written}\n"))
     n, choice = budget.resolve(sc, override, lambda: Calibration(2, 20.0, 200.0))
     assert n == 3.0
@@ -212,14 +239,14 @@ def test_resolve_auto_asks_the_plan(written, override, set_by, ring, tmp_path):
 
 # --- calibration ---------------------------------------------------------------------
 
+
 def test_calibration_round_trips(tmp_path):
     path = str(tmp_path / "deep" / "calibration.json")
     cal = Calibration(2, 12.5, 40.0, "2026-01-02T03:04:05+00:00", {"command": "test"})
     calibration.save(cal, path)
     assert os.stat(path).st_mode & 0o777 == 0o644
     back = calibration.load(path)
-    assert back == Calibration(2, 12.5, 40.0, "2026-01-02T03:04:05+00:00", {"command": "test"},
-                               path=path)
+    assert back == Calibration(2, 12.5, 40.0, "2026-01-02T03:04:05+00:00", {"command": "test"}, path=path)
     assert not back.is_default and f"calibration {path}" in back.describe()
     assert set(json.loads(Path(path).read_text())) == set(calibration.FIELDS)
 
@@ -236,25 +263,36 @@ def test_no_calibration_means_labelled_defaults(tmp_path):
 GOOD = {"cores": 2, "agent_us_per_packet": 12.5, "switch_us_per_packet_hop": 40.0}
 
 
-@pytest.mark.parametrize("text, field, message", [
-    ("{", "(top)", "invalid JSON at line 1, column 2: Expecting property name enclosed in "
-                   "double quotes"),
-    ("[]", "(top)", "expected a mapping of fields, got an empty list"),
-    (json.dumps({**GOOD, "colour": 1}), "(top)", "unknown field 'colour' (allowed: cores, "
-     "agent_us_per_packet, switch_us_per_packet_hop, measured_at, source)"),
-    (json.dumps({k: v for k, v in GOOD.items() if k != "cores"}), "cores",
-     "required field is missing"),
-    (json.dumps({**GOOD, "cores": 0}), "cores", "expected an integer > 0, got 0"),
-    (json.dumps({**GOOD, "cores": 2.5}), "cores", "expected an integer > 0, got 2.5"),
-    (json.dumps({**GOOD, "cores": True}), "cores", "expected an integer > 0, got true"),
-    (json.dumps({**GOOD, "agent_us_per_packet": -1}), "agent_us_per_packet",
-     "expected a number > 0, got -1"),
-    (json.dumps({**GOOD, "switch_us_per_packet_hop": "fast"}), "switch_us_per_packet_hop",
-     "expected a number > 0, got 'fast'"),
-    (json.dumps({**GOOD, "source": [1]}), "source", "expected a mapping, got a list of 1 item"),
-    (json.dumps({**GOOD, "measured_at": 5}), "measured_at", "expected a date and time, got 5"),
-    ("\xff\xfe", "(top)", "not UTF-8 text, expected a calibration (JSON)"),
-])
+@pytest.mark.parametrize(
+    "text, field, message",
+    [
+        ("{", "(top)", "invalid JSON at line 1, column 2: Expecting property name enclosed in double quotes"),
+        ("[]", "(top)", "expected a mapping of fields, got an empty list"),
+        (
+            json.dumps({**GOOD, "colour": 1}),
+            "(top)",
+            "unknown field 'colour' (allowed: cores, "
+            "agent_us_per_packet, switch_us_per_packet_hop, measured_at, source)",
+        ),
+        (json.dumps({k: v for k, v in GOOD.items() if k != "cores"}), "cores", "required field is missing"),
+        (json.dumps({**GOOD, "cores": 0}), "cores", "expected an integer > 0, got 0"),
+        (json.dumps({**GOOD, "cores": 2.5}), "cores", "expected an integer > 0, got 2.5"),
+        (json.dumps({**GOOD, "cores": True}), "cores", "expected an integer > 0, got true"),
+        (
+            json.dumps({**GOOD, "agent_us_per_packet": -1}),
+            "agent_us_per_packet",
+            "expected a number > 0, got -1",
+        ),
+        (
+            json.dumps({**GOOD, "switch_us_per_packet_hop": "fast"}),
+            "switch_us_per_packet_hop",
+            "expected a number > 0, got 'fast'",
+        ),
+        (json.dumps({**GOOD, "source": [1]}), "source", "expected a mapping, got a list of 1 item"),
+        (json.dumps({**GOOD, "measured_at": 5}), "measured_at", "expected a date and time, got 5"),
+        ("\xff\xfe", "(top)", "not UTF-8 text, expected a calibration (JSON)"),
+    ],
+)
 def test_a_bad_calibration_is_one_line(tmp_path, text, field, message):
     path = tmp_path / "calibration.json"
     path.write_bytes(text.encode("latin-1"))
@@ -273,27 +311,45 @@ def test_a_calibration_that_is_not_a_small_file_is_refused(tmp_path):
 
 
 def measured(packets=20_000, agents_us=12.5, ovs_us=40.0, dilation=1):
-    return {"scenario": "calibration-ring", "scenario_file": "c.yaml", "time_dilation": dilation,
-            "metrics": {"cpu_per_packet": {"agents_us": agents_us, "ovs_us": ovs_us,
-                                           "packets": packets, "packet_hops": 2 * packets}}}
+    return {
+        "scenario": "calibration-ring",
+        "scenario_file": "c.yaml",
+        "time_dilation": dilation,
+        "metrics": {
+            "cpu_per_packet": {
+                "agents_us": agents_us,
+                "ovs_us": ovs_us,
+                "packets": packets,
+                "packet_hops": 2 * packets,
+            }
+        },
+    }
 
 
 def test_calibration_from_results():
-    cal = calibration.from_results(measured(), "hpnlab doctor --calibrate", "/r/results.json",
-                                   cores=4)
+    cal = calibration.from_results(measured(), "hpnlab doctor --calibrate", "/r/results.json", cores=4)
     assert (cal.cores, cal.agent_us_per_packet, cal.switch_us_per_packet_hop) == (4, 12.5, 40.0)
-    assert cal.source == {"command": "hpnlab doctor --calibrate", "drill": "calibration-ring",
-                          "scenario_file": "c.yaml", "results": "/r/results.json",
-                          "packets": 20_000, "packet_hops": 40_000, "time_dilation": 1}
+    assert cal.source == {
+        "command": "hpnlab doctor --calibrate",
+        "drill": "calibration-ring",
+        "scenario_file": "c.yaml",
+        "results": "/r/results.json",
+        "packets": 20_000,
+        "packet_hops": 40_000,
+        "time_dilation": 1,
+    }
     assert cal.measured_at
 
 
-@pytest.mark.parametrize("results, why", [
-    ({"metrics": {}}, "did not measure the CPU per packet"),
-    (measured(packets=10), "measured 10 packets, fewer than the 5000"),
-    (measured(agents_us=0), "agents_us: expected a number > 0, got 0"),
-    (measured(ovs_us=None), "ovs_us: expected a number > 0, got an empty value"),
-])
+@pytest.mark.parametrize(
+    "results, why",
+    [
+        ({"metrics": {}}, "did not measure the CPU per packet"),
+        (measured(packets=10), "measured 10 packets, fewer than the 5000"),
+        (measured(agents_us=0), "agents_us: expected a number > 0, got 0"),
+        (measured(ovs_us=None), "ovs_us: expected a number > 0, got an empty value"),
+    ],
+)
 def test_calibration_needs_enough_measured(results, why):
     with pytest.raises(ValueError, match=why):
         calibration.from_results(results, "c", "r")
@@ -315,16 +371,19 @@ def test_the_first_undilated_run_calibrates_a_machine(tmp_path, capsys):
     assert calibration.load(path).agent_us_per_packet == 12.5
     assert "stored this machine's calibration" in capsys.readouterr().out
     _calibrate_from_first_run(measured(agents_us=99.0), path, str(tmp_path))
-    assert calibration.load(path).agent_us_per_packet == 12.5     # never overwritten
+    assert calibration.load(path).agent_us_per_packet == 12.5  # never overwritten
 
 
 # --- hpnlab plan -----------------------------------------------------------------------
 
+
 @pytest.fixture
 def stored(tmp_path):
     path = str(tmp_path / "calibration.json")
-    calibration.save(Calibration(2, 20.0, 200.0, "2026-01-01T00:00:00+00:00",
-                                 {"command": "hpnlab doctor --calibrate"}), path)
+    calibration.save(
+        Calibration(2, 20.0, 200.0, "2026-01-01T00:00:00+00:00", {"command": "hpnlab doctor --calibrate"}),
+        path,
+    )
     return path
 
 
@@ -340,8 +399,19 @@ def test_hpnlab_plan_prints_the_table_and_the_dilation(stored, capsys):
 
 
 def test_hpnlab_plan_without_calibration_says_defaults(tmp_path, capsys):
-    assert main(["plan", str(SCENARIOS / "allreduce-ring.yaml"), "--dilation", "2",
-                 "--calibration", str(tmp_path / "none.json")]) == 0
+    assert (
+        main(
+            [
+                "plan",
+                str(SCENARIOS / "allreduce-ring.yaml"),
+                "--dilation",
+                "2",
+                "--calibration",
+                str(tmp_path / "none.json"),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "capacity: DEFAULTS, not measured on this machine" in out
     assert "sudo hpnlab doctor --calibrate" in out
@@ -349,8 +419,7 @@ def test_hpnlab_plan_without_calibration_says_defaults(tmp_path, capsys):
 
 
 def test_hpnlab_plan_json(stored, capsys):
-    assert main(["plan", str(SCENARIOS / "allreduce-ring.yaml"), "--calibration", stored,
-                 "--json"]) == 0
+    assert main(["plan", str(SCENARIOS / "allreduce-ring.yaml"), "--calibration", stored, "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert (d["dilation"], d["fits"], d["calibration"]) == (3.0, True, stored)
 
@@ -363,16 +432,22 @@ def test_hpnlab_plan_bad_calibration_is_one_line(tmp_path, capsys):
 
 
 def test_hpnlab_plan_bad_scenario(tmp_path, capsys):
-    bad = write(tmp_path, "name: t\ntopology: {kind: hpn}\nduration: 10\n"
-                          "traffic: [{src: s0h0, dst: s1h0}]\ntime_dilation: 0\n")
+    bad = write(
+        tmp_path,
+        "name: t\ntopology: {kind: hpn}\nduration: 10\ntraffic: [{src: s0h0, dst: s1h0}]\ntime_dilation: 0\n",
+    )
     assert main(["plan", str(bad)]) == INVALID
-    assert capsys.readouterr().err == (f"{bad}: time_dilation: expected a number from 1 to 64, "
-                                       "got 0\n")
+    assert capsys.readouterr().err == (f"{bad}: time_dilation: expected a number from 1 to 64, got 0\n")
 
 
-@pytest.mark.parametrize("argv", [["plan", "x.yaml", "--dilation", "0"],
-                                  ["run", "x.yaml", "--dilation", "fast"],
-                                  ["run", "x.yaml", "--dilation", "65"]])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["plan", "x.yaml", "--dilation", "0"],
+        ["run", "x.yaml", "--dilation", "fast"],
+        ["run", "x.yaml", "--dilation", "65"],
+    ],
+)
 def test_a_bad_dilation_is_a_usage_error(argv, capsys):
     assert main(argv) == 2
     assert "expected a number from 1 to 64, or 'auto'" in capsys.readouterr().err
@@ -380,12 +455,15 @@ def test_a_bad_dilation_is_a_usage_error(argv, capsys):
 
 def test_run_auto_with_a_bad_calibration_stops_before_anything_is_built(tmp_path, capsys):
     bad = write(tmp_path, "{", "calibration.json")
-    assert main(["run", str(SCENARIOS / "allreduce-ring.yaml"), "--dilation", "auto",
-                 "--calibration", str(bad)]) == INVALID
+    assert (
+        main(["run", str(SCENARIOS / "allreduce-ring.yaml"), "--dilation", "auto", "--calibration", str(bad)])
+        == INVALID
+    )
     assert capsys.readouterr().err.startswith(f"{bad}: (top): invalid JSON")
 
 
 # --- bench/capacity.py's scenarios ------------------------------------------------------
+
 
 def test_capacity_bench_scenarios_are_valid(tmp_path):
     sys.path.insert(0, str(ROOT / "bench"))

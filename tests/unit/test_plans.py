@@ -1,5 +1,6 @@
 """Pure planning modules: host/switch command plans, capability checks, the
 resource ledger (with a stand-in ovs-vsctl; nothing real is touched)."""
+
 import glob
 import json
 import os
@@ -16,14 +17,16 @@ from pathlib import Path
 import pytest
 
 from testbed.emulation import plans
-from testbed.fabric.build import build_fabric
 from testbed.emulation.capabilities import Feature, datapath, missing_for
-from testbed.emulation.ledger import (Ledger, already_present, load, lock_is_held, signal_process,
-                                      start_time)
+from testbed.emulation.ledger import Ledger, already_present, load, lock_is_held, signal_process, start_time
 from testbed.emulation.procs import signals_held, wait_for_line
+from testbed.fabric.build import build_fabric
 
-REGION_DELAY = {"kind": "region", "fabrics": [{"kind": "hpn"}, {"kind": "hpn"}],
-                "dci": {"oversubscription": 2, "delay": "2ms"}}
+REGION_DELAY = {
+    "kind": "region",
+    "fabrics": [{"kind": "hpn"}, {"kind": "hpn"}],
+    "dci": {"oversubscription": 2, "delay": "2ms"},
+}
 
 
 def split_script(script):
@@ -95,7 +98,7 @@ def test_host_script_steers_its_ports_only_when_asked():
     fabric = build_fabric({"kind": "hpn"})
     assert "rps_cpus" not in plans.host_script(fabric, "s0h0")
     script = plans.host_script(fabric, "s0h0", rps_mask="00000003")
-    block = script[script.index("unshare -m"):script.index("HPNLAB_RPS\n", script.index("sysfs")) + 10]
+    block = script[script.index("unshare -m") : script.index("HPNLAB_RPS\n", script.index("sysfs")) + 10]
     # sysfs mounted inside the host's namespaces, each port's every queue
     assert 'mount -t sysfs hpnlab-sysfs "$d"' in block
     for p in ("s0h0-n0p0", "s0h0-n0p1"):
@@ -110,20 +113,30 @@ def test_steering_sets_every_receive_queue_inside_a_namespace():
     fabric = build_fabric({"kind": "hpn"})
     script = plans.host_script(fabric, "s0h0", rps_mask="00000001")
     start = script.index("unshare -m")
-    snippet = script[start:script.index("HPNLAB_RPS", script.index("sysfs")) + len("HPNLAB_RPS")]
+    snippet = script[start : script.index("HPNLAB_RPS", script.index("sysfs")) + len("HPNLAB_RPS")]
     snippet = snippet.replace("s0h0-n0p0", "hpnrpsa").replace("s0h0-n0p1", "hpnrpsb")
-    check = ("unshare -m sh -ec 'd=$(mktemp -d); mount -t sysfs check \"$d\"; "
-             "cat \"$d\"/class/net/hpnrps?/queues/rx-*/rps_cpus; umount \"$d\"; rmdir \"$d\"'")
+    check = (
+        'unshare -m sh -ec \'d=$(mktemp -d); mount -t sysfs check "$d"; '
+        'cat "$d"/class/net/hpnrps?/queues/rx-*/rps_cpus; umount "$d"; rmdir "$d"\''
+    )
     mounts = open("/proc/self/mounts").read()
     before = set(glob.glob("/tmp/tmp.*"))
-    r = subprocess.run(["unshare", "-n", "sh", "-ec",
-                        "ip link add hpnrpsa type veth peer name hpnrpsb\n" + snippet + "\n" + check],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            "unshare",
+            "-n",
+            "sh",
+            "-ec",
+            "ip link add hpnrpsa type veth peer name hpnrpsb\n" + snippet + "\n" + check,
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     values = r.stdout.split()
     assert values and all(int(v, 16) == 1 for v in values), values
     assert open("/proc/self/mounts").read() == mounts
-    assert set(glob.glob("/tmp/tmp.*")) <= before     # its mount point is gone too
+    assert set(glob.glob("/tmp/tmp.*")) <= before  # its mount point is gone too
 
 
 def test_host_script_with_two_rails_routes_each_rail_over_its_own_nic():
@@ -131,7 +144,8 @@ def test_host_script_with_two_rails_routes_each_rail_over_its_own_nic():
     ip = split_script(plans.host_script(fabric, "s1h2"))["ip"]
     assert [l for l in ip if l.startswith("route ")] == [
         "route replace 10.0.0.0/16 nexthop dev s1h2-n0p0 nexthop dev s1h2-n0p1",
-        "route replace 10.1.0.0/16 nexthop dev s1h2-n1p0 nexthop dev s1h2-n1p1"]
+        "route replace 10.1.0.0/16 nexthop dev s1h2-n1p0 nexthop dev s1h2-n1p1",
+    ]
     assert "addr add 10.0.1.3/32 dev s1h2-n0p1" in ip
     assert "addr add 10.1.1.3/32 dev s1h2-n1p1" in ip
 
@@ -141,7 +155,9 @@ def test_host_script_in_a_region_routes_every_dc_prefix():
     ip = split_script(plans.host_script(fabric, "d1s0h0"))["ip"]
     hops = "nexthop dev d1s0h0-n0p0 nexthop dev d1s0h0-n0p1"
     assert [l for l in ip if l.startswith("route ")] == [
-        f"route replace 10.0.0.0/16 {hops}", f"route replace 10.16.0.0/16 {hops}"]
+        f"route replace 10.0.0.0/16 {hops}",
+        f"route replace 10.16.0.0/16 {hops}",
+    ]
     assert "addr add 10.16.0.1/32 dev d1s0h0-n0p0" in ip
 
 
@@ -170,18 +186,22 @@ def test_switch_port_plan_uses_netem_on_dci_ends_only():
 
 
 def test_switch_port_plan_without_delay_has_no_netem():
-    fabric = build_fabric({"kind": "region", "fabrics": [{"kind": "hpn"}, {"kind": "hpn"}],
-                           "dci": {"oversubscription": 1}})
+    fabric = build_fabric(
+        {"kind": "region", "fabrics": [{"kind": "hpn"}, {"kind": "hpn"}], "dci": {"oversubscription": 1}}
+    )
     _, tc_lines = plans.switch_port_plan(fabric)
     assert tc_lines and not any("netem" in l for l in tc_lines)
 
 
-@pytest.mark.parametrize("rate, mtu, expected", [
-    (1.0, 9000, 4 * 9014),         # floor: 4 jumbo frames
-    (0.001, 1500, 4 * 1514),
-    (40.0, 9000, 500000),          # 0.1 s at 40 Mbit/s
-    (400.0, 9000, 5000000),
-])
+@pytest.mark.parametrize(
+    "rate, mtu, expected",
+    [
+        (1.0, 9000, 4 * 9014),  # floor: 4 jumbo frames
+        (0.001, 1500, 4 * 1514),
+        (40.0, 9000, 500000),  # 0.1 s at 40 Mbit/s
+        (400.0, 9000, 5000000),
+    ],
+)
 def test_queue_bytes(rate, mtu, expected):
     assert plans.queue_bytes(rate, mtu) == expected
 
@@ -193,7 +213,8 @@ def test_override_lines_add_change_remove():
     assert plans.override_lines({ip: ("s0h0-n0p1",)}, {ip: ("s0h0-n0p1",)}) == []
     assert plans.override_lines({ip: ("s0h0-n0p1",)}, {ip: ["s0h0-n0p1"]}) == []
     assert plans.override_lines({ip: ("s0h0-n0p1",)}, {ip: ("s0h0-n0p0",)}) == [
-        "route replace 10.0.1.1/32 nexthop dev s0h0-n0p0"]
+        "route replace 10.0.1.1/32 nexthop dev s0h0-n0p0"
+    ]
     assert plans.override_lines({ip: ("s0h0-n0p1",)}, {}) == ["route del 10.0.1.1/32"]
     both = plans.override_lines({"10.0.1.2": ("a",)}, {"10.0.1.3": ("b", "c")})
     assert both == ["route del 10.0.1.2/32", "route replace 10.0.1.3/32 nexthop dev b nexthop dev c"]
@@ -213,8 +234,9 @@ def test_missing_for_names_netem_and_its_module():
 
 
 def test_missing_for_without_delay_needs_nothing():
-    fabric = build_fabric({"kind": "region", "fabrics": [{"kind": "hpn"}, {"kind": "hpn"}],
-                           "dci": {"oversubscription": 1}})
+    fabric = build_fabric(
+        {"kind": "region", "fabrics": [{"kind": "hpn"}, {"kind": "hpn"}], "dci": {"oversubscription": 1}}
+    )
     assert missing_for(fabric, []) == []
     assert missing_for(build_fabric({"kind": "hpn"}), []) == []
 
@@ -283,8 +305,9 @@ def test_claim_writes_the_record(tmp_path, fake_ovs, sleeper):
     assert back.data["bridges"] == ["b1", "b2"]
     started = start_time(sleeper.pid)
     assert isinstance(started, int) and started > 0
-    assert back.data["processes"] == [{"pid": sleeper.pid, "start": started,
-                                       "cmd": "python -m controllers.run"}]
+    assert back.data["processes"] == [
+        {"pid": sleeper.pid, "start": started, "cmd": "python -m controllers.run"}
+    ]
     assert back.data["owner_start"] == start_time(os.getpid())
     # the same process may claim again
     Ledger(path).claim("demo2", "runs/demo2")
@@ -295,8 +318,9 @@ def test_claim_refuses_while_the_owner_lives(tmp_path, fake_ovs, sleeper):
     calls, _ = fake_ovs
     path = str(tmp_path / "fabric.json")
     first = Ledger(path)
-    first.data.update(owner=sleeper.pid, owner_start=start_time(sleeper.pid), fabric="other",
-                      bridges=[NO_BRIDGE])
+    first.data.update(
+        owner=sleeper.pid, owner_start=start_time(sleeper.pid), fabric="other", bridges=[NO_BRIDGE]
+    )
     first.save()
     with pytest.raises(RuntimeError, match="hpnlab down") as err:
         Ledger(path).claim("mine", "runs/mine")
@@ -331,8 +355,7 @@ def test_sweep_removes_a_listed_bridge_and_process(tmp_path, fake_ovs, sleeper):
     bridges.write_text(f"unrelated0\n{NO_BRIDGE}\n")
     ledger = Ledger(str(tmp_path / "fabric.json"))
     ledger.data.update(bridges=[NO_BRIDGE])
-    ledger.data["processes"].append({"pid": sleeper.pid, "start": start_time(sleeper.pid),
-                                     "cmd": "sleep 30"})
+    ledger.data["processes"].append({"pid": sleeper.pid, "start": start_time(sleeper.pid), "cmd": "sleep 30"})
     t0 = time.monotonic()
     leftover = ledger.sweep(timeout=2.0)
     assert time.monotonic() - t0 < 2.0
@@ -368,8 +391,10 @@ def test_names_in_use_are_found_before_anything_is_built(fake_ovs):
     assert already_present(["hpnlabfree0"], [NO_IFACE]) is None
     assert already_present(["hpnlabfree0"], [NO_IFACE, "lo"]) == "an interface named 'lo' already exists"
     bridges.write_text(f"{NO_BRIDGE}\n")
-    assert already_present([NO_BRIDGE], ["lo"]) == \
-        f"Open vSwitch already has a bridge or port named {NO_BRIDGE!r}"
+    assert (
+        already_present([NO_BRIDGE], ["lo"])
+        == f"Open vSwitch already has a bridge or port named {NO_BRIDGE!r}"
+    )
 
 
 def test_interrupts_wait_until_the_held_block_ends():
@@ -386,7 +411,7 @@ def _interrupt_inside_a_held_block():
     reached = []
     with pytest.raises(KeyboardInterrupt):
         with signals_held():
-            os.kill(os.getpid(), signal.SIGINT)   # handled at once, before the next line
+            os.kill(os.getpid(), signal.SIGINT)  # handled at once, before the next line
             reached.append("end of block")
     assert reached == ["end of block"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
@@ -420,11 +445,19 @@ def test_two_claims_at_once_one_wins_and_the_other_names_it(tmp_path, fake_ovs):
     with one line naming the first, and the lock goes with its holder."""
     path = str(tmp_path / "state" / "fabric.json")
     child = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\n"
-         "from testbed.emulation.ledger import Ledger\n"
-         "Ledger(sys.argv[1]).claim('first', 'runs/first')\n"
-         "print('claimed', flush=True)\ntime.sleep(60)\n", path],
-        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from testbed.emulation.ledger import Ledger\n"
+            "Ledger(sys.argv[1]).claim('first', 'runs/first')\n"
+            "print('claimed', flush=True)\ntime.sleep(60)\n",
+            path,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     try:
         assert child.stdout.readline().strip() == "claimed"
         assert lock_is_held(path)
@@ -436,9 +469,9 @@ def test_two_claims_at_once_one_wins_and_the_other_names_it(tmp_path, fake_ovs):
         child.wait()
     assert not lock_is_held(path)
     mine = Ledger(path)
-    mine.claim("second", "runs/second")   # the dead holder's record is swept and replaced
+    mine.claim("second", "runs/second")  # the dead holder's record is swept and replaced
     assert load(path).data["fabric"] == "second" and lock_is_held(path)
-    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600   # it names the datapath ids
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600  # it names the datapath ids
     mine.release()
     assert not lock_is_held(path) and load(path) is None
 
@@ -447,10 +480,16 @@ def test_a_ready_line_that_comes_second_in_one_write_is_seen():
     """tcpdump writes two lines at once when the machine is busy; the
     wanted one is the second, and nothing more comes for a while."""
     child = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\n"
-         "sys.stderr.write('tcpdump: data link type LINUX_SLL2\\n"
-         "tcpdump: listening on any\\n')\nsys.stderr.flush()\ntime.sleep(30)\n"],
-        stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "sys.stderr.write('tcpdump: data link type LINUX_SLL2\\n"
+            "tcpdump: listening on any\\n')\nsys.stderr.flush()\ntime.sleep(30)\n",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         t0 = time.monotonic()
         line, seen = wait_for_line(child.stderr, lambda l: "listening on" in l, 10)

@@ -1,5 +1,6 @@
 """Probe gaps around named faults (testbed.results.probe), and the scenario
 checks for probes and fault names."""
+
 import pytest
 
 from testbed.fabric.problems import ConfigError
@@ -11,16 +12,22 @@ T0 = 1000.0
 
 
 def fault(name, at, action="link-down", link=("t0r0k0", "a0n0")):
-    return {"name": name, "at": at, "issued_at": at, "applied_at": at + 0.002,
-            "action": action, "link": list(link), "index": 0}
+    return {
+        "name": name,
+        "at": at,
+        "issued_at": at,
+        "applied_at": at + 0.002,
+        "action": action,
+        "link": list(link),
+        "index": 0,
+    }
 
 
 def steady(rate, start, end, holes=()):
     """Send times every 1/rate s in [start, end) and the arrivals (1 ms
     later) except for sends that fall in a hole (a, b)."""
     sent = [start + k / rate for k in range(int((end - start) * rate))]
-    arrived = [[i, T0 + t + 0.001] for i, t in enumerate(sent)
-               if not any(a <= t < b for a, b in holes)]
+    arrived = [[i, T0 + t + 0.001] for i, t in enumerate(sent) if not any(a <= t < b for a, b in holes)]
     return [T0 + t for t in sent], arrived
 
 
@@ -39,18 +46,23 @@ def test_flow_gap_spans_the_fault_and_counts_a_flow_cut_off_to_the_end():
 
 
 def test_windows_group_faults_by_name_and_end_at_the_next_fault():
-    fs = [fault("a", 2), fault("agg", 6), fault("agg", 6.004, link=("t1r0k0", "a0n0")),
-          fault("a_back", 4, "link-up"), {**fault(None, 9), "name": None}]
+    fs = [
+        fault("a", 2),
+        fault("agg", 6),
+        fault("agg", 6.004, link=("t1r0k0", "a0n0")),
+        fault("a_back", 4, "link-up"),
+        {**fault(None, 9), "name": None},
+    ]
     got = [(n, s, e, len(f)) for n, s, e, f in fault_windows(fs, 12)]
     assert got == [("a", 2, 4, 1), ("a_back", 4, 6, 1), ("agg", 6, 9, 2)]
 
 
 def test_the_gap_is_the_worst_flow_and_the_loss_is_counted_by_sequence_number():
-    hit = steady(100, 0, 6, holes=[(2.0, 2.03)])      # 3 packets lost
+    hit = steady(100, 0, 6, holes=[(2.0, 2.03)])  # 3 packets lost
     clean = steady(100, 0, 6)
     out = probe_results([record(hit, clean)], [fault("tor_agg", 2.0)], T0, 6.0)
     f = out["faults"]["tor_agg"]
-    assert f["gap_ms"] == pytest.approx(40, abs=0.5)    # 1.99 -> 2.03
+    assert f["gap_ms"] == pytest.approx(40, abs=0.5)  # 1.99 -> 2.03
     assert f["lost"] == 3 and f["flows_hit"] == 1
     assert out["base_gap_ms"] == pytest.approx(10, abs=0.5) and out["base_lost"] == 0
     assert gap_metrics(out) == {"tor_agg_gap_ms": f["gap_ms"]}
@@ -59,17 +71,14 @@ def test_the_gap_is_the_worst_flow_and_the_loss_is_counted_by_sequence_number():
 def test_a_link_down_the_probes_did_not_cross_has_no_gap():
     flows = [steady(100, 0, 6)]
     samples = [(t / 10, {"x": (0, 0, 0), "y": (0, 0, 0)}) for t in range(60)]
-    out = probe_results([record(*flows)], [fault("tor_agg", 3.0)], T0, 6.0, samples,
-                        lambda f: ["x", "y"])
+    out = probe_results([record(*flows)], [fault("tor_agg", 3.0)], T0, 6.0, samples, lambda f: ["x", "y"])
     f = out["faults"]["tor_agg"]
     assert f["gap_ms"] is None and "not on the probes' paths" in f["why_none"]
-    (res,) = evaluate([{"metric": "gap_ms", "fault": "tor_agg", "max": 50}],
-                      {"probe": out}, True)
+    (res,) = evaluate([{"metric": "gap_ms", "fault": "tor_agg", "max": 50}], {"probe": out}, True)
     assert res["status"] == "failed" and "not on the probes' paths" in res["reason"]
     # the same link carrying 100 probe packets/s: measured
     samples = [(t / 10, {"x": (int(t * 10 * 106), 0, 0)}) for t in range(60)]
-    out = probe_results([record(*flows)], [fault("tor_agg", 3.0)], T0, 6.0, samples,
-                        lambda f: ["x"])
+    out = probe_results([record(*flows)], [fault("tor_agg", 3.0)], T0, 6.0, samples, lambda f: ["x"])
     assert out["faults"]["tor_agg"]["crossing_pps"] == pytest.approx(100)
     assert out["faults"]["tor_agg"]["gap_ms"] == pytest.approx(10, abs=0.5)
 
@@ -77,23 +86,43 @@ def test_a_link_down_the_probes_did_not_cross_has_no_gap():
 HEAD = "name: p\ntopology: {kind: hpn}\nduration: 10\n"
 
 
-@pytest.mark.parametrize("body, field, text", [
-    ("probes: [{src: s0h0, dst: s0h0}]\n", "probes[0].dst", "other than the source"),
-    ("probes: [{src: s0h0, dst: nope}]\n", "probes[0].dst", "not in the topology"),
-    ("probes: [{src: s0h0, dst: s1h0, rate: 10, flows: 20}]\n", "probes[0].flows", "at most rate"),
-    ("probes: [{src: s0h0, dst: s1h0}]\nfaults: [{at: 2, action: link-down, link: [s0h0, t0r0k0], "
-     "name: x}, {at: 3, action: link-down, link: [s1h0, t1r0k0], name: x}]\n",
-     "faults[1].name", "must share at and action"),
-    ("probes: [{src: s0h0, dst: s1h0}]\nexpect: [{metric: gap_ms, max: 50}]\n",
-     "expect[0].fault", "name the fault"),
-    ("probes: [{src: s0h0, dst: s1h0}]\nexpect: [{metric: gap_ms, fault: y, max: 50}]\n",
-     "expect[0].fault", "no fault is named 'y'"),
-    ("jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, bytes: 1GB}]\n"
-     "faults: [{at: 2, action: link-down, link: [s0h0, t0r0k0], name: x}]\n"
-     "expect: [{metric: gap_ms, fault: x, max: 50}]\n", "expect[0].metric", "add probes"),
-    ("probes: [{src: s0h0, dst: s1h0}]\nfaults: [{at: 2, action: link-down, link: [s0h0, t0r0k0], "
-     "name: Bad-name}]\n", "faults[0].name", "lowercase"),
-])
+@pytest.mark.parametrize(
+    "body, field, text",
+    [
+        ("probes: [{src: s0h0, dst: s0h0}]\n", "probes[0].dst", "other than the source"),
+        ("probes: [{src: s0h0, dst: nope}]\n", "probes[0].dst", "not in the topology"),
+        ("probes: [{src: s0h0, dst: s1h0, rate: 10, flows: 20}]\n", "probes[0].flows", "at most rate"),
+        (
+            "probes: [{src: s0h0, dst: s1h0}]\nfaults: [{at: 2, action: link-down, link: [s0h0, t0r0k0], "
+            "name: x}, {at: 3, action: link-down, link: [s1h0, t1r0k0], name: x}]\n",
+            "faults[1].name",
+            "must share at and action",
+        ),
+        (
+            "probes: [{src: s0h0, dst: s1h0}]\nexpect: [{metric: gap_ms, max: 50}]\n",
+            "expect[0].fault",
+            "name the fault",
+        ),
+        (
+            "probes: [{src: s0h0, dst: s1h0}]\nexpect: [{metric: gap_ms, fault: y, max: 50}]\n",
+            "expect[0].fault",
+            "no fault is named 'y'",
+        ),
+        (
+            "jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, bytes: 1GB}]\n"
+            "faults: [{at: 2, action: link-down, link: [s0h0, t0r0k0], name: x}]\n"
+            "expect: [{metric: gap_ms, fault: x, max: 50}]\n",
+            "expect[0].metric",
+            "add probes",
+        ),
+        (
+            "probes: [{src: s0h0, dst: s1h0}]\nfaults: [{at: 2, action: link-down, link: [s0h0, t0r0k0], "
+            "name: Bad-name}]\n",
+            "faults[0].name",
+            "lowercase",
+        ),
+    ],
+)
 def test_probe_and_fault_name_mistakes_are_named(tmp_path, body, field, text):
     path = tmp_path / "s.yaml"
     path.write_text(HEAD + body)
@@ -106,5 +135,11 @@ def test_probe_and_fault_name_mistakes_are_named(tmp_path, body, field, text):
 def test_the_failover_probe_scenario_loads():
     sc = load_scenario("scenarios/failover-probe.yaml")
     assert [p["flows"] for p in sc.probes] == [8, 8]
-    assert sorted({f["name"] for f in sc.faults}) == ["agg", "agg_back", "host_link",
-                                                      "host_link_back", "tor_agg", "tor_agg_back"]
+    assert sorted({f["name"] for f in sc.faults}) == [
+        "agg",
+        "agg_back",
+        "host_link",
+        "host_link_back",
+        "tor_agg",
+        "tor_agg_back",
+    ]

@@ -1,13 +1,14 @@
 """Report files: results.json, summary.md, throughput.png, side-by-side text."""
+
 import json
 import math
 import os
 
 import pytest
 
+from testbed.results.compare import render_side_by_side
 from testbed.results.expectations import evaluate
 from testbed.results.flows import compute_metrics
-from testbed.results.compare import render_side_by_side
 from testbed.results.plots import plot_iterations, plot_throughput
 from testbed.results.store import jsonable, load_results, write_results
 from testbed.results.text import fmt
@@ -20,14 +21,20 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 def drill(scenario="dual-tor-failover", achieved=39.0):
     """A complete results dict as the runner would assemble it."""
     t = [round((i + 1) * DT, 6) for i in range(150)]
-    flows = {"h0->h2#1": [20.0] * 150,
-             "h0->h3#1": [0.0 if 5 < ti <= 9.2 else 20.0 for ti in t],
-             "h1->h2#1": [None] * 20 + [40.0] * 130}
-    info = {"h0->h2#1": {"src": "h0", "dst": "h2"},
-            "h0->h3#1": {"src": "h0", "dst": "h3"},
-            "h1->h2#1": {"src": "h1", "dst": "h2"}}
-    faults = [{"at": 5.0, "applied_at": 5.013, "action": "link-down", "link": ["h0", "t0a"]},
-              {"at": 9.0, "applied_at": 9.021, "action": "link-up", "link": ["h0", "t0a"]}]
+    flows = {
+        "h0->h2#1": [20.0] * 150,
+        "h0->h3#1": [0.0 if 5 < ti <= 9.2 else 20.0 for ti in t],
+        "h1->h2#1": [None] * 20 + [40.0] * 130,
+    }
+    info = {
+        "h0->h2#1": {"src": "h0", "dst": "h2"},
+        "h0->h3#1": {"src": "h0", "dst": "h3"},
+        "h1->h2#1": {"src": "h1", "dst": "h2"},
+    }
+    faults = [
+        {"at": 5.0, "applied_at": 5.013, "action": "link-down", "link": ["h0", "t0a"]},
+        {"at": 9.0, "applied_at": 9.021, "action": "link-up", "link": ["h0", "t0a"]},
+    ]
     series = {"interval_s": DT, "t": t, "flows": flows, "flow_info": info}
     fidelity = {"t0a~a0": {"configured_mbit": 40.0, "achieved_mbit": achieved}}
     metrics = compute_metrics(series, info, faults, 15, fidelity)
@@ -35,25 +42,39 @@ def drill(scenario="dual-tor-failover", achieved=39.0):
 
 
 def results_of(scenario, metrics, faults, series):
-    return {"scenario": scenario, "description": "Fail one uplink of a dual-homed host.",
-            "scenario_file": "scenarios/dual-tor-failover.yaml",
-            "started": "2025-01-01T12:00:00+00:00", "duration_s": 15,
-            "fabric": {"kind": "hpn", "datapath": "kernel", "hosts": 4, "switches": 6,
-                       "links": 16},
-            "metrics": metrics, "faults": faults,
-            "series": series, "files": {"summary": "summary.md", "plot": "throughput.png"}}
+    return {
+        "scenario": scenario,
+        "description": "Fail one uplink of a dual-homed host.",
+        "scenario_file": "scenarios/dual-tor-failover.yaml",
+        "started": "2025-01-01T12:00:00+00:00",
+        "duration_s": 15,
+        "fabric": {"kind": "hpn", "datapath": "kernel", "hosts": 4, "switches": 6, "links": 16},
+        "metrics": metrics,
+        "faults": faults,
+        "series": series,
+        "files": {"summary": "summary.md", "plot": "throughput.png"},
+    }
 
 
 def judged(results):
     """Decide trust and judge the expectations, as the runner does."""
     trust = assess(results["metrics"], results["faults"])
     trustworthy = trust["trustworthy"]
-    expectations = evaluate([
-        {"name": "h0 keeps half", "metric": "fault_throughput_ratio", "host": "h0", "min": 0.45},
-        {"name": "h1 never stalls", "metric": "max_silence_s", "host": "h1", "max": 1.0},
-    ], results["metrics"], trustworthy)
-    return dict(results, passed=trustworthy and all(e["passed"] for e in expectations),
-                trustworthy=trustworthy, trust=trust, expectations=expectations)
+    expectations = evaluate(
+        [
+            {"name": "h0 keeps half", "metric": "fault_throughput_ratio", "host": "h0", "min": 0.45},
+            {"name": "h1 never stalls", "metric": "max_silence_s", "host": "h1", "max": 1.0},
+        ],
+        results["metrics"],
+        trustworthy,
+    )
+    return dict(
+        results,
+        passed=trustworthy and all(e["passed"] for e in expectations),
+        trustworthy=trustworthy,
+        trust=trust,
+        expectations=expectations,
+    )
 
 
 def test_results_json_round_trips(tmp_path):
@@ -64,8 +85,7 @@ def test_results_json_round_trips(tmp_path):
     assert data["passed"] is True
     assert data["metrics"]["hosts"]["h0"]["fault_throughput_ratio"] == pytest.approx(0.5)
     assert load_results(str(tmp_path)) == data
-    assert paths == {"results": str(tmp_path / "results.json"),
-                     "summary": str(tmp_path / "summary.md")}
+    assert paths == {"results": str(tmp_path / "results.json"), "summary": str(tmp_path / "summary.md")}
     # the atomic write leaves no temporary files behind
     assert sorted(os.listdir(tmp_path)) == ["results.json", "summary.md"]
 
@@ -77,7 +97,7 @@ def test_summary_of_a_passing_run(tmp_path):
     assert "## Result: PASSED - 2/2 expectations met" in text
     assert "Fail one uplink of a dual-homed host." in text
     assert "| h0 keeps half | fault_throughput_ratio | h0 | >= 0.45 | 0.5 | PASSED |" in text
-    assert "| link-down | h0 - t0a | 5 | 5.01 | 13 |" in text      # scheduled, applied, lag
+    assert "| link-down | h0 - t0a | 5 | 5.01 | 13 |" in text  # scheduled, applied, lag
     assert "h1->h2#1" in text and "WARNING" not in text
     assert "| kind | hpn |" in text and "| datapath | kernel |" in text
     assert "![throughput](throughput.png)" in text
@@ -93,21 +113,39 @@ def test_summary_warns_loudly_when_untrustworthy(tmp_path):
     assert "WARNING: THE EMULATION DID NOT HOLD" in text
     assert "NOT TRUSTWORTHY" in text
     # the failed measurement is named, with the egress that broke its promise
-    assert ("> - link_fidelity: egress t0a~a0 delivered 0.7 of the bytes it owed while "
-            "packets waited") in text
+    assert (
+        "> - link_fidelity: egress t0a~a0 delivered 0.7 of the bytes it owed while packets waited"
+    ) in text
     assert "| link_fidelity |" in text and "| FAILED |" in text
 
 
 def test_write_results_survives_sparse_results(tmp_path):
-    results = {"scenario": None, "passed": False, "trustworthy": None,
-               "expectations": [{"name": "x", "metric": "max_silence_s", "host": None,
-                                 "expected": "<= 1", "measured": None, "passed": False,
-                                 "status": "failed", "reason": "not measured"}],
-               "metrics": {"hosts": {"h0": {"flows": [], "before_mbit": None}},
-                           "overall": {}, "fidelity": {"links": {}, "min": None}},
-               "faults": [{"at": 1, "applied_at": None, "action": "link-down",
-                           "link": ["a", "b"]}],
-               "fabric": None, "series": None, "bad": float("nan")}
+    results = {
+        "scenario": None,
+        "passed": False,
+        "trustworthy": None,
+        "expectations": [
+            {
+                "name": "x",
+                "metric": "max_silence_s",
+                "host": None,
+                "expected": "<= 1",
+                "measured": None,
+                "passed": False,
+                "status": "failed",
+                "reason": "not measured",
+            }
+        ],
+        "metrics": {
+            "hosts": {"h0": {"flows": [], "before_mbit": None}},
+            "overall": {},
+            "fidelity": {"links": {}, "min": None},
+        },
+        "faults": [{"at": 1, "applied_at": None, "action": "link-down", "link": ["a", "b"]}],
+        "fabric": None,
+        "series": None,
+        "bad": float("nan"),
+    }
     write_results(str(tmp_path / "new" / "dir"), results)
     data = json.loads((tmp_path / "new" / "dir" / "results.json").read_text())
     assert data["bad"] is None
@@ -117,8 +155,7 @@ def test_write_results_survives_sparse_results(tmp_path):
 
 def test_plot_is_a_real_png(tmp_path):
     results = drill()
-    path = plot_throughput(str(tmp_path), results["series"], results["faults"],
-                           "dual-tor-failover")
+    path = plot_throughput(str(tmp_path), results["series"], results["faults"], "dual-tor-failover")
     assert path == str(tmp_path / "throughput.png")
     data = (tmp_path / "throughput.png").read_bytes()
     assert data.startswith(PNG_SIGNATURE)
@@ -148,8 +185,7 @@ def test_fmt_and_jsonable():
     assert fmt(39.87) == "39.9"
     assert fmt(1234.6) == "1235"
     assert fmt(float("inf")) == "-"
-    assert jsonable({"x": (1, math.nan), 2: {"y": float("-inf")}}) == {"x": [1, None],
-                                                                       "2": {"y": None}}
+    assert jsonable({"x": (1, math.nan), 2: {"y": float("-inf")}}) == {"x": [1, None], "2": {"y": None}}
 
 
 def agent_results(on_time=0.98, missing=()):
@@ -160,12 +196,21 @@ def agent_results(on_time=0.98, missing=()):
         ports = {f"{h}-p{k}": {"tx_s": 2.0, "lost_s": 0.0, "packets": 3472} for k in (0, 1)}
         if h == "h2":
             ports["h2-p1"]["lost_s"] = 2.0 * (1 / on_time - 1)
-        out[h] = None if h in missing else {
-            "host": h, "jobs": [{"packets_sent": 6944}],
-            "pacing": {"late_packets": 1739 if h == "h0" else 0,
-                       "max_lag_s": 0.0238 if h == "h0" else 0.001,
-                       "lost_s": sum(p["lost_s"] for p in ports.values()),
-                       "tx_s": 4.0, "ports": ports}}
+        out[h] = (
+            None
+            if h in missing
+            else {
+                "host": h,
+                "jobs": [{"packets_sent": 6944}],
+                "pacing": {
+                    "late_packets": 1739 if h == "h0" else 0,
+                    "max_lag_s": 0.0238 if h == "h0" else 0.001,
+                    "lost_s": sum(p["lost_s"] for p in ports.values()),
+                    "tx_s": 4.0,
+                    "ports": ports,
+                },
+            }
+        )
     return out
 
 
@@ -179,19 +224,38 @@ def job_drill(flows=True, on_time=0.98, missing=()):
         results["metrics"] = compute_metrics(series, {}, results["faults"], 15, fidelity)
         results["series"] = series
     times = [0.9] + [0.6] * 6 + [1.5] * 3 + [0.6] * 5
-    ends = [round(sum(times[:i + 1]), 4) for i in range(len(times))]
+    ends = [round(sum(times[: i + 1]), 4) for i in range(len(times))]
     metrics = results["metrics"]
-    metrics["jobs"] = {"ring4": {
-        "ranks": 4, "collective": "ring", "bytes_per_iteration": 1000000,
-        "iterations_planned": 15, "iterations_completed": 15,
-        "iteration_times_s": times, "iteration_ends_s": ends,
-        "iteration_time_s": 0.8429, "iteration_time_p50_s": 0.6, "iteration_time_p99_s": 1.5,
-        "job_completion_s": ends[-1], "analytical_iteration_s": 0.5549,
-        "iteration_time_vs_analytical": 1.519, "bytes_sent": 45000000,
-        "bytes_received": 44990000, "bytes_per_rank_expected": 750000,
-        "bytes_per_rank_ratio": 0.9987, "retransmissions": 12, "timeouts": 1, "cnps": 3,
-        "ce_marks": 5, "gpu_utilization": 0.3172, "stalled_iterations": 0,
-        "iteration_before_s": 0.6, "iteration_during_s": 1.5, "iteration_after_s": 0.6}}
+    metrics["jobs"] = {
+        "ring4": {
+            "ranks": 4,
+            "collective": "ring",
+            "bytes_per_iteration": 1000000,
+            "iterations_planned": 15,
+            "iterations_completed": 15,
+            "iteration_times_s": times,
+            "iteration_ends_s": ends,
+            "iteration_time_s": 0.8429,
+            "iteration_time_p50_s": 0.6,
+            "iteration_time_p99_s": 1.5,
+            "job_completion_s": ends[-1],
+            "analytical_iteration_s": 0.5549,
+            "iteration_time_vs_analytical": 1.519,
+            "bytes_sent": 45000000,
+            "bytes_received": 44990000,
+            "bytes_per_rank_expected": 750000,
+            "bytes_per_rank_ratio": 0.9987,
+            "retransmissions": 12,
+            "timeouts": 1,
+            "cnps": 3,
+            "ce_marks": 5,
+            "gpu_utilization": 0.3172,
+            "stalled_iterations": 0,
+            "iteration_before_s": 0.6,
+            "iteration_during_s": 1.5,
+            "iteration_after_s": 0.6,
+        }
+    }
     metrics["gpu_utilization"] = 0.3172
     metrics["generators"] = generator_metrics(agent_results(on_time, missing))
     fold_generators(metrics["fidelity"], metrics["generators"])
@@ -211,15 +275,16 @@ def test_summary_shows_training_jobs(tmp_path):
     assert "## Training jobs" in text
     # collective, ranks, done/planned, mean, p50, p99, analytical, ratio, completion,
     # bytes expected and worst ratio, retransmissions, timeouts, GPU util, stalled
-    assert ("| ring4 | ring | 4 | 15/15 | 0.843 | 0.6 | 1.5 | 0.555 | 1.52 | 12 | 750000 "
-            "| 0.999 | 12 | 1 | 32% | 0 |") in text
-    assert "| ring4 | 0.6 | 1.5 | 0.6 | 2.5 |" in text          # before, during, after
+    assert (
+        "| ring4 | ring | 4 | 15/15 | 0.843 | 0.6 | 1.5 | 0.555 | 1.52 | 12 | 750000 "
+        "| 0.999 | 12 | 1 | 32% | 0 |"
+    ) in text
+    assert "| ring4 | 0.6 | 1.5 | 0.6 | 2.5 |" in text  # before, during, after
     assert "weighted by GPUs): **32%**" in text
     assert "DC interconnect: 0." in text
     assert "![iterations](iterations.png)" in text
     # the job section sits between the fault timeline and the flow tables
-    assert headings(text).index("## Training jobs") == headings(text).index(
-        "## Fault timeline") + 1
+    assert headings(text).index("## Training jobs") == headings(text).index("## Fault timeline") + 1
     trust = text.split("## Trust")[1]
     assert "27776 packets sent, 1739 late, max lag 0.0238 s" in trust
     assert "the worst port was on time **0.98** of the time it had packets ready (h2 h2-p1)" in trust
@@ -228,7 +293,7 @@ def test_summary_shows_training_jobs(tmp_path):
     assert "| generator_fidelity |" in trust and "| emulator_loss |" in trust
     assert "FAILED" not in trust
     assert "WARNING" not in text
-    assert "h1->h2#1" in text          # the iperf3 flows are still reported
+    assert "h1->h2#1" in text  # the iperf3 flows are still reported
 
 
 def test_summary_warns_when_generators_fall_behind(tmp_path):
@@ -236,8 +301,10 @@ def test_summary_warns_when_generators_fall_behind(tmp_path):
     write_results(str(tmp_path), results)
     text = (tmp_path / "summary.md").read_text()
     assert "WARNING: THE EMULATION DID NOT HOLD" in text
-    assert ("> - generator_fidelity: the agent on h2, port h2-p1, kept to its line-rate pacing "
-            "only 0.7 of the time it had packets ready") in text
+    assert (
+        "> - generator_fidelity: the agent on h2, port h2-p1, kept to its line-rate pacing "
+        "only 0.7 of the time it had packets ready"
+    ) in text
     assert "> - agent_results: no results from the traffic agents on h3" in text
     assert "no results from h3" in text.split("## Trust")[1]
 
@@ -273,9 +340,15 @@ def test_no_jobs_no_iterations_plot_and_same_sections(tmp_path):
     assert not (tmp_path / "iterations.png").exists()
     write_results(str(tmp_path), results)
     text = (tmp_path / "summary.md").read_text()
-    assert headings(text) == ["## Result: PASSED - 2/2 expectations met", "## Expectations",
-                              "## Fault timeline", "## Per-host throughput", "## Per-flow",
-                              "## Trust", "## Fabric"]
+    assert headings(text) == [
+        "## Result: PASSED - 2/2 expectations met",
+        "## Expectations",
+        "## Fault timeline",
+        "## Per-host throughput",
+        "## Per-flow",
+        "## Trust",
+        "## Fabric",
+    ]
     assert "iperf3" not in text and "generators" not in text and "Host CPU" not in text
     assert "| source host | flows |" in text
 
@@ -283,10 +356,9 @@ def test_no_jobs_no_iterations_plot_and_same_sections(tmp_path):
 def test_side_by_side_lists_jobs():
     text = render_side_by_side([job_drill(), drill("dual-tor")])
     lines = text.splitlines()
-    assert sum(1 for line in lines if "(all)" in line) == 2    # the flow table stays
+    assert sum(1 for line in lines if "(all)" in line) == 2  # the flow table stays
     head = next(i for i, line in enumerate(lines) if line.split()[:2] == ["scenario", "job"])
-    assert lines[head].split() == ["scenario", "job", "iter_s", "p99_s", "gpu_util", "retx",
-                                   "stalled"]
+    assert lines[head].split() == ["scenario", "job", "iter_s", "p99_s", "gpu_util", "retx", "stalled"]
     assert lines[head + 2].split() == ["ring-failover", "ring4", "0.843", "1.5", "32%", "12", "0"]
     assert "iter_s" not in render_side_by_side([drill("dual-tor")])
 
@@ -295,11 +367,14 @@ def test_summary_locates_loss_and_names_what_the_emulator_lost(tmp_path):
     results = job_drill()
     job = results["metrics"]["jobs"]["ring4"]
     job["gaps_seen"] = 2
-    job["gap_events"] = [{"t": 1.2345, "from": "h1", "to": "h2", "iter": 1,
-                          "expected_psn": 17, "got_psn": 19}]
+    job["gap_events"] = [
+        {"t": 1.2345, "from": "h1", "to": "h2", "iter": 1, "expected_psn": 17, "got_psn": 19}
+    ]
     results["metrics"]["queue_drops"] = {"t0a~a0 (t0a-e2 egress)": 6}
     results["metrics"]["fidelity"]["unexplained_loss"] = {
-        "gaps_seen": {"ring4": 2}, "note": "the emulator lost them"}
+        "gaps_seen": {"ring4": 2},
+        "note": "the emulator lost them",
+    }
     write_results(str(tmp_path), results)
     text = (tmp_path / "summary.md").read_text()
     assert "Packet gaps seen by the receivers of ring4 (2 in all; first 1)" in text

@@ -1,4 +1,5 @@
 """RoCEv2 frame templates: layout, in-place patching vs scapy, ICRC, parsing."""
+
 import random
 
 import pytest
@@ -15,8 +16,9 @@ SPORT, DQPN, DSCP = 50123, 0x12ABCD, 26
 
 
 def template(payload_len, opcode=roce.SEND_MIDDLE, **kw):
-    return roce.FrameTemplate(SRC_MAC, DST_MAC, SRC_IP, DST_IP, SPORT, DQPN, DSCP,
-                              payload_len, opcode=opcode, **kw)
+    return roce.FrameTemplate(
+        SRC_MAC, DST_MAC, SRC_IP, DST_IP, SPORT, DQPN, DSCP, payload_len, opcode=opcode, **kw
+    )
 
 
 def reference(payload_len, psn, opcode, ackreq=False, syndrome=None, msn=0, ecn=roce.ECT0):
@@ -31,10 +33,12 @@ def reference(payload_len, psn, opcode, ackreq=False, syndrome=None, msn=0, ecn=
             bth = bth / AETH(syndrome=syndrome, msn=msn)
         if payload_len:
             bth = bth / Raw(bytes(payload_len + pad))
-    return bytes(Ether(src=SRC_MAC, dst=DST_MAC)
-                 / IP(src=SRC_IP, dst=DST_IP, tos=DSCP << 2 | ecn, id=0, flags="DF", ttl=64)
-                 / UDP(sport=SPORT, dport=roce.ROCE_PORT, chksum=0)
-                 / bth)
+    return bytes(
+        Ether(src=SRC_MAC, dst=DST_MAC)
+        / IP(src=SRC_IP, dst=DST_IP, tos=DSCP << 2 | ecn, id=0, flags="DF", ttl=64)
+        / UDP(sport=SPORT, dport=roce.ROCE_PORT, chksum=0)
+        / bth
+    )
 
 
 def test_send_only_4096_layout():
@@ -96,7 +100,7 @@ def test_table_icrc_matches_scapy_once_a_length_keeps_coming(payload_len):
         buf = t.frame(psn, opcode=opcode, ackreq=ackreq)
         assert bytes(buf) == reference(payload_len, psn, opcode, ackreq)
         assert roce.verify_icrc(buf)
-    assert set(t._psn0_icrc) == roce.DATA_OPCODES   # the table path was taken for each
+    assert set(t._psn0_icrc) == roce.DATA_OPCODES  # the table path was taken for each
 
 
 def test_opcode_none_means_template_opcode_not_previous_call():
@@ -143,28 +147,29 @@ def test_for_length_gives_a_cached_template_of_its_own():
 def test_icrc_survives_switch_rewrites_but_not_corruption():
     t = template(256)
     buf = bytearray(t.frame(42))
-    buf[15] = buf[15] | roce.CE          # ECN marked CE on the way
-    buf[22] -= 1                         # TTL decremented
-    buf[24:26] = b"\x12\x34"             # IP checksum rewritten
-    buf[42 + 4] |= 0xC0                  # FECN/BECN set
+    buf[15] = buf[15] | roce.CE  # ECN marked CE on the way
+    buf[22] -= 1  # TTL decremented
+    buf[24:26] = b"\x12\x34"  # IP checksum rewritten
+    buf[42 + 4] |= 0xC0  # FECN/BECN set
     assert roce.verify_icrc(buf)
     assert roce.dissect(buf)[IP].tos & 3 == roce.CE
     bad = bytearray(buf)
-    bad[60] ^= 1                         # payload bit flip
+    bad[60] ^= 1  # payload bit flip
     assert not roce.verify_icrc(bad)
     bad = bytearray(buf)
-    bad[42 + 11] ^= 1                    # psn changed without new ICRC
+    bad[42 + 11] ^= 1  # psn changed without new ICRC
     assert not roce.verify_icrc(bad)
 
 
 def test_verify_icrc_handles_padding_vlan_and_non_roce():
     t = template(0, opcode=roce.SEND_ONLY)
     buf = bytes(t.frame(9))
-    assert len(buf) == 58 and roce.verify_icrc(buf + bytes(2))      # padded to 60
+    assert len(buf) == 58 and roce.verify_icrc(buf + bytes(2))  # padded to 60
     tagged = buf[:12] + b"\x81\x00\x00\x05" + buf[12:]
     assert roce.verify_icrc(tagged)
-    other = bytes(Ether(src=SRC_MAC, dst=DST_MAC) / IP(src=SRC_IP, dst=DST_IP)
-                  / UDP(sport=1, dport=53) / Raw(bytes(20)))
+    other = bytes(
+        Ether(src=SRC_MAC, dst=DST_MAC) / IP(src=SRC_IP, dst=DST_IP) / UDP(sport=1, dport=53) / Raw(bytes(20))
+    )
     assert not roce.verify_icrc(other)
     assert not roce.verify_icrc(buf[:30])
 
@@ -197,9 +202,9 @@ def test_psn_is_24_bits():
 
 def test_layout_mismatches_are_refused():
     with pytest.raises(ValueError):
-        template(0, opcode=roce.ACK)                       # ACK without AETH
+        template(0, opcode=roce.ACK)  # ACK without AETH
     with pytest.raises(ValueError):
-        template(16, opcode=roce.SEND_ONLY, aeth=True)     # AETH on a data frame
+        template(16, opcode=roce.SEND_ONLY, aeth=True)  # AETH on a data frame
     t = template(16)
     with pytest.raises(ValueError):
         t.frame(1, opcode=roce.ACK)
@@ -216,14 +221,37 @@ def test_ecn_choice_lands_in_tos():
 
 
 def test_retarget_matches_a_frame_built_from_scratch():
-    base = roce.FrameTemplate("02:00:0a:00:00:01", "02:00:0a:00:01:01", "10.0.0.1", "10.0.1.1",
-                              50000, 0x10, 26, 4096, opcode=roce.SEND_MIDDLE)
-    moved = base.retarget(50123, 0xabcdef)
-    fresh = roce.FrameTemplate("02:00:0a:00:00:01", "02:00:0a:00:01:01", "10.0.0.1", "10.0.1.1",
-                               50123, 0xabcdef, 26, 4096, opcode=roce.SEND_MIDDLE)
-    for psn, op, ack in ((0, roce.SEND_FIRST, False), (77, roce.SEND_MIDDLE, False),
-                         (0x123456, roce.SEND_LAST, True)):
-        assert bytes(moved.frame(psn, opcode=op, ackreq=ack)) == bytes(fresh.frame(psn, opcode=op, ackreq=ack))
+    base = roce.FrameTemplate(
+        "02:00:0a:00:00:01",
+        "02:00:0a:00:01:01",
+        "10.0.0.1",
+        "10.0.1.1",
+        50000,
+        0x10,
+        26,
+        4096,
+        opcode=roce.SEND_MIDDLE,
+    )
+    moved = base.retarget(50123, 0xABCDEF)
+    fresh = roce.FrameTemplate(
+        "02:00:0a:00:00:01",
+        "02:00:0a:00:01:01",
+        "10.0.0.1",
+        "10.0.1.1",
+        50123,
+        0xABCDEF,
+        26,
+        4096,
+        opcode=roce.SEND_MIDDLE,
+    )
+    for psn, op, ack in (
+        (0, roce.SEND_FIRST, False),
+        (77, roce.SEND_MIDDLE, False),
+        (0x123456, roce.SEND_LAST, True),
+    ):
+        assert bytes(moved.frame(psn, opcode=op, ackreq=ack)) == bytes(
+            fresh.frame(psn, opcode=op, ackreq=ack)
+        )
         assert roce.verify_icrc(bytes(moved.buf))
     # the original is untouched
     assert roce.parse_bth(bytes(base.buf[42:]))[1] == 0x10

@@ -1,11 +1,12 @@
 """Routes and traces over every topology kind with failures (testbed.fabric.paths), and
 the controller's switch programs and proxy ARP (controllers.routing)."""
+
 import pytest
 
 from controllers.routing import ECMP, FAILOVER, SwitchProgram, arp_reply_for, diff_switch, wanted_table
-from testbed.fabric.paths import compute_routes, trace
 from testbed.fabric.build import build_fabric
 from testbed.fabric.model import AGG, TOR
+from testbed.fabric.paths import compute_routes, trace
 
 TOPOLOGIES = {
     "hpn-default": {"kind": "hpn"},
@@ -14,8 +15,11 @@ TOPOLOGIES = {
     "hpn-2rails": {"kind": "hpn", "rails": 2},
     "clos": {"kind": "clos"},
     "fat-tree-k4": {"kind": "fat-tree", "k": 4},
-    "region-2hpn": {"kind": "region", "fabrics": [{"kind": "hpn"}, {"kind": "hpn"}],
-                    "dci": {"oversubscription": 2}},
+    "region-2hpn": {
+        "kind": "region",
+        "fabrics": [{"kind": "hpn"}, {"kind": "hpn"}],
+        "dci": {"oversubscription": 2},
+    },
 }
 
 
@@ -208,8 +212,9 @@ def test_single_plane_dual_tor_host_link_failure_is_bridged_by_the_aggs():
     routes = compute_routes(fabric, {(failed_sw, failed_port)})
 
     for agg in ("a0n0", "a0n1"):
-        assert before.tables[agg][target.ip] == tuple(sorted(
-            [port_towards(fabric, agg, "t1r0k0"), port_towards(fabric, agg, "t1r0k1")]))
+        assert before.tables[agg][target.ip] == tuple(
+            sorted([port_towards(fabric, agg, "t1r0k0"), port_towards(fabric, agg, "t1r0k1")])
+        )
         assert routes.tables[agg][target.ip] == (port_towards(fabric, agg, "t1r0k1"),)
     # the ToR that lost the host now sends it up, over both aggs
     up = tuple(sorted(port_towards(fabric, "t1r0k0", a) for a in ("a0n0", "a0n1")))
@@ -254,8 +259,9 @@ def test_agg_tor_link_failure_shrinks_ecmp(side):
     for local in ("s0h0", "s0h3"):
         assert routes.tables["t1r0k0"][nic(fabric, local).ip] == (port_towards(fabric, "t1r0k0", "a0n1"),)
     # plane 1 is untouched
-    assert routes.tables["t0r0k1"][nic(fabric, "s1h0").ip] == tuple(sorted(
-        port_towards(fabric, "t0r0k1", a) for a in ("a1n0", "a1n1")))
+    assert routes.tables["t0r0k1"][nic(fabric, "s1h0").ip] == tuple(
+        sorted(port_towards(fabric, "t0r0k1", a) for a in ("a1n0", "a1n1"))
+    )
     assert routes.host_overrides == {}
     assert unreachable(fabric, routes) == []
 
@@ -295,8 +301,7 @@ def test_losing_a_whole_plane_of_aggs_overrides_remote_destinations_only():
     routes = compute_routes(fabric, down)
     for src in fabric.nics:
         seg = fabric.nodes[src.host].segment
-        expected = {dst.ip: (src.ports[1],) for dst in fabric.nics
-                    if fabric.nodes[dst.host].segment != seg}
+        expected = {dst.ip: (src.ports[1],) for dst in fabric.nics if fabric.nodes[dst.host].segment != seg}
         assert routes.host_overrides[src.host] == expected
     assert unreachable(fabric, routes, chooses=(min,)) != []
     # following the overrides (plane 1 for remote, any port for local) works
@@ -381,13 +386,15 @@ def test_diff_from_empty_adds_groups_before_the_flows_that_use_them():
     wanted[(None, "10.0.0.2")] = (FAILOVER, (2, 5))
     wanted[(6, "10.0.1.3")] = (ECMP, (5,))
     ops, prog = diff_switch(SwitchProgram(), wanted)
-    assert ops == [("flow_set", (None, "10.0.0.1"), ("output", 1)),
-                   ("group_add", 1, ("ff", (2, 5))),
-                   ("flow_set", (None, "10.0.0.2"), ("group", 1)),
-                   ("group_add", 2, ("select", (5, 6))),
-                   ("flow_set", (None, "10.0.1.1"), ("group", 2)),
-                   ("flow_set", (None, "10.0.1.2"), ("group", 2)),
-                   ("flow_set", (6, "10.0.1.3"), ("output", 5))]
+    assert ops == [
+        ("flow_set", (None, "10.0.0.1"), ("output", 1)),
+        ("group_add", 1, ("ff", (2, 5))),
+        ("flow_set", (None, "10.0.0.2"), ("group", 1)),
+        ("group_add", 2, ("select", (5, 6))),
+        ("flow_set", (None, "10.0.1.1"), ("group", 2)),
+        ("flow_set", (None, "10.0.1.2"), ("group", 2)),
+        ("flow_set", (6, "10.0.1.3"), ("output", 5)),
+    ]
     assert prog.groups == {("ff", (2, 5)): 1, ("select", (5, 6)): 2}
     again, prog2 = diff_switch(prog, wanted)
     assert again == []
@@ -413,18 +420,21 @@ def test_diff_removal_and_group_reuse():
     assert prog.groups == {("select", (5, 6)): 1, ("select", (5, 7)): 2, ("ff", (7, 5)): 3}
 
 
-@pytest.mark.parametrize("params", [{"kind": "hpn", "aggs_per_plane": 3},
-                                    {"kind": "hpn", "planes": 1, "dual_tor": False}])
+@pytest.mark.parametrize(
+    "params", [{"kind": "hpn", "aggs_per_plane": 3}, {"kind": "hpn", "planes": 1, "dual_tor": False}]
+)
 def test_diff_sequence_over_failures_keeps_a_switch_consistent(params):
     fabric = build_fabric(params)
     t0 = "t0r0k0"
     a0, a1 = "a0n0", "a0n1"
-    scenarios = [set(),
-                 {(a0, port_towards(fabric, a0, t0))},
-                 {(a1, p) for p in switch_ports(fabric, a1)},
-                 {access_end(fabric, nic(fabric, "s0h1").ports[0])},
-                 {(t0, port_towards(fabric, t0, a1))},
-                 set()]
+    scenarios = [
+        set(),
+        {(a0, port_towards(fabric, a0, t0))},
+        {(a1, p) for p in switch_ports(fabric, a1)},
+        {access_end(fabric, nic(fabric, "s0h1").ports[0])},
+        {(t0, port_towards(fabric, t0, a1))},
+        set(),
+    ]
     switches = {s.name: {"groups": {}, "flows": {}} for s in fabric.switches()}
     programs = {s.name: SwitchProgram() for s in fabric.switches()}
     for down in scenarios:
@@ -533,9 +543,16 @@ def test_local_repair_never_loops_whatever_link_fails(params):
             assert "loop" not in outcomes, (link.name, key)
 
 
-@pytest.mark.parametrize("params", [TOPOLOGIES["hpn-default"], TOPOLOGIES["hpn-1plane-dualtor"],
-                                    TOPOLOGIES["hpn-1plane-singletor"], TOPOLOGIES["clos"]],
-                         ids=["hpn", "hpn-1plane-dualtor", "hpn-1plane-singletor", "clos"])
+@pytest.mark.parametrize(
+    "params",
+    [
+        TOPOLOGIES["hpn-default"],
+        TOPOLOGIES["hpn-1plane-dualtor"],
+        TOPOLOGIES["hpn-1plane-singletor"],
+        TOPOLOGIES["clos"],
+    ],
+    ids=["hpn", "hpn-1plane-dualtor", "hpn-1plane-singletor", "clos"],
+)
 def test_a_tor_agg_link_or_an_agg_failing_is_repaired_in_the_data_plane(params):
     """Every pair still delivers on every branch, before any recomputation:
     a ToR skips the dead uplink of its group, an aggregation switch that
@@ -569,8 +586,10 @@ def test_host_link_failure_repair_depends_on_a_second_tor_in_the_plane():
     up, and the aggregation switches take them down to the other ToR. Dual
     plane: no switch of that plane reaches the host any more; senders in
     it need the controller (host overrides)."""
-    for params, expected in (({"kind": "hpn", "planes": 1, "dual_tor": True}, {"delivered"}),
-                             ({"kind": "hpn"}, {"dropped"})):
+    for params, expected in (
+        ({"kind": "hpn", "planes": 1, "dual_tor": True}, {"delivered"}),
+        ({"kind": "hpn"}, {"dropped"}),
+    ):
         fabric = build_fabric(params)
         target = nic(fabric, "s0h0")
         (link,) = [l for l in fabric.links_of("s0h0") if l.end("s0h0").ifname == target.ports[0]]

@@ -1,5 +1,6 @@
 """The pure readings of the qdisc samples: fidelity on busy egresses and
 the drops the modeled queues account for."""
+
 import pytest
 
 from testbed.results.counters import fidelity, queue_drops
@@ -13,9 +14,13 @@ def samples(rows):
 
 
 def test_queue_drops_counts_only_what_dropped_during_the_run():
-    s = samples([(0.0, {"a-e1": (0, 0, 5), "b-e1": (0, 0, 0)}),
-                 (0.1, {"a-e1": (100, 0, 7), "b-e1": (100, 0, 0)}),
-                 (0.2, {"a-e1": (200, 0, 9), "b-e1": (200, 0, 0)})])
+    s = samples(
+        [
+            (0.0, {"a-e1": (0, 0, 5), "b-e1": (0, 0, 0)}),
+            (0.1, {"a-e1": (100, 0, 7), "b-e1": (100, 0, 0)}),
+            (0.2, {"a-e1": (200, 0, 9), "b-e1": (200, 0, 0)}),
+        ]
+    )
     assert queue_drops(s, NAMES) == {"a~b (a-e1 egress)": 4}
 
 

@@ -1,17 +1,18 @@
 """Transport logic on a virtual clock: pacing, DCQCN, go-back-N over a lossy channel."""
+
 import heapq
 import math
 import random
 
 import pytest
 
-from traffic.transport import (RATE_SNAP, Dcqcn, DcqcnParams, GbnReceiver, GbnSender,
-                               Pacer, recovery_bound_s)
+from traffic.transport import RATE_SNAP, Dcqcn, DcqcnParams, GbnReceiver, GbnSender, Pacer, recovery_bound_s
 
 LINE = 40e6
 
 
 # --- Pacer ----------------------------------------------------------------------
+
 
 def paced_count(rate, nbytes, duration):
     p = Pacer(rate)
@@ -27,7 +28,7 @@ def paced_count(rate, nbytes, duration):
 
 def test_pacer_lets_line_rate_through():
     p, n = paced_count(40e6, 4158, 1.0)
-    assert abs(n - 1203) <= 1              # 40e6 / (4158 * 8) = 1202.5 per second
+    assert abs(n - 1203) <= 1  # 40e6 / (4158 * 8) = 1202.5 per second
     assert p.late == 0 and p.max_lag_s < 1e-6
     _, n = paced_count(20e6, 4158, 1.0)
     assert abs(n - 601) <= 1
@@ -40,23 +41,23 @@ def test_pacer_does_not_burst_after_idling():
     for _ in range(10):
         t += p.wait_time(t)
         p.sent(4158, t)
-    t += 1.0                               # nothing to send for a second
+    t += 1.0  # nothing to send for a second
     sent = 0
     while p.ready(t):
         p.sent(4158, t)
         sent += 1
-    assert sent == 2                       # burst capped at 2 packets
+    assert sent == 2  # burst capped at 2 packets
     assert p.wait_time(t) == pytest.approx(tx)
-    assert p.late == 0                     # idle time is not lag
+    assert p.late == 0  # idle time is not lag
 
 
 def test_pacer_counts_late_polls():
     p = Pacer(40e6)
     t = 0.0
     p.sent(4158, t)
-    w = p.wait_time(t)                     # caller is told to wait ...
+    w = p.wait_time(t)  # caller is told to wait ...
     assert w > 0 and not p.ready(t)
-    t += w + 0.005                         # ... and comes back 5 ms late
+    t += w + 0.005  # ... and comes back 5 ms late
     assert p.ready(t)
     p.sent(4158, t + 0.0001)
     assert p.late == 1
@@ -64,7 +65,7 @@ def test_pacer_counts_late_polls():
     # a small lag (below the 1 ms tolerance) is recorded but not counted
     t += 0.0001
     t += p.wait_time(t) + 0.0005
-    p.sent(4158, t)                        # sent without polling ready again
+    p.sent(4158, t)  # sent without polling ready again
     assert p.late == 1 and p.max_lag_s == pytest.approx(0.005)
 
 
@@ -72,13 +73,14 @@ def test_pacer_rate_change_and_validation():
     p = Pacer(40e6)
     p.sent(1000, 0.0)
     p.set_rate(8e6)
-    p.sent(1000, 0.0002)                   # spaced at the old rate
+    p.sent(1000, 0.0002)  # spaced at the old rate
     assert p.wait_time(0.0002) == pytest.approx(0.0002 + 0.001 - 0.0002)
     with pytest.raises(ValueError):
         p.set_rate(0)
 
 
 # --- DCQCN ----------------------------------------------------------------------
+
 
 def test_params_defaults_scale_with_line_rate():
     p = DcqcnParams(line_rate_bps=LINE)
@@ -102,11 +104,11 @@ def test_cnp_cuts_rate_by_alpha_over_two():
     params = DcqcnParams(line_rate_bps=LINE)
     d = Dcqcn(params)
     d.on_cnp(1.0)
-    assert d.rate == pytest.approx(LINE / 2)      # alpha starts at 1
+    assert d.rate == pytest.approx(LINE / 2)  # alpha starts at 1
     assert d.target == LINE and d.cnps == 1
     d.tick(1.1)
     rate, alpha = d.rate, d.alpha
-    assert alpha == pytest.approx((1 - params.g) ** 20)   # 100 ms / 5 ms periods
+    assert alpha == pytest.approx((1 - params.g) ** 20)  # 100 ms / 5 ms periods
     d.on_cnp(1.1)
     assert d.rate == pytest.approx(rate * (1 - alpha / 2))
     assert d.target == rate
@@ -128,7 +130,7 @@ def test_repeated_cnps_converge_to_min_rate():
     params = DcqcnParams(line_rate_bps=LINE)
     d = Dcqcn(params)
     t, rates = 0.0, []
-    for _ in range(300):                           # one CNP per interval for 1.2 s
+    for _ in range(300):  # one CNP per interval for 1.2 s
         d.on_cnp(t)
         rates.append(d.rate)
         t += params.cnp_interval_s
@@ -142,13 +144,14 @@ def test_recovers_to_line_rate_within_bound():
     f = params.fast_recovery_steps
     # Periods: F fast recovery, F additive, hyper until R_T = line rate, then
     # R_C halves its distance to line rate each period until within RATE_SNAP.
-    periods = (2 * f
-               + math.ceil(max(0.0, LINE - params.min_rate_bps - f * params.ai_rate_bps)
-                           / params.hai_rate_bps)
-               + math.ceil(math.log2((LINE - params.min_rate_bps) / (RATE_SNAP * LINE))))
+    periods = (
+        2 * f
+        + math.ceil(max(0.0, LINE - params.min_rate_bps - f * params.ai_rate_bps) / params.hai_rate_bps)
+        + math.ceil(math.log2((LINE - params.min_rate_bps) / (RATE_SNAP * LINE)))
+    )
     bound = periods * params.increase_period_s
     assert bound == pytest.approx(recovery_bound_s(params))
-    assert bound == pytest.approx(0.150)           # 30 periods of 5 ms with the defaults
+    assert bound == pytest.approx(0.150)  # 30 periods of 5 ms with the defaults
 
     d = Dcqcn(params)
     t = 0.0
@@ -195,14 +198,14 @@ def test_tick_is_idempotent_and_independent_of_polling():
     assert fine.alpha == pytest.approx(coarse.alpha)
     rate = coarse.rate
     coarse.tick(0.47)
-    coarse.tick(0.2)                               # going back in time: no effect
+    coarse.tick(0.2)  # going back in time: no effect
     assert coarse.rate == rate
 
 
 # --- go-back-N ------------------------------------------------------------------
 
-DELAY = 0.002          # one-way
-PKT = 1000             # bytes per data packet (pacing only)
+DELAY = 0.002  # one-way
+PKT = 1000  # bytes per data packet (pacing only)
 
 
 def transfer(n, window=32, rto=0.03, loss=0.0, seed=0, drop_first=(), limit=30.0):
@@ -259,7 +262,7 @@ def test_lossless_transfer_has_no_retransmissions():
 @pytest.mark.parametrize("seed", range(6))
 def test_lossy_transfer_delivers_everything_once_in_order(seed):
     snd, rcv, delivered, t = transfer(400, loss=0.05, seed=seed)
-    assert snd.done and rcv.done, "stalled at una=%d expected=%d" % (snd.una, rcv.expected)
+    assert snd.done and rcv.done, f"stalled at una={snd.una} expected={rcv.expected}"
     assert delivered == list(range(400))
     assert snd.retransmitted > 0
     assert snd.naks + snd.timeouts > 0
@@ -293,43 +296,43 @@ def test_sender_window_and_bookkeeping():
     for f, psn in ((s.on_ack, 0), (s.on_ack, 1), (s.on_ack, 9), (s.on_nak, 1), (s.on_nak, 8)):
         f(psn, 0.02)
     assert (s.una, s.nxt, s.high, s.naks) == (2, 4, 4, 0)
-    s.on_nak(3, 0.03)                          # 0..2 arrived, resend from 3
+    s.on_nak(3, 0.03)  # 0..2 arrived, resend from 3
     assert s.una == 3 and s.next_psn(0.03) == 3 and s.naks == 1
     s.on_sent(3, 0.03)
     assert s.retransmitted == 1
     assert not s.check_timeout(0.1)
     assert s.check_timeout(0.13) and s.next_psn(0.13) == 3 and s.timeouts == 1
-    assert not s.check_timeout(0.14)           # timer restarted by the go-back
+    assert not s.check_timeout(0.14)  # timer restarted by the go-back
     s.on_ack(3, 0.15)
-    assert not s.check_timeout(1.0)            # nothing outstanding
+    assert not s.check_timeout(1.0)  # nothing outstanding
     with pytest.raises(ValueError):
-        GbnSender(2 ** 24, 8, 0.1)
+        GbnSender(2**24, 8, 0.1)
 
 
 def test_receiver_acks_naks_and_duplicates():
     r = GbnReceiver(20, ack_every=4, nak_retry_s=0.05)
     acts = [r.on_data(i, False, False, 0.0) for i in range(4)]
     assert acts == [[], [], [], [("ack", 3)]]
-    assert r.on_data(4, False, True, 0.0) == [("ack", 4)]        # ackreq
-    assert r.on_data(6, False, False, 0.01) == [("nak", 5)]      # gap
-    assert r.on_data(7, False, False, 0.02) == []                # same gap: quiet
-    assert r.on_data(8, False, False, 0.07) == [("nak", 5)]      # retry after 50 ms
-    assert r.on_data(3, False, False, 0.08) == [("ack", 4)]      # duplicate: re-ACK
+    assert r.on_data(4, False, True, 0.0) == [("ack", 4)]  # ackreq
+    assert r.on_data(6, False, False, 0.01) == [("nak", 5)]  # gap
+    assert r.on_data(7, False, False, 0.02) == []  # same gap: quiet
+    assert r.on_data(8, False, False, 0.07) == [("nak", 5)]  # retry after 50 ms
+    assert r.on_data(3, False, False, 0.08) == [("ack", 4)]  # duplicate: re-ACK
     assert r.on_data(5, False, False, 0.09) == []
-    assert r.on_data(7, False, False, 0.09) == [("nak", 6)]      # a new gap
+    assert r.on_data(7, False, False, 0.09) == [("nak", 6)]  # a new gap
     for i in range(6, 19):
         r.on_data(i, False, False, 0.1)
-    assert r.on_data(19, False, False, 0.1) == [("ack", 19)]     # last packet
+    assert r.on_data(19, False, False, 0.1) == [("ack", 19)]  # last packet
     assert r.done and r.received == 20
     assert r.out_of_order == 4 and r.duplicates == 1
-    assert r.on_data(19, False, False, 0.2) == [("ack", 19)]     # late duplicate after done
-    assert r.on_data(25, False, False, 0.2) == []                # beyond the transfer
+    assert r.on_data(19, False, False, 0.2) == [("ack", 19)]  # late duplicate after done
+    assert r.on_data(25, False, False, 0.2) == []  # beyond the transfer
 
 
 def test_receiver_rate_limits_cnps():
     r = GbnReceiver(100, ack_every=100, cnp_interval_s=0.004)
     cnps = []
-    for i in range(50):                       # every packet CE marked, one per ms
+    for i in range(50):  # every packet CE marked, one per ms
         if ("cnp",) in r.on_data(i, True, False, i * 0.001):
             cnps.append(i)
     assert cnps == list(range(0, 50, 4))
@@ -339,15 +342,16 @@ def test_receiver_rate_limits_cnps():
 
 def test_line_meter_counts_idle_line_only_while_the_agent_had_frames_waiting():
     from traffic.transport import LineMeter
-    frame = 5000                       # 1 ms at 40 Mbit/s
+
+    frame = 5000  # 1 ms at 40 Mbit/s
     m = LineMeter(40e6, max_gap_s=0.25)
     m.sent(frame, 0.0, backlogged=False)
-    m.sent(frame, 0.0, backlogged=False)       # queued behind the first: drains at 2 ms
-    m.sent(frame, 0.005, backlogged=False)     # idle by choice (nothing to send): not lost
+    m.sent(frame, 0.0, backlogged=False)  # queued behind the first: drains at 2 ms
+    m.sent(frame, 0.005, backlogged=False)  # idle by choice (nothing to send): not lost
     assert m.lost_s == 0.0
-    m.sent(frame, 0.009, backlogged=True)      # line idle 3 ms while frames waited
+    m.sent(frame, 0.009, backlogged=True)  # line idle 3 ms while frames waited
     assert abs(m.lost_s - 0.003) < 1e-9 and m.late == 1
-    m.sent(frame, 0.5, backlogged=True)        # a port that stopped draining: a stall
+    m.sent(frame, 0.5, backlogged=True)  # a port that stopped draining: a stall
     assert m.stalls == 1 and abs(m.lost_s - 0.003) < 1e-9
     assert abs(m.efficiency - m.tx_s / (m.tx_s + 0.003)) < 1e-12
 
@@ -361,10 +365,9 @@ def test_in_order_fast_path_matches_on_data():
         took = fast.in_order(psn)
         acts = slow.on_data(psn, False, False, 0.0)
         if took:
-            assert acts == []                    # nothing was owed for it
+            assert acts == []  # nothing was owed for it
         else:
             answers += 1
             fast.on_data(psn, False, False, 0.0)
-        assert (fast.expected, fast.received, fast._unacked) == \
-            (slow.expected, slow.received, slow._unacked)
+        assert (fast.expected, fast.received, fast._unacked) == (slow.expected, slow.received, slow._unacked)
     assert fast.done and answers >= 40 // 8

@@ -3,6 +3,7 @@ emulator caused, a late timeline and a slow control plane make a run
 untrustworthy, with the failed measurement named; results written before
 the checks existed still read the same. The last tests run the runner's
 judging half on synthetic recordings of the shipped scenarios."""
+
 import pytest
 
 from testbed.drill import runner
@@ -24,9 +25,12 @@ def agents(starved=None, lost=4.0, tx=3.0, per_port=True):
         ports = {f"{h}-n0p{k}": {"tx_s": tx, "lost_s": 0.0, "packets": 2000} for k in (0, 1)}
         if starved and starved[0] == h:
             ports[f"{h}-n0p{starved[1]}"]["lost_s"] = lost
-        pacing = {"late_packets": 10, "max_lag_s": 0.002,
-                  "tx_s": sum(p["tx_s"] for p in ports.values()),
-                  "lost_s": sum(p["lost_s"] for p in ports.values())}
+        pacing = {
+            "late_packets": 10,
+            "max_lag_s": 0.002,
+            "tx_s": sum(p["tx_s"] for p in ports.values()),
+            "lost_s": sum(p["lost_s"] for p in ports.values()),
+        }
         if per_port:
             pacing["ports"] = ports
         out[h] = {"host": h, "jobs": [{"packets_sent": 4000}], "pacing": pacing}
@@ -43,9 +47,13 @@ def metrics_with(agent_results, links=None, jobs=None, queue_drops=None, cpu=Non
     if links:
         fid["min"] = min(v["fidelity"] for v in links.values())
     trust.fold_generators(fid, gen)
-    return {"fidelity": fid, "generators": gen, "jobs": jobs or job_metrics_of(),
-            "queue_drops": queue_drops or {},
-            "host_cpu": cpu or {"mean_busy": 0.4, "saturated_share": 0.1}}
+    return {
+        "fidelity": fid,
+        "generators": gen,
+        "jobs": jobs or job_metrics_of(),
+        "queue_drops": queue_drops or {},
+        "host_cpu": cpu or {"mean_busy": 0.4, "saturated_share": 0.1},
+    }
 
 
 def check(verdict_, name):
@@ -54,6 +62,7 @@ def check(verdict_, name):
 
 
 # --- generators: the worst port of the worst agent ---------------------------------
+
 
 def test_one_starved_port_among_sixteen_makes_the_run_untrustworthy():
     results = agents(starved=("s1h2", 1))
@@ -76,8 +85,11 @@ def test_healthy_agents_pass_and_the_same_numbers_decide_expectations():
     assert out["trustworthy"] is True and out["failed"] == []
     assert check(out, "generator_fidelity")["value"] == 1.0
     starved = assess(metrics_with(agents(starved=("s0h0", 0))))
-    [exp] = evaluate([{"metric": "iterations_completed", "job": "ring8", "min": 8}],
-                     {"jobs": {"ring8": {"iterations_completed": 8}}}, starved["trustworthy"])
+    [exp] = evaluate(
+        [{"metric": "iterations_completed", "job": "ring8", "min": 8}],
+        {"jobs": {"ring8": {"iterations_completed": 8}}},
+        starved["trustworthy"],
+    )
     assert exp["status"] == "untrustworthy" and exp["passed"] is False
     assert "would pass" in exp["reason"]
 
@@ -120,10 +132,12 @@ def test_an_agent_without_results_fails_the_run():
 
 # --- links: every busy egress, switch ports included, the worst one judged ------------
 
+
 def test_worst_busy_egress_is_named():
-    links = {"t0r0k0~a0n0 (t0r0k0-e5 egress)": {"fidelity": 0.62, "switch": True,
-                                                "node": "t0r0k0"},
-             "s0h0-n0p0~t0r0k0-e1 (s0h0-n0p0 egress)": {"fidelity": 1.0, "switch": False}}
+    links = {
+        "t0r0k0~a0n0 (t0r0k0-e5 egress)": {"fidelity": 0.62, "switch": True, "node": "t0r0k0"},
+        "s0h0-n0p0~t0r0k0-e1 (s0h0-n0p0 egress)": {"fidelity": 1.0, "switch": False},
+    }
     out = assess(metrics_with(agents(), links=links))
     c = check(out, "link_fidelity")
     assert out["failed"] == ["link_fidelity"] and c["value"] == 0.62
@@ -166,8 +180,7 @@ def test_a_switch_port_busy_now_and_then_is_judged_per_interval():
         backlogs.append(60_000 if busy else 0)
         sends.append(60_000 if busy else 20_000)
     backlogs.append(0)
-    out = counters.fidelity(backlogged(sends, backlogs), {"sw-e1": 10.0}, NAMES, OWNERS,
-                            frame_bytes=9014)
+    out = counters.fidelity(backlogged(sends, backlogs), {"sw-e1": 10.0}, NAMES, OWNERS, frame_bytes=9014)
     link = out["sw~x (sw-e1 egress)"]
     assert link["fidelity"] == pytest.approx(1.0)
     assert link["switch"] is True and link["node"] == "sw"
@@ -176,8 +189,9 @@ def test_a_switch_port_busy_now_and_then_is_judged_per_interval():
 
 def test_a_switch_port_that_sent_less_than_waited_is_caught():
     # A full queue (200 kB) at every sample, but only 60 kB a tenth of a second left.
-    out = counters.fidelity(backlogged([60_000] * 20, [200_000] * 21), {"sw-e1": 10.0},
-                            NAMES, OWNERS, frame_bytes=9014)
+    out = counters.fidelity(
+        backlogged([60_000] * 20, [200_000] * 21), {"sw-e1": 10.0}, NAMES, OWNERS, frame_bytes=9014
+    )
     owed = 125_000 * 0.95 - 9014
     assert out["sw~x (sw-e1 egress)"]["fidelity"] == pytest.approx(60_000 / owed)
     links = {name: v for name, v in out.items()}
@@ -198,6 +212,7 @@ def test_a_queue_flushed_by_a_link_going_down_is_not_a_shortfall():
 
 # --- loss the emulator caused ---------------------------------------------------------
 
+
 def test_unexplained_gaps_make_the_run_untrustworthy():
     out = assess(metrics_with(agents(), jobs=job_metrics_of(gaps=3)))
     assert out["trustworthy"] is False and out["failed"] == ["emulator_loss"]
@@ -212,8 +227,9 @@ def test_frames_the_agents_did_not_read_in_time_are_emulator_loss_beside_modeled
     results["s0h0-rail1"] = {**results["s0h0"], "pacing": {**results["s0h0"]["pacing"]}}
     results["s0h1"]["rx_overflows"] = 2
     results["s0h2"]["rx_overflows"] = 0
-    out = assess(metrics_with(results, jobs=job_metrics_of(gaps=3),
-                              queue_drops={"d0b0~d1b0 (d0b0-e9 egress)": 40}))
+    out = assess(
+        metrics_with(results, jobs=job_metrics_of(gaps=3), queue_drops={"d0b0~d1b0 (d0b0-e9 egress)": 40})
+    )
     assert out["trustworthy"] is False and out["failed"] == ["emulator_loss"]
     assert "dropped 9 frames they did not read in time" in check(out, "emulator_loss")["reason"]
     assert generator_metrics(agents())["rx_overflows"] == 0
@@ -224,39 +240,63 @@ def test_gaps_a_modeled_queue_or_a_fault_explains_are_no_emulator_loss():
     out = assess(metrics_with(agents(), jobs=job_metrics_of(gaps=3), queue_drops=drops))
     assert out["trustworthy"] is True
     assert check(out, "emulator_loss")["note"] == "3 gaps, explained by modeled queue drops"
-    fault = {"at": 5, "applied_at": 5.01, "action": "link-down", "link": ["s0h0", "t0r0k0"],
-             "converged_s": 0.02}
+    fault = {
+        "at": 5,
+        "applied_at": 5.01,
+        "action": "link-down",
+        "link": ["s0h0", "t0r0k0"],
+        "converged_s": 0.02,
+    }
     assert assess(metrics_with(agents(), jobs=job_metrics_of(gaps=3)), [fault])["trustworthy"]
 
 
 # --- the timeline and the control plane ---------------------------------------------
 
+
 def faults(lag_down=0.01, lag_up=0.01, conv_down=0.02, conv_up=0.02):
-    return [{"at": 5, "applied_at": 5 + lag_down, "action": "link-down",
-             "link": ["s0h0", "t0r0k0"], "index": 0, "converged_s": conv_down},
-            {"at": 15, "applied_at": 15 + lag_up, "action": "link-up",
-             "link": ["s0h0", "t0r0k0"], "index": 0, "converged_s": conv_up}]
+    return [
+        {
+            "at": 5,
+            "applied_at": 5 + lag_down,
+            "action": "link-down",
+            "link": ["s0h0", "t0r0k0"],
+            "index": 0,
+            "converged_s": conv_down,
+        },
+        {
+            "at": 15,
+            "applied_at": 15 + lag_up,
+            "action": "link-up",
+            "link": ["s0h0", "t0r0k0"],
+            "index": 0,
+            "converged_s": conv_up,
+        },
+    ]
 
 
 def tcp_metrics():
     links = {"s0h0-n0p0~t0r0k0-e1 (s0h0-n0p0 egress)": {"fidelity": 0.999, "switch": False}}
-    return {"fidelity": {"links": links, "min": 0.999},
-            "host_cpu": {"mean_busy": 0.5, "saturated_share": 0.2}}
+    return {
+        "fidelity": {"links": links, "min": 0.999},
+        "host_cpu": {"mean_busy": 0.5, "saturated_share": 0.2},
+    }
 
 
 def test_a_fault_applied_late_is_named():
     out = assess(tcp_metrics(), faults(lag_down=0.39))
     assert out["failed"] == ["fault_lag"]
     assert check(out, "fault_lag")["reason"].startswith(
-        "fault 1 (link-down s0h0-t0r0k0) applied 390 ms late (limit 100 ms)")
+        "fault 1 (link-down s0h0-t0r0k0) applied 390 ms late (limit 100 ms)"
+    )
 
 
 def test_slow_convergence_is_named():
     out = assess(tcp_metrics(), faults(conv_up=1.17))
     assert out["failed"] == ["convergence"]
     assert check(out, "convergence")["value"] == 1.17
-    assert "routes converged 1170 ms after fault 2 (link-up s0h0-t0r0k0)" in \
-        check(out, "convergence")["reason"]
+    assert (
+        "routes converged 1170 ms after fault 2 (link-up s0h0-t0r0k0)" in check(out, "convergence")["reason"]
+    )
 
 
 def test_a_controller_that_never_answers_fails_convergence():
@@ -279,6 +319,7 @@ def test_timely_faults_pass():
 
 # --- CPU: a warning, named when something else failed --------------------------------
 
+
 def test_a_saturated_cpu_alone_only_warns():
     metrics = tcp_metrics()
     metrics["host_cpu"]["saturated_share"] = 0.8
@@ -291,18 +332,17 @@ def test_a_saturated_cpu_alone_only_warns():
     assert said[1].startswith("host_cpu: every core was saturated in 80% of the samples")
 
 
-# --- reading results dicts, old and new --------------------------------------------
+# --- reading results dicts --------------------------------------------
 
-def test_results_written_before_the_checks_still_read_the_same():
-    old = {"passed": False, "trustworthy": False,
-           "metrics": {"fidelity": {"links": {"a~b": {"fidelity": 0.7}}, "min": 0.7},
-                       "generators": {"on_time": 0.95, "missing_results": []}}}
+
+def test_results_without_trust_checks_are_not_believed():
+    # Written before the checks existed: nothing judged them, whatever they say.
+    old = {"passed": True, "trustworthy": True, "metrics": {"fidelity": {"links": {}, "min": 0.97}}}
     assert verdict(old) == "UNTRUSTWORTHY" and low_fidelity(old)
-    assert reasons(old) == ["The worst loaded link delivered 0.7 of its configured rate "
-                            "(threshold 0.9)."]
-    good = {"passed": True, "trustworthy": True,
-            "metrics": {"fidelity": {"links": {}, "min": 0.97}}}
-    assert verdict(good) == "PASSED" and not low_fidelity(good)
+    assert reasons(old) == [trust.NO_CHECKS]
+    judged = assess(metrics_with(agents()))
+    good = {"passed": True, "trustworthy": judged["trustworthy"], "trust": judged}
+    assert judged["trustworthy"] and verdict(good) == "PASSED" and not low_fidelity(good)
 
 
 def test_new_results_say_which_measurement_failed():
@@ -315,6 +355,7 @@ def test_new_results_say_which_measurement_failed():
 
 # --- the runner's judging half on synthetic recordings ------------------------------
 
+
 class Flows:
     """Stands in for the iperf3 processes: their receiver series."""
 
@@ -326,9 +367,20 @@ class Flows:
 
 
 def recorded(sc, **kw):
-    base = dict(t0=100.0, ran_s=sc.duration_s, faults=[], problems=[], events=[],
-                flows=Flows(), samples=[], cpu=[(i * 0.1, 0.5) for i in range(50)],
-                agent_results=None, capture_files=[], datapath="netdev", bringup_s=0.8)
+    base = dict(
+        t0=100.0,
+        ran_s=sc.duration_s,
+        faults=[],
+        problems=[],
+        events=[],
+        flows=Flows(),
+        samples=[],
+        cpu=[(i * 0.1, 0.5) for i in range(50)],
+        agent_results=None,
+        capture_files=[],
+        datapath="netdev",
+        bringup_s=0.8,
+    )
     return runner._Run(**{**base, **kw})
 
 
@@ -336,20 +388,44 @@ def ring_agents(sc, starved=None, gaps=0):
     """What the agents of allreduce-ring report from a good run: every rank
     received 2(N-1)/N x S per iteration, iterations 5% over the analytical time."""
     [job] = sc.jobs
-    it = 1.05 * analytical.analytical_iteration_s(job, analytical.goodput_bps(sc.fabric),
-                                                  analytical.path_latency_s(sc.fabric, job))
+    it = 1.05 * analytical.analytical_iteration_s(
+        job, analytical.goodput_bps(sc.fabric), analytical.path_latency_s(sc.fabric, job)
+    )
     results = agents(starved=starved)
     for rank, host in enumerate(job["hosts"]):
-        iters = [{"iter": k, "start": k * it, "end": (k + 1) * it, "compute_s": 0.2,
-                  "comm_s": it - 0.2, "iter_s": it, "bytes_sent": 1_750_000,
-                  "bytes_received": 1_750_000} for k in range(job["iterations"])]
-        results[host]["jobs"] = [{
-            "name": job["name"], "rank": rank, "iterations_planned": job["iterations"],
-            "iterations": iters, "bytes_sent": 14_000_000, "bytes_received": 14_000_000,
-            "packets_sent": 3400, "retransmitted": 0, "timeouts": 0, "naks_received": 0,
-            "cnps_received": 0, "cnps_sent": 0, "ce_marks": 0,
-            "gaps_seen": gaps if rank == 3 else 0, "gap_events": [],
-            "bytes_per_iteration_planned": 1_750_000}]
+        iters = [
+            {
+                "iter": k,
+                "start": k * it,
+                "end": (k + 1) * it,
+                "compute_s": 0.2,
+                "comm_s": it - 0.2,
+                "iter_s": it,
+                "bytes_sent": 1_750_000,
+                "bytes_received": 1_750_000,
+            }
+            for k in range(job["iterations"])
+        ]
+        results[host]["jobs"] = [
+            {
+                "name": job["name"],
+                "rank": rank,
+                "iterations_planned": job["iterations"],
+                "iterations": iters,
+                "bytes_sent": 14_000_000,
+                "bytes_received": 14_000_000,
+                "packets_sent": 3400,
+                "retransmitted": 0,
+                "timeouts": 0,
+                "naks_received": 0,
+                "cnps_received": 0,
+                "cnps_sent": 0,
+                "ce_marks": 0,
+                "gaps_seen": gaps if rank == 3 else 0,
+                "gap_events": [],
+                "bytes_per_iteration_planned": 1_750_000,
+            }
+        ]
     return results
 
 
@@ -365,8 +441,7 @@ def test_a_clean_ring_run_passes(ring):
 
 
 def test_a_starved_host_spoils_the_ring_run(ring):
-    res = runner._results(ring, recorded(ring, agent_results=ring_agents(ring, ("s1h2", 1))),
-                          "now")
+    res = runner._results(ring, recorded(ring, agent_results=ring_agents(ring, ("s1h2", 1))), "now")
     assert res["passed"] is False and verdict(res) == "UNTRUSTWORTHY"
     assert res["trust"]["failed"] == ["generator_fidelity"]
     assert all(e["status"] == "untrustworthy" for e in res["expectations"])
@@ -390,12 +465,26 @@ def dual_tor_run(sc, lags=(0.005, 0.005), converge=(0.02, 0.02)):
         fid = f"s0h0->{dst}#{k // 4 + 1}"
         info[fid] = {"src": "s0h0", "dst": dst}
         per_flow[fid] = [(t, 5.0 if 5 < t <= 15 else 10.0) for t in ends]
-    applied = [{"at": f["at"], "applied_at": f["at"] + lag, "action": f["action"],
-                "link": list(f["link"]), "index": 0, "link_name": "x"}
-               for f, lag in zip(sc.faults, lags)]
-    events = [{"event": "routes", "t": t0 + f["applied_at"] + c, "version": i + 2,
-               "down": link_switch_ports(sc.fabric, f) if f["action"] == "link-down" else []}
-              for i, (f, c) in enumerate(zip(applied, converge))]
+    applied = [
+        {
+            "at": f["at"],
+            "applied_at": f["at"] + lag,
+            "action": f["action"],
+            "link": list(f["link"]),
+            "index": 0,
+            "link_name": "x",
+        }
+        for f, lag in zip(sc.faults, lags)
+    ]
+    events = [
+        {
+            "event": "routes",
+            "t": t0 + f["applied_at"] + c,
+            "version": i + 2,
+            "down": link_switch_ports(sc.fabric, f) if f["action"] == "link-down" else [],
+        }
+        for i, (f, c) in enumerate(zip(applied, converge))
+    ]
     # s0h0's ports had 100 kB waiting at every sample and sent 480 kB a
     # tenth of a second (40 Mbit/s less framing); port 0 idle while down.
     ports = sc.fabric.nics_of("s0h0")[0].ports
@@ -406,8 +495,7 @@ def dual_tor_run(sc, lags=(0.005, 0.005), converge=(0.02, 0.02)):
         samples.append((t, {p: (sent[p], 0 if p == down else 100_000, 0) for p in ports}))
         for p in ports:
             sent[p] += 0 if p == down else 480_000
-    return recorded(sc, t0=t0, faults=applied, events=events, flows=Flows(per_flow, info),
-                    samples=samples)
+    return recorded(sc, t0=t0, faults=applied, events=events, flows=Flows(per_flow, info), samples=samples)
 
 
 def test_the_dual_tor_drill_passes_when_the_timeline_held():
@@ -432,8 +520,7 @@ def test_without_anything_busy_the_emulators_rate_is_unknown():
 
 def test_the_slow_vm_dual_tor_run_is_untrustworthy():
     sc = load_scenario("scenarios/dual-tor-link-failure.yaml")
-    res = runner._results(sc, dual_tor_run(sc, lags=(0.39, 0.005), converge=(1.17, 0.02)),
-                          "now")
+    res = runner._results(sc, dual_tor_run(sc, lags=(0.39, 0.005), converge=(1.17, 0.02)), "now")
     assert {"fault_lag", "convergence"} <= set(res["trust"]["failed"])
     said = " ".join(reasons(res))
     assert "fault 1 (link-down s0h0-t0r0k0) applied 390 ms late" in said

@@ -1,5 +1,6 @@
 """Files written by someone else, run by root: what reaches a shell, a
 path, a terminal or a report, and what a child process imports."""
+
 import os
 import stat
 import subprocess
@@ -12,8 +13,7 @@ from testbed.cli import main
 from testbed.cli.common import FAILED, INVALID, NOT_RUN, OK, UNTRUSTWORTHY
 from testbed.cli.drill import outcome_text, run_status
 from testbed.emulation.procs import own_module
-from testbed.emulation.rundir import (FolderError, make_private_dir, prepare_report_dir,
-                                      write_private)
+from testbed.emulation.rundir import FolderError, make_private_dir, prepare_report_dir, write_private
 from testbed.fabric.problems import printable
 from testbed.results.markdown import render_summary
 from testbed.results.text import md_text
@@ -36,6 +36,7 @@ def check(capsys, *paths):
 
 # --- names from file names --------------------------------------------------------
 
+
 @pytest.mark.parametrize("stem", ["a$(touch${IFS}PWN)", "a b", "-rf", "a;b", "x\x1b[2J", "é"])
 def test_a_topology_file_name_that_is_not_a_plain_name_is_refused(tmp_path, capsys, stem):
     topo = tmp_path / f"{stem}.yaml"
@@ -44,7 +45,7 @@ def test_a_topology_file_name_that_is_not_a_plain_name_is_refused(tmp_path, caps
     assert status == INVALID and out == "" and len(err) == 1
     assert "cannot name a fabric" in err[0] and "\x1b" not in err[0]
     if "\x1b" in stem:
-        return   # YAML itself cannot hold it in a scenario
+        return  # YAML itself cannot hold it in a scenario
     # and so is a scenario that names it
     status, _, err = check(capsys, scenario(tmp_path, f"'{topo.name}'"))
     assert status == INVALID and len(err) == 1 and "cannot name a fabric" in err[0]
@@ -60,8 +61,10 @@ def test_a_scenario_name_must_be_plain_to_its_last_character(tmp_path, capsys, n
 
 # --- which files topology: may name -------------------------------------------------
 
-@pytest.mark.parametrize("where", ["/etc/machine-id", "../outside.yaml", "/root/.ssh/id_rsa",
-                                   "sub/../../outside.yaml"])
+
+@pytest.mark.parametrize(
+    "where", ["/etc/machine-id", "../outside.yaml", "/root/.ssh/id_rsa", "sub/../../outside.yaml"]
+)
 def test_topology_outside_the_tree_is_never_read(tmp_path, capsys, where):
     (tmp_path / "outside.yaml").write_text("SECRET-CONTENT\n")
     inner = tmp_path / "lab"
@@ -101,26 +104,45 @@ def test_a_refused_file_is_not_echoed(tmp_path, capsys):
 
 # --- text from files on the terminal and in reports ------------------------------------
 
+
 def test_control_characters_are_shown_not_obeyed():
     assert printable("ok\x1b[2K\rPASSED\u202e") == "ok\\x1b[2K\\rPASSED\\u202e"
     assert printable("plain text: 1 < 2") == "plain text: 1 < 2"
 
 
 def test_an_expectation_name_cannot_print_escape_codes():
-    results = {"expectations": [{"status": "failed", "name": "\x1b[2K\rPASSED all", "expected": "<= 1",
-                                 "measured": 3}],
-               "problems": ["a tool said \x1b]0;pwned\x07"], "metrics": {"fidelity": {"min": 1.0}},
-               "trustworthy": True, "passed": False, "trust": {"checks": []}}
+    results = {
+        "expectations": [
+            {"status": "failed", "name": "\x1b[2K\rPASSED all", "expected": "<= 1", "measured": 3}
+        ],
+        "problems": ["a tool said \x1b]0;pwned\x07"],
+        "metrics": {"fidelity": {"min": 1.0}},
+        "trustworthy": True,
+        "passed": False,
+        "trust": {"checks": []},
+    }
     text = outcome_text(results, "out/summary.md")
     assert "\x1b" not in text and "\r" not in text and "\x07" not in text
     assert "FAILED        \\x1b[2K\\rPASSED all: expected <= 1" in text
 
 
 def test_a_description_cannot_add_markup_to_the_summary():
-    results = {"scenario": "x", "description": "**PASSED** <img src=x onerror=y> [link](http://x)",
-               "expectations": [{"name": "`all` *fine*", "metric": "max_silence_s",
-                                 "status": "failed", "expected": "<= 1", "measured": 3}],
-               "problems": ["a <b>problem</b>"], "metrics": {}, "faults": []}
+    results = {
+        "scenario": "x",
+        "description": "**PASSED** <img src=x onerror=y> [link](http://x)",
+        "expectations": [
+            {
+                "name": "`all` *fine*",
+                "metric": "max_silence_s",
+                "status": "failed",
+                "expected": "<= 1",
+                "measured": 3,
+            }
+        ],
+        "problems": ["a <b>problem</b>"],
+        "metrics": {},
+        "faults": [],
+    }
     lines = render_summary(results).splitlines()
     assert lines[2] == "\\*\\*PASSED\\*\\* \\<img src=x onerror=y\\> \\[link\\](http://x)"
     assert "> - a \\<b\\>problem\\</b\\>" in lines
@@ -130,25 +152,27 @@ def test_a_description_cannot_add_markup_to_the_summary():
 
 # --- child processes import hpnlab's code only ------------------------------------------
 
+
 def test_a_child_ignores_modules_where_the_user_stands(tmp_path):
     fake = tmp_path / "controllers"
     fake.mkdir()
     marker = tmp_path / "RAN"
-    for name in ("__init__.py", "placement.py"):
+    for name in ("__init__.py", "run.py"):
         (fake / name).write_text(f"open({str(marker)!r}, 'w').close()\n")
     env = dict(os.environ, PYTHONPATH=str(tmp_path), PYTHONSTARTUP=str(fake / "__init__.py"))
-    argv = own_module("controllers.placement", "--help")
+    argv = own_module("controllers.run", "--help")
     assert argv[1:4] == ["-I", "-u", "-m"]
     r = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert not marker.exists()
     # the same command without -I would have run the fake: the test can fail
-    plain = [sys.executable, "-m", "controllers.placement", "--help"]
+    plain = [sys.executable, "-m", "controllers.run", "--help"]
     subprocess.run(plain, cwd=tmp_path, env=env, capture_output=True, timeout=60)
     assert marker.exists()
 
 
 # --- folders root writes in ---------------------------------------------------------------
+
 
 def test_a_run_folder_is_new_or_empty_and_private(tmp_path):
     made = make_private_dir(str(tmp_path / "a" / "run"))
@@ -175,12 +199,13 @@ def test_a_run_folder_is_new_or_empty_and_private(tmp_path):
     sticky.mkdir()
     sticky.chmod(0o1777)
     assert make_private_dir(str(sticky / "run")) == str(sticky / "run")
-    # and never in (or below) another user's folder
-    other = tmp_path / "other"
-    other.mkdir()
-    os.chown(other, 65534, 65534)
-    with pytest.raises(FolderError, match="belongs to uid 65534"):
-        make_private_dir(str(other / "run"))
+    # and never in (or below) another user's folder (only root can make one)
+    if os.geteuid() == 0:
+        other = tmp_path / "other"
+        other.mkdir()
+        os.chown(other, 65534, 65534)
+        with pytest.raises(FolderError, match="belongs to uid 65534"):
+            make_private_dir(str(other / "run"))
 
 
 def test_force_replaces_only_an_earlier_report(tmp_path):
@@ -193,7 +218,7 @@ def test_force_replaces_only_an_earlier_report(tmp_path):
     with pytest.raises(FolderError, match="not empty"):
         prepare_report_dir(str(out))
     prepare_report_dir(str(out), force=True)
-    assert os.listdir(out) == []   # nothing of the earlier run is left to be read as this one's
+    assert os.listdir(out) == []  # nothing of the earlier run is left to be read as this one's
     (out / "notes.txt").write_text("mine")
     with pytest.raises(FolderError, match="'notes.txt'"):
         prepare_report_dir(str(out), force=True)
@@ -222,6 +247,7 @@ def test_an_unusable_out_folder_is_one_line_before_anything_runs(tmp_path, capsy
 
     def never(*args, **kwargs):
         raise AssertionError("a fabric would be built")
+
     monkeypatch.setattr("testbed.drill.runner.run_scenario", never)
     status = main(["run", str(ROOT / "scenarios" / "dual-tor-link-failure.yaml"), "--out", str(out)])
     err = capsys.readouterr().err.splitlines()
@@ -230,12 +256,16 @@ def test_an_unusable_out_folder_is_one_line_before_anything_runs(tmp_path, capsy
 
 # --- exit statuses ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("results,status", [
-    ({"passed": True, "trustworthy": True, "problems": []}, OK),
-    ({"passed": False, "trustworthy": True, "problems": []}, FAILED),
-    ({"passed": False, "trustworthy": False, "problems": []}, UNTRUSTWORTHY),
-    ({"passed": False, "trustworthy": True, "problems": ["routes not applied"]}, NOT_RUN),
-])
+
+@pytest.mark.parametrize(
+    "results,status",
+    [
+        ({"passed": True, "trustworthy": True, "problems": []}, OK),
+        ({"passed": False, "trustworthy": True, "problems": []}, FAILED),
+        ({"passed": False, "trustworthy": False, "problems": []}, UNTRUSTWORTHY),
+        ({"passed": False, "trustworthy": True, "problems": ["routes not applied"]}, NOT_RUN),
+    ],
+)
 def test_a_run_exit_status_says_what_happened(results, status):
     assert run_status(results) == status
     assert len({OK, FAILED, INVALID, UNTRUSTWORTHY, NOT_RUN, 3}) == 6
@@ -265,6 +295,7 @@ def test_a_topology_is_judged_where_it_really_is_once_open(tmp_path):
     swapped in between the two is caught."""
     from testbed.fabric.loader import load_yaml
     from testbed.fabric.problems import ConfigError
+
     (tmp_path / "t.yaml").write_text("kind: hpn\n")
     seen = []
     assert load_yaml(tmp_path / "t.yaml", within=lambda real: seen.append(real) or True)

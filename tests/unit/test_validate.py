@@ -1,4 +1,5 @@
 """Validation of topology and scenario files: one readable line per problem."""
+
 import json
 import re
 from pathlib import Path
@@ -24,19 +25,36 @@ REGION = "kind: region\nfabrics: [{kind: hpn}, {kind: hpn, segments: 1}]\n"
 # (case id, YAML text, substring of FIELD, substring of the message)
 MALFORMED = [
     # --- topology files: schema ---
-    ("unknown-field", "kind: hpn\nsegmets: 2\n", "(top)",
-     "unknown field 'segmets' (did you mean 'segments'? allowed: kind, segments,"),
+    (
+        "unknown-field",
+        "kind: hpn\nsegmets: 2\n",
+        "(top)",
+        "unknown field 'segmets' (did you mean 'segments'? allowed: kind, segments,",
+    ),
     ("kind-missing", "segments: 2\n", "kind", "required field is missing"),
-    ("kind-unknown", "kind: hpnn\n", "kind", "expected one of 'hpn', 'clos', 'fat-tree', 'region', got 'hpnn'"),
+    (
+        "kind-unknown",
+        "kind: hpnn\n",
+        "kind",
+        "expected one of 'hpn', 'clos', 'fat-tree', 'region', got 'hpnn'",
+    ),
     ("planes-3", "kind: hpn\nplanes: 3\n", "planes", "expected one of 1, 2, got 3"),
-    ("hosts-0", "kind: hpn\nhosts_per_segment: 0\n", "hosts_per_segment",
-     "expected an integer from 1 to 254, got 0"),
+    (
+        "hosts-0",
+        "kind: hpn\nhosts_per_segment: 0\n",
+        "hosts_per_segment",
+        "expected an integer from 1 to 254, got 0",
+    ),
     ("rails-9", "kind: hpn\nrails: 9\n", "rails", "expected an integer from 1 to 8, got 9"),
     ("aggs-0", "kind: hpn\naggs_per_plane: 0\n", "aggs_per_plane", "expected an integer from 1 to 64, got 0"),
     ("dual-tor-text", "kind: hpn\ndual_tor: maybe\n", "dual_tor", "expected true or false, got 'maybe'"),
     ("oversub-0", "kind: hpn\noversubscription: 0\n", "oversubscription", "expected a number > 0, got 0"),
-    ("rate-no-unit", "kind: hpn\nrates: {host: 200G}\n", "rates.host",
-     "expected a rate such as '200Gbit' or '40Mbit', got '200G'"),
+    (
+        "rate-no-unit",
+        "kind: hpn\nrates: {host: 200G}\n",
+        "rates.host",
+        "expected a rate such as '200Gbit' or '40Mbit', got '200G'",
+    ),
     ("rates-unknown", "kind: hpn\nrates: {hots: 1Gbit}\n", "rates", "unknown field 'hots'"),
     ("mtu-small", "kind: hpn\nmtu: 100\n", "mtu", "expected an integer from 576 to 9216, got 100"),
     ("mtu-float", "kind: hpn\nmtu: 9000.0\n", "mtu", "expected an integer, got 9000.0"),
@@ -44,133 +62,348 @@ MALFORMED = [
     ("scale-infinite", "kind: clos\nscale: .inf\n", "scale", "expected a number, got inf"),
     ("k-odd", "kind: fat-tree\nk: 3\n", "k", "expected an even integer from 2 to 30, got 3"),
     ("clos-hpn-field", "kind: clos\nsegments: 2\n", "(top)", "unknown field 'segments'"),
-    ("region-one-fabric", "kind: region\nfabrics: [{kind: hpn}]\ndci: {rate: 1Gbit}\n", "fabrics",
-     "expected a list of at least 2 items, got a list of 1 item"),
+    (
+        "region-one-fabric",
+        "kind: region\nfabrics: [{kind: hpn}]\ndci: {rate: 1Gbit}\n",
+        "fabrics",
+        "expected a list of at least 2 items, got a list of 1 item",
+    ),
     ("region-no-dci", REGION, "dci", "required field is missing"),
-    ("dci-both", REGION + "dci: {rate: 1Gbit, oversubscription: 2}\n", "dci",
-     "expected exactly one of rate, oversubscription, got both"),
-    ("dci-neither", REGION + "dci: {links: 1}\n", "dci",
-     "expected exactly one of rate, oversubscription, got neither"),
-    ("dci-delay-number", REGION + "dci: {rate: 1Gbit, delay: 2}\n", "dci.delay",
-     "expected a duration such as '2ms'"),
-    ("region-in-region", "kind: region\nfabrics: [{kind: hpn}, {kind: region}]\ndci: {rate: 1Gbit}\n",
-     "fabrics[1].kind", "got 'region'"),
-    ("fabric-scale", "kind: region\nfabrics: [{kind: hpn, scale: 10}, {kind: hpn}]\ndci: {rate: 1Gbit}\n",
-     "fabrics[0].scale", "scale is set once for the whole region"),
+    (
+        "dci-both",
+        REGION + "dci: {rate: 1Gbit, oversubscription: 2}\n",
+        "dci",
+        "expected exactly one of rate, oversubscription, got both",
+    ),
+    (
+        "dci-neither",
+        REGION + "dci: {links: 1}\n",
+        "dci",
+        "expected exactly one of rate, oversubscription, got neither",
+    ),
+    (
+        "dci-delay-number",
+        REGION + "dci: {rate: 1Gbit, delay: 2}\n",
+        "dci.delay",
+        "expected a duration such as '2ms'",
+    ),
+    (
+        "region-in-region",
+        "kind: region\nfabrics: [{kind: hpn}, {kind: region}]\ndci: {rate: 1Gbit}\n",
+        "fabrics[1].kind",
+        "got 'region'",
+    ),
+    (
+        "fabric-scale",
+        "kind: region\nfabrics: [{kind: hpn, scale: 10}, {kind: hpn}]\ndci: {rate: 1Gbit}\n",
+        "fabrics[0].scale",
+        "scale is set once for the whole region",
+    ),
     # --- topology files: model ---
-    ("two-planes-single-tor", "kind: hpn\nplanes: 2\ndual_tor: false\n", "planes",
-     "two planes need dual_tor: true"),
-    ("region-plane-mismatch",
-     "kind: region\nfabrics: [{kind: hpn}, {kind: clos}]\ndci: {rate: 1Gbit}\n", "fabrics",
-     "same number of planes"),
+    (
+        "two-planes-single-tor",
+        "kind: hpn\nplanes: 2\ndual_tor: false\n",
+        "planes",
+        "two planes need dual_tor: true",
+    ),
+    (
+        "region-plane-mismatch",
+        "kind: region\nfabrics: [{kind: hpn}, {kind: clos}]\ndci: {rate: 1Gbit}\n",
+        "fabrics",
+        "same number of planes",
+    ),
     # --- scenario files: schema ---
-    ("name-uppercase", "name: Bad_Name\ntopology: {kind: hpn}\nduration: 10\n" + TRAFFIC, "name",
-     "expected a name of lowercase letters, digits and '-', got 'Bad_Name'"),
+    (
+        "name-uppercase",
+        "name: Bad_Name\ntopology: {kind: hpn}\nduration: 10\n" + TRAFFIC,
+        "name",
+        "expected a name of lowercase letters, digits and '-', got 'Bad_Name'",
+    ),
     ("traffic-missing", HEAD, "(top)", "expected at least one of traffic, jobs, probes, got none of them"),
-    ("traffic-empty", HEAD + "traffic: []\n", "traffic", "expected a list of at least 1 item, got an empty list"),
-    ("scenario-unknown-field", HEAD + TRAFFIC + "fault: []\n", "(top)",
-     "unknown field 'fault' (did you mean 'faults'?"),
-    ("inline-topology-schema", "name: t\ntopology: {kind: hpn, planes: 3}\nduration: 10\n" + TRAFFIC,
-     "topology.planes", "expected one of 1, 2, got 3"),
-    ("topology-number", "name: t\ntopology: 5\nduration: 10\n" + TRAFFIC, "topology",
-     "expected a topology mapping or the path of a topology file, got 5"),
-    ("duration-zero", "name: t\ntopology: {kind: hpn}\nduration: 0\n" + TRAFFIC, "duration",
-     "expected seconds > 0, got 0"),
-    ("duration-bad-unit", "name: t\ntopology: {kind: hpn}\nduration: 25 sec\n" + TRAFFIC, "duration",
-     "expected a duration such as '25s'"),
-    ("traffic-kind", HEAD + "traffic: [{kind: ping, src: s0h0, dst: s1h0}]\n", "traffic[0].kind",
-     "expected one of 'iperf3', got 'ping'"),
-    ("parallel-17", HEAD + "traffic: [{src: s0h0, dst: s1h0, parallel: 17}]\n", "traffic[0].parallel",
-     "expected an integer from 1 to 16, got 17"),
-    ("dst-repeated", HEAD + "traffic: [{src: s0h0, dst: [s1h0, s1h0]}]\n", "traffic[0].dst",
-     "got 's1h0' more than once"),
+    (
+        "traffic-empty",
+        HEAD + "traffic: []\n",
+        "traffic",
+        "expected a list of at least 1 item, got an empty list",
+    ),
+    (
+        "scenario-unknown-field",
+        HEAD + TRAFFIC + "fault: []\n",
+        "(top)",
+        "unknown field 'fault' (did you mean 'faults'?",
+    ),
+    (
+        "inline-topology-schema",
+        "name: t\ntopology: {kind: hpn, planes: 3}\nduration: 10\n" + TRAFFIC,
+        "topology.planes",
+        "expected one of 1, 2, got 3",
+    ),
+    (
+        "topology-number",
+        "name: t\ntopology: 5\nduration: 10\n" + TRAFFIC,
+        "topology",
+        "expected a topology mapping or the path of a topology file, got 5",
+    ),
+    (
+        "duration-zero",
+        "name: t\ntopology: {kind: hpn}\nduration: 0\n" + TRAFFIC,
+        "duration",
+        "expected seconds > 0, got 0",
+    ),
+    (
+        "duration-bad-unit",
+        "name: t\ntopology: {kind: hpn}\nduration: 25 sec\n" + TRAFFIC,
+        "duration",
+        "expected a duration such as '25s'",
+    ),
+    (
+        "traffic-kind",
+        HEAD + "traffic: [{kind: ping, src: s0h0, dst: s1h0}]\n",
+        "traffic[0].kind",
+        "expected one of 'iperf3', got 'ping'",
+    ),
+    (
+        "parallel-17",
+        HEAD + "traffic: [{src: s0h0, dst: s1h0, parallel: 17}]\n",
+        "traffic[0].parallel",
+        "expected an integer from 1 to 16, got 17",
+    ),
+    (
+        "dst-repeated",
+        HEAD + "traffic: [{src: s0h0, dst: [s1h0, s1h0]}]\n",
+        "traffic[0].dst",
+        "got 's1h0' more than once",
+    ),
     ("src-missing", HEAD + "traffic: [{dst: s1h0}]\n", "traffic[0].src", "required field is missing"),
-    ("fault-action-typo", HEAD + TRAFFIC + "faults: [{at: 1, action: link-dwn, link: [s0h0, t0r0k0]}]\n",
-     "faults[0].action", "got 'link-dwn' (did you mean 'link-down'?)"),
-    ("fault-link-one-end", HEAD + TRAFFIC + "faults: [{at: 1, action: link-down, link: [s0h0]}]\n",
-     "faults[0].link", "got a list of 1 item"),
-    ("fault-at-negative", HEAD + TRAFFIC + "faults: [{at: -1, action: link-down, link: [s0h0, t0r0k0]}]\n",
-     "faults[0].at", "expected seconds >= 0, got -1"),
-    ("expect-no-bound", HEAD + TRAFFIC + "expect: [{metric: fidelity}]\n", "expect[0]",
-     "expected at least one of min, max, got neither"),
-    ("expect-metric", HEAD + TRAFFIC + "expect: [{metric: latency, max: 1}]\n", "expect[0].metric",
-     "expected one of 'max_silence_s'"),
-    ("expect-bound-text", HEAD + TRAFFIC + "expect: [{metric: fidelity, min: high}]\n", "expect[0].min",
-     "expected a number, got 'high'"),
+    (
+        "fault-action-typo",
+        HEAD + TRAFFIC + "faults: [{at: 1, action: link-dwn, link: [s0h0, t0r0k0]}]\n",
+        "faults[0].action",
+        "got 'link-dwn' (did you mean 'link-down'?)",
+    ),
+    (
+        "fault-link-one-end",
+        HEAD + TRAFFIC + "faults: [{at: 1, action: link-down, link: [s0h0]}]\n",
+        "faults[0].link",
+        "got a list of 1 item",
+    ),
+    (
+        "fault-at-negative",
+        HEAD + TRAFFIC + "faults: [{at: -1, action: link-down, link: [s0h0, t0r0k0]}]\n",
+        "faults[0].at",
+        "expected seconds >= 0, got -1",
+    ),
+    (
+        "expect-no-bound",
+        HEAD + TRAFFIC + "expect: [{metric: fidelity}]\n",
+        "expect[0]",
+        "expected at least one of min, max, got neither",
+    ),
+    (
+        "expect-metric",
+        HEAD + TRAFFIC + "expect: [{metric: latency, max: 1}]\n",
+        "expect[0].metric",
+        "expected one of 'max_silence_s'",
+    ),
+    (
+        "expect-bound-text",
+        HEAD + TRAFFIC + "expect: [{metric: fidelity, min: high}]\n",
+        "expect[0].min",
+        "expected a number, got 'high'",
+    ),
     # --- scenario files: semantic ---
-    ("inline-topology-model", "name: t\ntopology: {kind: hpn, dual_tor: false}\nduration: 10\n" + TRAFFIC,
-     "topology.planes", "two planes need dual_tor: true"),
-    ("topology-file-missing", "name: t\ntopology: nowhere.yaml\nduration: 10\n" + TRAFFIC, "topology",
-     "topology file 'nowhere.yaml' not found"),
-    ("dst-unknown-host", HEAD + "traffic: [{src: s0h0, dst: s9h0}]\n", "traffic[0].dst",
-     "host 's9h0' is not in the topology (hosts: s0h0..s1h3)"),
-    ("src-unknown-host", HEAD + "traffic: [{src: h1, dst: s1h0}]\n", "traffic[0].src",
-     "host 'h1' is not in the topology"),
-    ("dst-is-switch", HEAD + "traffic: [{src: s0h0, dst: [s1h0, t0r0k0]}]\n", "traffic[0].dst[1]",
-     "'t0r0k0' is a switch (tor), expected a host"),
+    (
+        "inline-topology-model",
+        "name: t\ntopology: {kind: hpn, dual_tor: false}\nduration: 10\n" + TRAFFIC,
+        "topology.planes",
+        "two planes need dual_tor: true",
+    ),
+    (
+        "topology-file-missing",
+        "name: t\ntopology: nowhere.yaml\nduration: 10\n" + TRAFFIC,
+        "topology",
+        "topology file 'nowhere.yaml' not found",
+    ),
+    (
+        "dst-unknown-host",
+        HEAD + "traffic: [{src: s0h0, dst: s9h0}]\n",
+        "traffic[0].dst",
+        "host 's9h0' is not in the topology (hosts: s0h0..s1h3)",
+    ),
+    (
+        "src-unknown-host",
+        HEAD + "traffic: [{src: h1, dst: s1h0}]\n",
+        "traffic[0].src",
+        "host 'h1' is not in the topology",
+    ),
+    (
+        "dst-is-switch",
+        HEAD + "traffic: [{src: s0h0, dst: [s1h0, t0r0k0]}]\n",
+        "traffic[0].dst[1]",
+        "'t0r0k0' is a switch (tor), expected a host",
+    ),
     ("src-is-dst", HEAD + "traffic: [{src: s0h0, dst: s0h0}]\n", "traffic[0].dst", "also the source"),
-    ("start-after-end", HEAD + "traffic: [{src: s0h0, dst: s1h0, start: 10}]\n", "traffic[0].start",
-     "expected a start before the end of the run (10s), got 10s"),
-    ("fault-after-end", HEAD + TRAFFIC + "faults: [{at: 12s, action: link-down, link: [s0h0, t0r0k0]}]\n",
-     "faults[0].at", "expected a time before the end of the run (10s), got 12s"),
-    ("fault-unknown-node", HEAD + TRAFFIC + "faults: [{at: 1, action: link-down, link: [s0h0, zz]}]\n",
-     "faults[0].link[1]", "node 'zz' is not in the topology"),
-    ("fault-no-shared-link", HEAD + TRAFFIC + "faults: [{at: 1, action: link-down, link: [s0h0, t1r0k0]}]\n",
-     "faults[0].link", "'s0h0' and 't1r0k0' share no link (s0h0 is linked to t0r0k0, t0r0k1)"),
-    ("fault-index-range",
-     HEAD + TRAFFIC + "faults: [{at: 1, action: link-down, link: [s0h0, t0r0k0], index: 1}]\n",
-     "faults[0].index", "expected an index below 1"),
-    ("link-up-first", HEAD + TRAFFIC + "faults: [{at: 1, action: link-up, link: [s0h0, t0r0k0]}]\n",
-     "faults[0].action", "is not down at 1s"),
-    ("link-down-twice",
-     HEAD + TRAFFIC + "faults:\n  - {at: 1, action: link-down, link: [s0h0, t0r0k0]}\n"
-                      "  - {at: 2, action: link-down, link: [t0r0k0, s0h0]}\n",
-     "faults[1].action", "already down at 2s (since 1s, faults[0])"),
-    ("expect-min-above-max", HEAD + TRAFFIC + "expect: [{metric: fidelity, min: 2, max: 1}]\n",
-     "expect[0].min", "expected min <= max, got min 2 > max 1"),
-    ("expect-host-switch", HEAD + TRAFFIC + "expect: [{metric: fidelity, min: 1, host: a0n0}]\n",
-     "expect[0].host", "'a0n0' is a switch (agg)"),
+    (
+        "start-after-end",
+        HEAD + "traffic: [{src: s0h0, dst: s1h0, start: 10}]\n",
+        "traffic[0].start",
+        "expected a start before the end of the run (10s), got 10s",
+    ),
+    (
+        "fault-after-end",
+        HEAD + TRAFFIC + "faults: [{at: 12s, action: link-down, link: [s0h0, t0r0k0]}]\n",
+        "faults[0].at",
+        "expected a time before the end of the run (10s), got 12s",
+    ),
+    (
+        "fault-unknown-node",
+        HEAD + TRAFFIC + "faults: [{at: 1, action: link-down, link: [s0h0, zz]}]\n",
+        "faults[0].link[1]",
+        "node 'zz' is not in the topology",
+    ),
+    (
+        "fault-no-shared-link",
+        HEAD + TRAFFIC + "faults: [{at: 1, action: link-down, link: [s0h0, t1r0k0]}]\n",
+        "faults[0].link",
+        "'s0h0' and 't1r0k0' share no link (s0h0 is linked to t0r0k0, t0r0k1)",
+    ),
+    (
+        "fault-index-range",
+        HEAD + TRAFFIC + "faults: [{at: 1, action: link-down, link: [s0h0, t0r0k0], index: 1}]\n",
+        "faults[0].index",
+        "expected an index below 1",
+    ),
+    (
+        "link-up-first",
+        HEAD + TRAFFIC + "faults: [{at: 1, action: link-up, link: [s0h0, t0r0k0]}]\n",
+        "faults[0].action",
+        "is not down at 1s",
+    ),
+    (
+        "link-down-twice",
+        HEAD + TRAFFIC + "faults:\n  - {at: 1, action: link-down, link: [s0h0, t0r0k0]}\n"
+        "  - {at: 2, action: link-down, link: [t0r0k0, s0h0]}\n",
+        "faults[1].action",
+        "already down at 2s (since 1s, faults[0])",
+    ),
+    (
+        "expect-min-above-max",
+        HEAD + TRAFFIC + "expect: [{metric: fidelity, min: 2, max: 1}]\n",
+        "expect[0].min",
+        "expected min <= max, got min 2 > max 1",
+    ),
+    (
+        "expect-host-switch",
+        HEAD + TRAFFIC + "expect: [{metric: fidelity, min: 1, host: a0n0}]\n",
+        "expect[0].host",
+        "'a0n0' is a switch (agg)",
+    ),
     # --- files that are not YAML mappings ---
     ("yaml-syntax", "kind: hpn\nrates: [1, 2\nmtu: 9000\n", "(top)", "invalid YAML at line 3"),
-    ("yaml-duplicate-key", "kind: hpn\nplanes: 1\nplanes: 2\n", "(top)",
-     "invalid YAML at line 3, column 1: duplicate key 'planes'"),
+    (
+        "yaml-duplicate-key",
+        "kind: hpn\nplanes: 1\nplanes: 2\n",
+        "(top)",
+        "invalid YAML at line 3, column 1: duplicate key 'planes'",
+    ),
     ("empty-file", "", "(top)", "the file is empty"),
     ("top-level-list", "- kind: hpn\n", "(top)", "expected a mapping of fields at the top level, got a list"),
     # --- training jobs and transport ---
-    ("job-host-unknown", HEAD + "jobs: [{name: j, hosts: [s0h0, s9h0], collective: ring, bytes: 1GB}]\n",
-     "jobs[0].hosts[1]", "host 's9h0' is not in the topology"),
-    ("job-hd-not-power-of-two", HEAD + "jobs: [{name: j, hosts: [s0h0, s0h1, s0h2], "
-     "collective: halving-doubling, bytes: 1GB}]\n", "jobs[0].hosts", "power-of-two number of ranks"),
-    ("job-port-beyond-nic", "name: t\ntopology: {kind: hpn, planes: 1, dual_tor: false}\nduration: 10\n"
-     "jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, bytes: 1GB, port: 1}]\n",
-     "jobs[0].port", "expected a NIC port below 1"),
-    ("job-groups-split", HEAD + "jobs: [{name: j, hosts: [s0h0, s1h0], collective: hierarchical, "
-     "bytes: 1GB, groups: [[s0h0]]}]\n", "jobs[0].groups", "split the job's hosts"),
-    ("job-bytes-tiny", HEAD + "jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, bytes: 1kB}]\n",
-     "jobs[0].bytes", "at least one byte per rank after scaling"),
-    ("job-crux-without-queues", HEAD + "jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, "
-     "bytes: 1GB, priority: crux}]\n", "jobs[0].priority", "compressed into the scenario's queue classes"),
-    ("job-paths-unknown", HEAD + "jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, "
-     "bytes: 1GB, paths: random}]\n", "jobs[0].paths", "ecmp"),
-    ("expect-job-unknown", HEAD + TRAFFIC + "expect: [{metric: iteration_time_s, job: nope, max: 1}]\n",
-     "expect[0].job", "job 'nope' is not in this scenario"),
-    ("expect-flow-metric-with-job", HEAD + "jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, "
-     "bytes: 1GB}]\nexpect: [{metric: max_silence_s, job: j, max: 1}]\n", "expect[0].job",
-     "measured on flows and links, not per job"),
-    ("expect-fidelity-per-host", HEAD + TRAFFIC + "expect: [{metric: fidelity, host: s0h0, min: 0.9}]\n",
-     "expect[0].host", "fidelity is measured per link"),
+    (
+        "job-host-unknown",
+        HEAD + "jobs: [{name: j, hosts: [s0h0, s9h0], collective: ring, bytes: 1GB}]\n",
+        "jobs[0].hosts[1]",
+        "host 's9h0' is not in the topology",
+    ),
+    (
+        "job-hd-not-power-of-two",
+        HEAD + "jobs: [{name: j, hosts: [s0h0, s0h1, s0h2], collective: halving-doubling, bytes: 1GB}]\n",
+        "jobs[0].hosts",
+        "power-of-two number of ranks",
+    ),
+    (
+        "job-port-beyond-nic",
+        "name: t\ntopology: {kind: hpn, planes: 1, dual_tor: false}\nduration: 10\n"
+        "jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, bytes: 1GB, port: 1}]\n",
+        "jobs[0].port",
+        "expected a NIC port below 1",
+    ),
+    (
+        "job-groups-split",
+        HEAD + "jobs: [{name: j, hosts: [s0h0, s1h0], collective: hierarchical, "
+        "bytes: 1GB, groups: [[s0h0]]}]\n",
+        "jobs[0].groups",
+        "split the job's hosts",
+    ),
+    (
+        "job-bytes-tiny",
+        HEAD + "jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, bytes: 1kB}]\n",
+        "jobs[0].bytes",
+        "at least one byte per rank after scaling",
+    ),
+    (
+        "job-crux-without-queues",
+        HEAD + "jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, bytes: 1GB, priority: crux}]\n",
+        "jobs[0].priority",
+        "compressed into the scenario's queue classes",
+    ),
+    (
+        "job-paths-unknown",
+        HEAD + "jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, bytes: 1GB, paths: random}]\n",
+        "jobs[0].paths",
+        "ecmp",
+    ),
+    (
+        "expect-job-unknown",
+        HEAD + TRAFFIC + "expect: [{metric: iteration_time_s, job: nope, max: 1}]\n",
+        "expect[0].job",
+        "job 'nope' is not in this scenario",
+    ),
+    (
+        "expect-flow-metric-with-job",
+        HEAD + "jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, "
+        "bytes: 1GB}]\nexpect: [{metric: max_silence_s, job: j, max: 1}]\n",
+        "expect[0].job",
+        "measured on flows and links, not per job",
+    ),
+    (
+        "expect-fidelity-per-host",
+        HEAD + TRAFFIC + "expect: [{metric: fidelity, host: s0h0, min: 0.9}]\n",
+        "expect[0].host",
+        "fidelity is measured per link",
+    ),
     ("rate-zero", "kind: hpn\nrates: {host: 0bit}\n", "rates.host", "expected a rate > 0"),
-    ("dcqcn-alpha-shorter-than-cnp", HEAD + TRAFFIC + "transport: {dcqcn: {alpha_period: 2ms}}\n",
-     "transport.dcqcn.alpha_period", "longer than the CNP interval"),
+    (
+        "dcqcn-alpha-shorter-than-cnp",
+        HEAD + TRAFFIC + "transport: {dcqcn: {alpha_period: 2ms}}\n",
+        "transport.dcqcn.alpha_period",
+        "longer than the CNP interval",
+    ),
     # --- time dilation ---
-    ("dilation-below-1", HEAD + TRAFFIC + "time_dilation: 0.5\n", "time_dilation",
-     "expected a number from 1 to 64, got 0.5"),
-    ("dilation-above-64", HEAD + TRAFFIC + "time_dilation: 100\n", "time_dilation",
-     "expected a number from 1 to 64, got 100"),
-    ("dilation-word", HEAD + TRAFFIC + "time_dilation: fast\n", "time_dilation",
-     "expected a number from 1 to 64, or 'auto', got 'fast'"),
-    ("dilation-bool", HEAD + TRAFFIC + "time_dilation: true\n", "time_dilation",
-     "expected a number from 1 to 64, or 'auto', got true"),
+    (
+        "dilation-below-1",
+        HEAD + TRAFFIC + "time_dilation: 0.5\n",
+        "time_dilation",
+        "expected a number from 1 to 64, got 0.5",
+    ),
+    (
+        "dilation-above-64",
+        HEAD + TRAFFIC + "time_dilation: 100\n",
+        "time_dilation",
+        "expected a number from 1 to 64, got 100",
+    ),
+    (
+        "dilation-word",
+        HEAD + TRAFFIC + "time_dilation: fast\n",
+        "time_dilation",
+        "expected a number from 1 to 64, or 'auto', got 'fast'",
+    ),
+    (
+        "dilation-bool",
+        HEAD + TRAFFIC + "time_dilation: true\n",
+        "time_dilation",
+        "expected a number from 1 to 64, or 'auto', got true",
+    ),
 ]
 
 
@@ -213,8 +446,11 @@ def test_problem_is_one_line():
 
 
 def test_config_error_lists_every_problem(tmp_path):
-    path = _write(tmp_path, "name: t\ntopology: {kind: hpn, planes: 3, rails: 0}\nduration: -1\n"
-                            "traffic: [{src: s0h0, dst: s1h0, parallel: 0}]\n")
+    path = _write(
+        tmp_path,
+        "name: t\ntopology: {kind: hpn, planes: 3, rails: 0}\nduration: -1\n"
+        "traffic: [{src: s0h0, dst: s1h0, parallel: 0}]\n",
+    )
     with pytest.raises(ConfigError) as info:
         load_scenario(path)
     fields = [p.field for p in info.value.problems]
@@ -224,8 +460,10 @@ def test_config_error_lists_every_problem(tmp_path):
 
 def test_semantic_checks_wait_for_a_valid_schema(tmp_path):
     # The unknown host would be a semantic problem; the bad mtu stops before it.
-    path = _write(tmp_path, "name: t\ntopology: {kind: hpn, mtu: 1}\nduration: 10\n"
-                            "traffic: [{src: nobody, dst: s1h0}]\n")
+    path = _write(
+        tmp_path,
+        "name: t\ntopology: {kind: hpn, mtu: 1}\nduration: 10\ntraffic: [{src: nobody, dst: s1h0}]\n",
+    )
     with pytest.raises(ConfigError) as info:
         load_scenario(path)
     assert [p.field for p in info.value.problems] == ["topology.mtu"]
@@ -240,8 +478,7 @@ def test_yaml_syntax_error_names_the_line(tmp_path):
     assert "line 3" in problem.message
 
 
-@pytest.mark.parametrize("name,message", [("missing.yaml", "file not found"),
-                                          (".", "is a directory")])
+@pytest.mark.parametrize("name,message", [("missing.yaml", "file not found"), (".", "is a directory")])
 def test_unreadable_file_is_one_problem(tmp_path, name, message):
     with pytest.raises(ConfigError) as info:
         load_yaml(tmp_path / name)
@@ -292,7 +529,9 @@ def test_hpn_mini_is_the_defaults():
 def test_scenario_is_normalized(tmp_path):
     (tmp_path / "topos").mkdir()
     (tmp_path / "topos" / "mini.yaml").write_text("kind: hpn\n", encoding="utf-8")
-    path = _write(tmp_path, """\
+    path = _write(
+        tmp_path,
+        """\
 name: dual-tor-link-failure
 topology: topos/mini.yaml
 duration: 25s
@@ -306,15 +545,15 @@ expect:
   - {metric: fault_throughput_ratio, host: s0h0, min: 0.45}
   - {metric: max_silence_s, min: 0, max: 1.5}
   - {name: mine, metric: fidelity, max: 1}
-""")
+""",
+    )
     s = load_scenario(path)
     assert (s.name, s.description, s.path, s.duration_s) == ("dual-tor-link-failure", "", path, 25.0)
     assert s.topology_params == {"kind": "hpn"}
     assert Path(s.topology_path) == tmp_path / "topos" / "mini.yaml"
     assert s.fabric.name == "mini" and len(s.fabric.hosts()) == 8
     assert s.traffic == [
-        {"kind": "iperf3", "src": "s0h0", "dst": ["s1h0", "s1h1"], "parallel": 2, "start": 0.0,
-         "dscp": 0},
+        {"kind": "iperf3", "src": "s0h0", "dst": ["s1h0", "s1h1"], "parallel": 2, "start": 0.0, "dscp": 0},
         {"kind": "iperf3", "src": "s1h2", "dst": ["s0h2"], "parallel": 1, "start": 1.5, "dscp": 0},
     ]
     assert s.faults == [
@@ -322,7 +561,10 @@ expect:
         {"at": 10.0, "action": "link-up", "link": ("t0r0k0", "s0h0"), "index": 0},
     ]
     assert [e["name"] for e in s.expect] == [
-        "fault_throughput_ratio of s0h0 >= 0.45", "max_silence_s in [0, 1.5]", "mine"]
+        "fault_throughput_ratio of s0h0 >= 0.45",
+        "max_silence_s in [0, 1.5]",
+        "mine",
+    ]
     assert s.expect[1]["host"] is None
 
 
@@ -346,16 +588,22 @@ def test_schemas_are_valid_and_share_the_unit_patterns():
 
 def test_every_object_in_the_schemas_is_closed():
     """Each schema that lists properties also forbids others (or is a dispatcher)."""
+
     def walk(node, where):
         if isinstance(node, dict):
-            if "properties" in node and node.get("type") == "object" and "allOf" not in node \
-                    and not where.startswith("#/$defs/is-"):
+            if (
+                "properties" in node
+                and node.get("type") == "object"
+                and "allOf" not in node
+                and not where.startswith("#/$defs/is-")
+            ):
                 assert node.get("additionalProperties") is False, where
             for key, value in node.items():
                 walk(value, f"{where}/{key}")
         elif isinstance(node, list):
             for i, value in enumerate(node):
                 walk(value, f"{where}/{i}")
+
     for name in ("topology", "scenario"):
         walk(load_schema(name), "#")
     assert json.dumps(load_schema("scenario"))  # plain JSON, no custom types
@@ -363,5 +611,6 @@ def test_every_object_in_the_schemas_is_closed():
 
 def test_schema_knows_exactly_the_metrics_expectations_can_measure():
     from testbed.results.expectations import JOB_METRICS, METRICS
+
     enum = load_schema("scenario")["$defs"]["expect"]["properties"]["metric"]["enum"]
     assert set(enum) == set(METRICS) | set(JOB_METRICS)

@@ -22,8 +22,6 @@ then each switch port. The switches get a 5-tuple rule only where the
 route has a choice (an ECMP next hop); elsewhere the route already goes
 where the path does.
 """
-import json
-import sys
 
 from testbed.fabric.paths import enumerate_paths
 
@@ -49,9 +47,12 @@ def candidates(fabric, routes, flow, down, port=None):
     """[(NIC port ifname, hops)] every live path of `flow` over every plane
     (only NIC port number `port` when the job pins one)."""
     nic = fabric.nic_by_ip(flow["src"])
-    ports = nic.ports if port is None else nic.ports[port:port + 1]
-    return [(ifname, hops) for ifname in ports
-            for hops in enumerate_paths(fabric, routes, ifname, flow["dst"], down)]
+    ports = nic.ports if port is None else nic.ports[port : port + 1]
+    return [
+        (ifname, hops)
+        for ifname in ports
+        for hops in enumerate_paths(fabric, routes, ifname, flow["dst"], down)
+    ]
 
 
 def path_links(names, ifname, hops):
@@ -74,16 +75,19 @@ def crux_jobs(fabric, routes, announced, down=frozenset()):
                 by_links[(job["name"], flow["name"])] = options
                 flows.append(crux.Flow(flow["name"], flow["bytes"], tuple(options)))
         if flows:
-            jobs.append(crux.Job(job["name"], max(job["compute_s"], MIN_COMPUTE_S), tuple(flows),
-                                 job["overlap"]))
+            jobs.append(
+                crux.Job(job["name"], max(job["compute_s"], MIN_COMPUTE_S), tuple(flows), job["overlap"])
+            )
     return jobs, egress_bandwidth(fabric), by_links
 
 
 def chosen_paths(answer):
     """{job name: {flow name: path}} of an answer of `place`: the pinned
     flows' paths, which a later `place` may keep."""
-    return {job["name"]: {f["name"]: tuple(f["path"]) for f in job["flows"] if "path" in f}
-            for job in (answer or {}).get("jobs", ())}
+    return {
+        job["name"]: {f["name"]: tuple(f["path"]) for f in job["flows"] if "path" in f}
+        for job in (answer or {}).get("jobs", ())
+    }
 
 
 def place(fabric, routes, announced, down=frozenset(), keep=None):
@@ -101,8 +105,12 @@ def place(fabric, routes, announced, down=frozenset(), keep=None):
     classes = crux_classes(announced, jobs, bandwidth)
     pins, marks, answer = {}, {}, {"jobs": []}
     for job in announced["jobs"]:
-        out = {"name": job["name"], "paths": job.get("paths", "ecmp"),
-               "priority": job.get("priority", "fixed"), "flows": []}
+        out = {
+            "name": job["name"],
+            "paths": job.get("paths", "ecmp"),
+            "priority": job.get("priority", "fixed"),
+            "flows": [],
+        }
         dscp = job["dscp"]
         if job["name"] in classes:
             out.update(classes[job["name"]])
@@ -121,8 +129,9 @@ def place(fabric, routes, announced, down=frozenset(), keep=None):
                     ecmp = routes.tables[switch][flow["dst"]]
                     if len(ecmp) > 1:
                         rest = tuple(p for p in ecmp if p != port)
-                        pins.setdefault(switch, {})[(flow["dst"], flow["src"], flow["sport"])] = \
-                            (port,) + rest
+                        pins.setdefault(switch, {})[(flow["dst"], flow["src"], flow["sport"])] = (
+                            port,
+                        ) + rest
             if options is not None and dscp != job["dscp"]:
                 # at the first switch of every path it may take
                 for switch in {hops[0][0] for _, hops in options.values()}:
@@ -142,10 +151,15 @@ def crux_classes(announced, jobs, bandwidth):
     if not mine or not dscps:
         return {}
     plan = crux.plan(mine, bandwidth, len(dscps))
-    return {name: {"class": level, "dscp": dscps[level],
-                   "intensity": round(plan.intensities[name], 4),
-                   "crux_priority": round(plan.priorities[name], 4)}
-            for name, level in plan.levels.items()}
+    return {
+        name: {
+            "class": level,
+            "dscp": dscps[level],
+            "intensity": round(plan.intensities[name], 4),
+            "crux_priority": round(plan.priorities[name], 4),
+        }
+        for name, level in plan.levels.items()
+    }
 
 
 def crux_plan(fabric, routes, announced, levels, down=frozenset()):
@@ -154,34 +168,3 @@ def crux_plan(fabric, routes, announced, levels, down=frozenset()):
     controller would schedule, as a JSON-ready dict."""
     jobs, bandwidth, _ = crux_jobs(fabric, routes, announced, down)
     return crux.plan(jobs, bandwidth, levels).as_dict()
-
-
-def main(argv=None):
-    """`python -m controllers.placement --fabric F.json --levels K`: read an
-    announcement on stdin, print Crux's plan and the placement as JSON."""
-    import argparse
-
-    from testbed.fabric.model import Fabric
-    from testbed.fabric.paths import compute_routes
-
-    ap = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
-    ap.add_argument("--fabric", required=True)
-    ap.add_argument("--levels", type=int, default=8)
-    args = ap.parse_args(argv)
-    with open(args.fabric) as fh:
-        fabric = Fabric.from_dict(json.load(fh))
-    announced = json.load(sys.stdin)
-    routes = compute_routes(fabric)
-    try:
-        plan = crux_plan(fabric, routes, announced, args.levels)
-    except ValueError as e:
-        print(f"crux: {e}", file=sys.stderr)
-        return 2
-    answer, _, _ = place(fabric, routes, announced)
-    json.dump({"plan": plan, "placement": answer}, sys.stdout, sort_keys=True)
-    sys.stdout.write("\n")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -25,6 +25,7 @@ three steps below are the heuristics:
 3. compress: the total order of P is cut into K levels, losing as little
    contention weight as possible (DP over sampled topological orders).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -56,6 +57,7 @@ _MAX_EXHAUSTIVE_ASSIGNMENTS = 5_000_000
 class Flow:
     """One flow of a job: the bytes it carries per iteration and the paths it
     may take, each a tuple of link ids (one of them will be chosen)."""
+
     name: str
     bytes: float
     paths: tuple
@@ -70,6 +72,7 @@ class Job:
     """A training job: seconds of GPU computation per iteration (W_j), its
     flows, and the share of its communication (0..1) that can run while it
     computes instead of after."""
+
     name: str
     compute_s: float
     flows: tuple
@@ -86,8 +89,9 @@ class Job:
 
 # --- validation --------------------------------------------------------------
 def _is_positive_number(value) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and value > 0)
+    return (
+        isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+    )
 
 
 def _is_nonempty_name(value) -> bool:
@@ -98,8 +102,7 @@ def validate_bandwidth(bandwidth) -> None:
     """Every link rate must be a positive finite number of bytes/s."""
     for link, rate in bandwidth.items():
         if not _is_positive_number(rate):
-            raise ValueError(f"link {link!r}: bandwidth must be a positive number of "
-                             f"bytes/s, got {rate!r}")
+            raise ValueError(f"link {link!r}: bandwidth must be a positive number of bytes/s, got {rate!r}")
 
 
 def validate_path(job, flow, path, bandwidth) -> None:
@@ -108,23 +111,21 @@ def validate_path(job, flow, path, bandwidth) -> None:
     if not path:
         raise ValueError(f"{where}: a path must name at least one link, got an empty path")
     if len(set(path)) != len(path):
-        raise ValueError(f"{where}: path {list(path)!r} uses a link twice; expected a "
-                         "loop-free path")
+        raise ValueError(f"{where}: path {list(path)!r} uses a link twice; expected a loop-free path")
     for link in path:
         if link not in bandwidth:
-            raise ValueError(f"{where}: path {list(path)!r} uses link {link!r}, which has "
-                             "no bandwidth")
+            raise ValueError(f"{where}: path {list(path)!r} uses link {link!r}, which has no bandwidth")
 
 
 def validate_flow(job, flow, bandwidth) -> None:
     """A flow has a name, a positive size and at least one usable path."""
     if not _is_nonempty_name(flow.name):
-        raise ValueError(f"job {job.name!r}: a flow name must be a non-empty string, "
-                         f"got {flow.name!r}")
+        raise ValueError(f"job {job.name!r}: a flow name must be a non-empty string, got {flow.name!r}")
     where = f"job {job.name!r} flow {flow.name!r}"
     if not _is_positive_number(flow.bytes):
-        raise ValueError(f"{where}: bytes must be a positive number of bytes per "
-                         f"iteration, got {flow.bytes!r}")
+        raise ValueError(
+            f"{where}: bytes must be a positive number of bytes per iteration, got {flow.bytes!r}"
+        )
     if not flow.paths:
         raise ValueError(f"{where}: expected at least one candidate path, got none")
     for path in flow.paths:
@@ -137,19 +138,23 @@ def validate_job(job, bandwidth) -> None:
     if not _is_nonempty_name(job.name):
         raise ValueError(f"a job name must be a non-empty string, got {job.name!r}")
     if not _is_positive_number(job.compute_s):
-        raise ValueError(f"job {job.name!r}: compute_s must be a positive number of "
-                         f"seconds, got {job.compute_s!r}")
-    if not (isinstance(job.overlap, (int, float)) and not isinstance(job.overlap, bool)
-            and 0.0 <= job.overlap <= 1.0):
-        raise ValueError(f"job {job.name!r}: overlap must be a share between 0 and 1, "
-                         f"got {job.overlap!r}")
+        raise ValueError(
+            f"job {job.name!r}: compute_s must be a positive number of seconds, got {job.compute_s!r}"
+        )
+    if not (
+        isinstance(job.overlap, (int, float))
+        and not isinstance(job.overlap, bool)
+        and 0.0 <= job.overlap <= 1.0
+    ):
+        raise ValueError(f"job {job.name!r}: overlap must be a share between 0 and 1, got {job.overlap!r}")
     if not job.flows:
         raise ValueError(f"job {job.name!r}: expected at least one flow, got none")
     names = [flow.name for flow in job.flows]
     for name in names:
         if names.count(name) > 1:
-            raise ValueError(f"job {job.name!r}: flow name {name!r} is used twice; "
-                             "expected distinct flow names")
+            raise ValueError(
+                f"job {job.name!r}: flow name {name!r} is used twice; expected distinct flow names"
+            )
     for flow in job.flows:
         validate_flow(job, flow, bandwidth)
 
@@ -161,15 +166,13 @@ def validate_jobs(jobs, bandwidth) -> None:
     for job in jobs:
         validate_job(job, bandwidth)
         if names.count(job.name) > 1:
-            raise ValueError(f"job name {job.name!r} is used twice; expected distinct "
-                             "job names")
+            raise ValueError(f"job name {job.name!r} is used twice; expected distinct job names")
 
 
 def validate_levels(levels) -> None:
     """The number of hardware priority levels is a whole number, at least 1."""
     if isinstance(levels, bool) or not isinstance(levels, int) or levels < 1:
-        raise ValueError(f"levels must be an integer >= 1 (hardware priority queues), "
-                         f"got {levels!r}")
+        raise ValueError(f"levels must be an integer >= 1 (hardware priority queues), got {levels!r}")
 
 
 # --- communication time and intensity ----------------------------------------
@@ -193,8 +196,9 @@ def chosen_placements(job, chosen) -> list:
     placements = []
     for flow in job.flows:
         if flow.name not in chosen:
-            raise ValueError(f"job {job.name!r} flow {flow.name!r}: no path chosen; "
-                             "expected one path per flow")
+            raise ValueError(
+                f"job {job.name!r} flow {flow.name!r}: no path chosen; expected one path per flow"
+            )
         placements.append((flow, tuple(chosen[flow.name])))
     return placements
 
@@ -205,8 +209,7 @@ def communication_time(job, chosen, bandwidth) -> float:
     load = link_bytes(chosen_placements(job, chosen))
     for link in load:
         if link not in bandwidth:
-            raise ValueError(f"job {job.name!r}: chosen path uses link {link!r}, which "
-                             "has no bandwidth")
+            raise ValueError(f"job {job.name!r}: chosen path uses link {link!r}, which has no bandwidth")
     return max(sent / bandwidth[link] for link, sent in load.items())
 
 
@@ -289,6 +292,7 @@ class Periodic:
     share of that traffic is ready when the computation starts (so it can hide
     behind it), the rest only when the computation ends. The next iteration
     starts when the computation and all the traffic are done."""
+
     compute_s: float
     comm_s: float
     overlap: float = 0.0
@@ -308,6 +312,7 @@ class PairUtilization:
     """Steady-state GPU utilization of two jobs sharing a link, the one
     transmitting first and the one transmitting second, and the combined
     utilization (their mean: both jobs weigh the same)."""
+
     first: float
     second: float
 
@@ -319,11 +324,12 @@ class PairUtilization:
 @dataclass
 class _Runner:
     """Simulation state of one periodic job."""
+
     spec: Periodic
     compute_left: float = 0.0
-    pending: float = 0.0          # released traffic not yet sent (link seconds)
-    held: float = 0.0             # traffic released only when computing ends
-    busy: float = 0.0             # GPU seconds computed so far
+    pending: float = 0.0  # released traffic not yet sent (link seconds)
+    held: float = 0.0  # traffic released only when computing ends
+    busy: float = 0.0  # GPU seconds computed so far
 
     def start_iteration(self) -> None:
         self.compute_left = self.spec.compute_s
@@ -346,11 +352,12 @@ class _Runner:
 
 def _validate_periodic(spec, role) -> None:
     if not (_is_positive_number(spec.compute_s) and _is_positive_number(spec.comm_s)):
-        raise ValueError(f"{role} job: compute_s and comm_s must be positive numbers of "
-                         f"seconds, got {spec.compute_s!r} and {spec.comm_s!r}")
+        raise ValueError(
+            f"{role} job: compute_s and comm_s must be positive numbers of "
+            f"seconds, got {spec.compute_s!r} and {spec.comm_s!r}"
+        )
     if not 0.0 <= spec.overlap <= 1.0:
-        raise ValueError(f"{role} job: overlap must be a share between 0 and 1, got "
-                         f"{spec.overlap!r}")
+        raise ValueError(f"{role} job: overlap must be a share between 0 and 1, got {spec.overlap!r}")
 
 
 def _advance(runners, tolerance) -> float:
@@ -379,8 +386,11 @@ def _advance(runners, tolerance) -> float:
 def _state_key(runners, scale) -> tuple:
     """The runners' state, rounded so that a state reached again through a
     different chain of floating-point sums still compares equal."""
-    return tuple(round(value / scale, 9) for runner in runners
-                 for value in (runner.compute_left, runner.pending, runner.held))
+    return tuple(
+        round(value / scale, 9)
+        for runner in runners
+        for value in (runner.compute_left, runner.pending, runner.held)
+    )
 
 
 def _utilization_between(start, end) -> list:
@@ -476,6 +486,7 @@ def priority_factor(job, reference) -> float:
 class Priority:
     """Step 2's result for one job: intensity on its chosen paths, the
     correction factor k and the priority P = k * I."""
+
     intensity: float
     factor: float
     value: float
@@ -515,6 +526,7 @@ def assign_priorities(jobs, chosen, bandwidth) -> dict:
 class Edge(NamedTuple):
     """Contention between two jobs on a shared link: `high` has the higher
     priority; `weight` (high's intensity) is lost if both share one level."""
+
     high: str
     low: str
     weight: float
@@ -523,6 +535,7 @@ class Edge(NamedTuple):
 class Compression(NamedTuple):
     """Level of each job (0 = highest priority) and the weight of the
     contention edges whose ends sit on different levels."""
+
     levels: dict
     cut: float
 
@@ -546,7 +559,7 @@ def contention_dag(jobs, chosen, priorities, intensities) -> list:
     order = priority_order({name: priorities[name] for name in names})
     edges = []
     for rank, high in enumerate(order):
-        for low in order[rank + 1:]:
+        for low in order[rank + 1 :]:
             if links[high] & links[low]:
                 edges.append(Edge(high, low, intensities[high]))
     return edges
@@ -567,14 +580,11 @@ def _validate_edges(jobs, edges) -> None:
     for high, low, weight in edges:
         for name in (high, low):
             if name not in known:
-                raise ValueError(f"edge {high!r} -> {low!r} names job {name!r}, which is "
-                                 "not among the jobs")
+                raise ValueError(f"edge {high!r} -> {low!r} names job {name!r}, which is not among the jobs")
         if high == low:
-            raise ValueError(f"edge {high!r} -> {low!r} joins a job to itself; expected "
-                             "two different jobs")
+            raise ValueError(f"edge {high!r} -> {low!r} joins a job to itself; expected two different jobs")
         if not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight >= 0):
-            raise ValueError(f"edge {high!r} -> {low!r}: weight must be a finite number "
-                             f">= 0, got {weight!r}")
+            raise ValueError(f"edge {high!r} -> {low!r}: weight must be a finite number >= 0, got {weight!r}")
 
 
 def random_topological_order(jobs, edges, rng) -> list:
@@ -607,8 +617,7 @@ def _forward_weights(order, edges) -> list:
     weight = [[0.0] * len(order) for _ in order]
     for high, low, edge_weight in edges:
         if position[high] >= position[low]:
-            raise ValueError(f"order puts {low!r} before {high!r}, against edge "
-                             f"{high!r} -> {low!r}")
+            raise ValueError(f"order puts {low!r} before {high!r}, against edge {high!r} -> {low!r}")
         weight[position[high]][position[low]] += edge_weight
     return weight
 
@@ -701,9 +710,11 @@ def exhaustive_compression(jobs, edges, levels) -> Compression:
     _validate_edges(jobs, edges)
     usable = min(levels, len(jobs)) or 1
     if usable ** len(jobs) > _MAX_EXHAUSTIVE_ASSIGNMENTS:
-        raise ValueError(f"exhaustive_compression: {len(jobs)} jobs on {usable} levels is "
-                         f"too many assignments to enumerate (at most "
-                         f"{_MAX_EXHAUSTIVE_ASSIGNMENTS})")
+        raise ValueError(
+            f"exhaustive_compression: {len(jobs)} jobs on {usable} levels is "
+            f"too many assignments to enumerate (at most "
+            f"{_MAX_EXHAUSTIVE_ASSIGNMENTS})"
+        )
     best = Compression({job: 0 for job in jobs}, 0.0)
     for choice in itertools.product(range(usable), repeat=len(jobs)):
         assignment = dict(zip(jobs, choice))
@@ -725,32 +736,33 @@ def _without_gaps(assignment) -> dict:
 @dataclass
 class Plan:
     """Everything the three steps decided. Paths are lists of link ids."""
-    selection_order: list = field(default_factory=list)   # order jobs chose paths
-    paths: dict = field(default_factory=dict)             # job -> flow -> [links]
-    intensities: dict = field(default_factory=dict)       # on the chosen paths
-    reference: str | None = None                          # job with k = 1
-    factors: dict = field(default_factory=dict)           # k_j
-    priorities: dict = field(default_factory=dict)        # P_j = k_j * I_j
-    order: list = field(default_factory=list)             # by decreasing P
-    edges: list = field(default_factory=list)             # Edge, contention DAG
-    level_count: int = 1                                  # K, levels available
-    levels: dict = field(default_factory=dict)            # job -> level, 0 highest
-    cut: float = 0.0                                      # edge weight kept apart
-    total_weight: float = 0.0                             # all edge weight
+
+    selection_order: list = field(default_factory=list)  # order jobs chose paths
+    paths: dict = field(default_factory=dict)  # job -> flow -> [links]
+    intensities: dict = field(default_factory=dict)  # on the chosen paths
+    reference: str | None = None  # job with k = 1
+    factors: dict = field(default_factory=dict)  # k_j
+    priorities: dict = field(default_factory=dict)  # P_j = k_j * I_j
+    order: list = field(default_factory=list)  # by decreasing P
+    edges: list = field(default_factory=list)  # Edge, contention DAG
+    level_count: int = 1  # K, levels available
+    levels: dict = field(default_factory=dict)  # job -> level, 0 highest
+    cut: float = 0.0  # edge weight kept apart
+    total_weight: float = 0.0  # all edge weight
 
     def as_dict(self) -> dict:
         """Plain JSON-ready form (strings, numbers, lists, dicts)."""
         return {
             "selection_order": list(self.selection_order),
-            "paths": {job: {flow: list(path) for flow, path in flows.items()}
-                      for job, flows in self.paths.items()},
+            "paths": {
+                job: {flow: list(path) for flow, path in flows.items()} for job, flows in self.paths.items()
+            },
             "intensities": dict(self.intensities),
             "reference": self.reference,
             "factors": dict(self.factors),
             "priorities": dict(self.priorities),
             "order": list(self.order),
-            "edges": [{"high": edge.high, "low": edge.low, "weight": edge.weight}
-                      for edge in self.edges],
+            "edges": [{"high": edge.high, "low": edge.low, "weight": edge.weight} for edge in self.edges],
             "level_count": self.level_count,
             "levels": dict(self.levels),
             "cut": self.cut,
@@ -776,8 +788,7 @@ def plan(jobs, bandwidth, levels, samples=10, seed=0) -> Plan:
     compression = compress(order, edges, levels, samples, random.Random(seed))
     return Plan(
         selection_order=[job.name for job in selection_order(jobs, bandwidth)],
-        paths={job: {flow: list(path) for flow, path in chosen.items()}
-               for job, chosen in paths.items()},
+        paths={job: {flow: list(path) for flow, path in chosen.items()} for job, chosen in paths.items()},
         intensities=intensities,
         reference=reference_job(jobs).name,
         factors={name: priority.factor for name, priority in priorities.items()},
