@@ -105,16 +105,14 @@ def repo_root(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
-def results_fit_their_schema(request):
+def results_fit_their_schema(tmp_path):
     """Every results.json a test's drills wrote (under its tmp_path) has the
-    public shape testbed/results/schemas/results.json declares."""
+    public shape testbed/results/schemas/results.json declares. (Asking for
+    tmp_path here keeps it until this check has run.)"""
     yield
-    if "tmp_path" not in request.fixturenames:
-        return
     from testbed.results.store import load_results, shape_problems
 
-    tmp = request.getfixturevalue("tmp_path")
-    for path in sorted(tmp.rglob("results.json")):
+    for path in sorted(tmp_path.rglob("results.json")):
         problems = shape_problems(load_results(str(path)))
         assert not problems, f"{path}: " + "; ".join(problems[:5])
 
