@@ -72,6 +72,11 @@ class Agent:
         # Longer than the deepest queue (100 ms) twice over: a timeout must
         # mean loss, not a full queue. NAKs repair ordinary loss much sooner.
         self.rto_s = cfg.get("rto_s", 0.25) * d
+        # ACKs, NAKs and CNPs ride the job's own class unless told otherwise:
+        # a RoCE NIC answers on the queue pair's traffic class, while many
+        # deployments give CNPs (and here all control frames) a class above
+        # the data, so a job held behind a higher class still hears back.
+        self.control_dscp = cfg.get("control_dscp")
         self.linger_s = 2 * self.rto_s + 0.1 * d
         self.tick_s = TICK_S * d
         self.route_settle_s = ROUTE_SETTLE_S * d
@@ -410,6 +415,8 @@ class Agent:
                     self.frames["warm_sent"] += 1
 
     def _send_ctrl(self, peer_ip, qp, dscp, opcode, psn=0, syndrome=None, now=0.0):
+        if self.control_dscp is not None:
+            dscp = self.control_dscp
         key = (peer_ip, qp, opcode)
         tpl = self.ctrl.get(key)
         if tpl is None:

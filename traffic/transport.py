@@ -57,6 +57,11 @@ increase periods = 150 ms.
 Go-back-N (`GbnSender`/`GbnReceiver`) follows the RC transport: PSN ==
 packet index, cumulative ACKs, a NAK (PSN sequence error) names the PSN the
 receiver expects, and a sender timeout goes back to the oldest unacked PSN.
+Like a RoCE NIC's retry timer with back-off, each timeout without progress
+since the last one doubles the next wait, up to MAX_BACKOFF x rto_s; an ACK
+or NAK that moves the window (the receiver is there) resets it. Without the
+back-off, a connection held behind a higher priority class resends its
+whole window every rto_s while its frames still wait in the queue.
 """
 
 import math
@@ -65,6 +70,7 @@ from dataclasses import dataclass
 RATE_SNAP = 1e-3  # R_C snaps to R_T within this fraction of line rate
 DEFAULT_CNP_INTERVAL_S = 4e-3
 DEFAULT_NAK_RETRY_S = 0.05
+MAX_BACKOFF = 8  # the go-back-N timer grows to at most 8 x rto_s
 _EPS = 1e-9  # float slack for comparing times (and period counts)
 
 
@@ -349,6 +355,7 @@ class GbnSender:
         self.retransmitted = 0  # sends of a PSN that had been sent before
         self.timeouts = 0
         self.naks = 0
+        self.backoff = 1  # the timer waits backoff x rto_s
 
     @property
     def done(self):
@@ -380,6 +387,7 @@ class GbnSender:
             self.una = psn + 1
             self.nxt = max(self.nxt, self.una)
             self.timer_start = now
+            self.backoff = 1
 
     def on_nak(self, psn, now):
         """The receiver expects psn: everything below it arrived; resend from psn."""
@@ -388,13 +396,16 @@ class GbnSender:
             self.una = psn
             self.nxt = psn
             self.timer_start = now
+            self.backoff = 1
 
     def check_timeout(self, now):
-        """Go back to una if nothing was acked for rto_s while packets are out."""
-        if self.una < self.high and now - self.timer_start >= self.rto_s:
+        """Go back to una if nothing was acked for the timer's wait (rto_s,
+        doubled by each timeout since the last progress) while packets are out."""
+        if self.una < self.high and now - self.timer_start >= self.rto_s * self.backoff:
             self.timeouts += 1
             self.nxt = self.una
             self.timer_start = now
+            self.backoff = min(2 * self.backoff, MAX_BACKOFF)
             return True
         return False
 

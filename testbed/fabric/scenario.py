@@ -393,6 +393,8 @@ def _transport_entry(raw):
         out["window"] = raw["window"]
     if "rto" in raw:
         out["rto_s"] = parse_time(raw["rto"])
+    if "control_dscp" in raw:
+        out["control_dscp"] = raw["control_dscp"]
     names = {
         "g": "g",
         "fast_recovery_steps": "fast_recovery_steps",

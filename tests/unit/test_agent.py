@@ -173,3 +173,18 @@ def test_a_later_job_warms_its_paths_just_before_it_starts(monkeypatch):
     assert job.warmed and fake.frames["warm_sent"] == 3 and job.wake_at == 10.0
     agent.Agent._advance(fake, job, 9.8)  # once only
     assert fake.frames["warm_sent"] == 3
+
+
+@pytest.mark.parametrize("control_dscp, expected", [(None, 26), (48, 48)])
+def test_control_frames_ride_the_jobs_class_or_their_own(control_dscp, expected):
+    from traffic import roce
+
+    fake, sent, _ = _warming_agent()
+    fake.control_dscp = control_dscp
+    fake.ctrl = {}
+    fake.peer_by_ip = {"10.0.0.2": {"ip": "10.0.0.2", "mac": "02:00:0a:00:00:02"}}
+    fake.frames["ctrl_sent"] = 0
+    for opcode in (roce.ACK, roce.CNP):
+        agent.Agent._send_ctrl(fake, "10.0.0.2", 0x800001, 26, opcode, 5, syndrome=roce.ACK_SYNDROME)
+    assert fake.frames["ctrl_sent"] == 2
+    assert [roce.dissect(f)["IP"].tos >> 2 for f in sent["p0"]] == [expected, expected]

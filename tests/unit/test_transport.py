@@ -309,6 +309,25 @@ def test_sender_window_and_bookkeeping():
         GbnSender(2**24, 8, 0.1)
 
 
+def test_the_timer_backs_off_while_nothing_moves_and_resets_on_progress():
+    # times in 1/64 s, which floats hold exactly
+    s = GbnSender(100, 4, 8 / 64)
+    for psn in range(4):
+        s.on_sent(psn, 0.0)
+    fired = []
+    for tick in range(1, 3 * 64):  # nothing is ever acked
+        if s.check_timeout(tick / 64):
+            fired.append(tick)
+            for psn in range(s.una, 4):
+                s.on_sent(psn, tick / 64)
+    # waits of 1, 2, 4 then 8 x rto (the cap), not one every rto
+    assert fired == [8, 8 + 16, 24 + 32, 56 + 64, 120 + 64]
+    s.on_ack(0, 190 / 64)  # the receiver is there: the next wait is rto again
+    assert not s.check_timeout(197 / 64) and s.check_timeout(198 / 64)
+    s.on_nak(1, 200 / 64)  # so is a NAK that moves the window
+    assert s.backoff == 1 and s.check_timeout(208 / 64)
+
+
 def test_receiver_acks_naks_and_duplicates():
     r = GbnReceiver(20, ack_every=4, nak_retry_s=0.05)
     acts = [r.on_data(i, False, False, 0.0) for i in range(4)]
