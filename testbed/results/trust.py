@@ -353,28 +353,16 @@ def _loss_check(metrics, faults):
     lost = unexplained_loss(
         jobs, metrics.get("queue_drops"), faults, (metrics.get("generators") or {}).get("rx_overflows")
     )
-    if lost and lost.get("rx_overflows"):
-        return _check(
-            "emulator_loss",
-            what,
-            seen,
-            "0",
-            False,
-            threshold=0,
-            reason=lost["note"] + f"; receivers saw {seen} packet gaps",
-        )
     if lost:
-        per_job = ", ".join(f"{job}: {n}" for job, n in sorted(lost["gaps_seen"].items()))
-        return _check(
-            "emulator_loss",
-            what,
-            seen,
-            "0",
-            False,
-            threshold=0,
-            reason=f"receivers saw {seen} packet gaps ({per_job}) that no modeled "
-            "queue dropped and no fault explains: the emulator lost packets",
-        )
+        if lost.get("rx_overflows"):
+            reason = lost["note"] + f"; receivers saw {seen} packet gaps"
+        else:
+            per_job = ", ".join(f"{job}: {n}" for job, n in sorted(lost["gaps_seen"].items()))
+            reason = (
+                f"receivers saw {seen} packet gaps ({per_job}) that no modeled "
+                "queue dropped and no fault explains: the emulator lost packets"
+            )
+        return _check("emulator_loss", what, seen, "0", False, threshold=0, reason=reason)
     note = None
     if seen:
         note = f"{seen} gaps, explained by " + (
