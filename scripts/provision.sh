@@ -77,6 +77,7 @@ capabilities() {  # testbed/emulation/capabilities.py needs only the standard li
     PYTHONPATH="$repo" /usr/bin/python3 -c "from testbed.emulation import capabilities as c; $1"
 }
 ovs_tx_buffer=$(capabilities 'print(c.OVS_TX_BUFFER)')
+ovs_rx_buffer=$(capabilities 'print(c.OVS_RX_BUFFER)')
 ovs_small_buffer() {  # true when ovs-vswitchd sends with a smaller buffer than that
     capabilities 'import sys; b = c.ovs_send_buffer(); sys.exit(b is None or b >= c.OVS_TX_BUFFER)'
 }
@@ -84,10 +85,19 @@ userspace=0
 modprobe openvswitch 2>/dev/null || userspace=1
 if [ "$userspace" = 1 ]; then
     log "no openvswitch kernel module: userspace datapath will be used"
-    if [ "$(sysctl -n net.core.wmem_default)" -lt "$ovs_tx_buffer" ]; then
-        echo "net.core.wmem_default = $ovs_tx_buffer" > /etc/sysctl.d/60-hpnlab-ovs.conf
-        sysctl -q -w net.core.wmem_default="$ovs_tx_buffer"
-        log "net.core.wmem_default raised to $ovs_tx_buffer (Open vSwitch transmit buffer)"
+    # Each switch port is read through a packet socket of its own, made when
+    #    the port is added, with net.core.rmem_default as its receive buffer:
+    #    at 208 KiB, a few tens of ms without a CPU for ovs-vswitchd lose frames.
+    if [ "$(sysctl -n net.core.wmem_default)" -lt "$ovs_tx_buffer" ] ||
+        [ "$(sysctl -n net.core.rmem_default)" -lt "$ovs_rx_buffer" ]; then
+        printf 'net.core.wmem_default = %s\nnet.core.rmem_default = %s\n' \
+            "$ovs_tx_buffer" "$ovs_rx_buffer" > /etc/sysctl.d/60-hpnlab-ovs.conf
+        for key in wmem_default:$ovs_tx_buffer rmem_default:$ovs_rx_buffer; do
+            if [ "$(sysctl -n "net.core.${key%%:*}")" -lt "${key#*:}" ]; then
+                sysctl -q -w "net.core.${key%%:*}=${key#*:}"
+                log "net.core.${key%%:*} raised to ${key#*:} (Open vSwitch buffers)"
+            fi
+        done
     fi
 fi
 if ! ovs-vsctl --timeout=3 show >/dev/null 2>&1; then

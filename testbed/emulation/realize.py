@@ -92,11 +92,10 @@ class FabricNet:
             raise CapabilityError(missing[0])
         self.datapath = capabilities.datapath(feats)
         self.run_dir = make_private_dir(self.run_dir)  # before anything is built or claimed
-        small = [f for f in feats if f.name == capabilities.OVS_TX_FEATURE and not f.present]
-        if small:
+        for small in [f for f in feats if f.name in capabilities.SMALL_OVS_BUFFERS and not f.present]:
             self.log(
-                f"warning: {small[0].detail}: Open vSwitch will drop packets the modeled "
-                "queues would hold (run make setup while no fabric is up)"
+                f"warning: {small.name}: {small.detail}: Open vSwitch may drop packets no "
+                "modeled queue dropped (run make setup while no fabric is up)"
             )
         ledger = Ledger()
         ledger.claim(self.fabric.name, self.run_dir)  # refuses if another fabric runs
