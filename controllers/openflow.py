@@ -7,7 +7,7 @@ unit tests can drive it with a fake datapath that executes what would be
 sent.
 """
 
-from .routing import match_kind
+from .routing import Detour, FlowDel, FlowSet, GroupAdd, Mark, Output, Pin, Route, SetDscp, ToGroup
 
 COOKIE = 0x4850_4E00  # "HPN" + 0: marks the flows hpnlab installs
 TABLE_CLASSIFY = 0
@@ -78,8 +78,8 @@ def state_requests(dp):
 
 def read_state(dp, flow_stats, group_descs):
     """What a switch holds, from its flow-stats and group-desc replies:
-    (the base flows it has ({"arp", "next"}), {match (routing.py): ("output",
-    port) | ("group", gid)},
+    (the base flows it has ({"arp", "next"}), {Match: Output | ToGroup |
+    SetDscp} (routing.py),
     {(kind, ports): gid} of select and fast-failover groups,
     [flows to remove: (priority, match)])."""
     ofp = dp.ofproto
@@ -111,7 +111,7 @@ def read_state(dp, flow_stats, group_descs):
                 and gotos == [TABLE_ROUTE]
                 and dscp is not None
             ):
-                routes[("dscp", fields["ipv4_dst"], fields["ipv4_src"], fields["udp_src"])] = ("dscp", dscp)
+                routes[Mark(fields["ipv4_dst"], fields["ipv4_src"], fields["udp_src"])] = SetDscp(dscp)
                 continue
         action = _route_action(ofp, actions)
         ip = fields.get("ipv4_dst")
@@ -120,12 +120,14 @@ def read_state(dp, flow_stats, group_descs):
             and set(fields) == SHAPE.get(f.priority)
             and isinstance(ip, str)
             and action is not None
-            and (action[0] == "output" or action[1] in known_gids)
+            and (isinstance(action, Output) or action.gid in known_gids)
         ):
             if f.priority == PRIO_PIN:
-                routes[(None, ip, fields["ipv4_src"], fields["udp_src"])] = action
+                routes[Pin(ip, fields["ipv4_src"], fields["udp_src"])] = action
+            elif f.priority == PRIO_DETOUR:
+                routes[Detour(fields["in_port"], ip)] = action
             else:
-                routes[(fields.get("in_port"), ip)] = action
+                routes[Route(ip)] = action
         else:
             strays.append((f.table_id, f.priority, f.match))
     return base, routes, groups, strays
@@ -142,9 +144,9 @@ def _route_action(ofp, actions):
         return None
     a = actions[0]
     if a.type == ofp.OFPAT_OUTPUT:
-        return ("output", a.port)
+        return Output(a.port)
     if a.type == ofp.OFPAT_GROUP:
-        return ("group", a.group_id)
+        return ToGroup(a.group_id)
     return None
 
 
@@ -169,73 +171,70 @@ def remove_flows(dp, strays):
 
 
 def messages_for(dp, ops):
+    """The flow and group modifications that carry out routing's `ops`."""
     ofp, parser = dp.ofproto, dp.ofproto_parser
     msgs = []
     for op in ops:
-        if op[0] == "group_add":
-            _, gid, (kind, ports) = op
+        if isinstance(op, GroupAdd):
             # watch_port lets the switch skip a bucket whose port is down at
             # once, before the controller has even recomputed: a select group
             # spreads over the live ones, a fast-failover group takes the
             # first live one (weights mean nothing there and must be 0).
-            gtype, weight = {"select": (ofp.OFPGT_SELECT, 1), "ff": (ofp.OFPGT_FF, 0)}[kind]
+            gtype, weight = {"select": (ofp.OFPGT_SELECT, 1), "ff": (ofp.OFPGT_FF, 0)}[op.kind]
             buckets = [
                 parser.OFPBucket(
                     weight=weight, watch_port=p, watch_group=ofp.OFPG_ANY, actions=[parser.OFPActionOutput(p)]
                 )
-                for p in ports
+                for p in op.ports
             ]
-            msgs.append(parser.OFPGroupMod(dp, ofp.OFPGC_ADD, gtype, gid, buckets))
-        elif op[0] == "flow_set":
-            _, key, (kind, arg) = op
-            if kind == "dscp":
+            msgs.append(parser.OFPGroupMod(dp, ofp.OFPGC_ADD, gtype, op.gid, buckets))
+        elif isinstance(op, FlowSet):
+            key, action = op.match, op.action
+            if isinstance(action, SetDscp):
                 inst = [
                     parser.OFPInstructionActions(
-                        ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionSetField(ip_dscp=arg)]
+                        ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionSetField(ip_dscp=action.value)]
                     ),
                     parser.OFPInstructionGotoTable(TABLE_ROUTE),
                 ]
             else:
-                action = parser.OFPActionOutput(arg) if kind == "output" else parser.OFPActionGroup(arg)
-                inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [action])]
-            msgs.append(_flow_mod(dp, _priority(key), _route_match(parser, key), inst, _table(key)))
-        elif op[0] == "flow_del":
+                out = (
+                    parser.OFPActionOutput(action.port)
+                    if isinstance(action, Output)
+                    else parser.OFPActionGroup(action.gid)
+                )
+                inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [out])]
+            msgs.append(_flow_mod(dp, PRIORITY[key.kind], _route_match(parser, key), inst, _table(key)))
+        elif isinstance(op, FlowDel):
             msgs.append(
                 parser.OFPFlowMod(
                     dp,
                     cookie=COOKIE,
                     command=ofp.OFPFC_DELETE_STRICT,
-                    table_id=_table(op[1]),
-                    priority=_priority(op[1]),
+                    table_id=_table(op.match),
+                    priority=PRIORITY[op.match.kind],
                     out_port=ofp.OFPP_ANY,
                     out_group=ofp.OFPG_ANY,
-                    match=_route_match(parser, op[1]),
+                    match=_route_match(parser, op.match),
                 )
             )
         else:
-            raise ValueError(f"unknown operation {op[0]!r}")
+            raise ValueError(f"unknown operation {op!r}")
     return msgs
 
 
-def _priority(key):
-    return PRIORITY[match_kind(key)]
-
-
 def _table(key):
-    return TABLE_CLASSIFY if match_kind(key) == "mark" else TABLE_ROUTE
+    return TABLE_CLASSIFY if isinstance(key, Mark) else TABLE_ROUTE
 
 
 def _route_match(parser, key):
-    kind = match_kind(key)
-    if kind in ("pin", "mark"):
-        _, ip, src, sport = key
+    if isinstance(key, (Pin, Mark)):
         return parser.OFPMatch(
-            eth_type=ETH_IPV4, ip_proto=IPPROTO_UDP, ipv4_src=src, ipv4_dst=ip, udp_src=sport
+            eth_type=ETH_IPV4, ip_proto=IPPROTO_UDP, ipv4_src=key.src, ipv4_dst=key.ip, udp_src=key.sport
         )
-    in_port, ip = key
-    if kind == "route":
-        return parser.OFPMatch(eth_type=ETH_IPV4, ipv4_dst=ip)
-    return parser.OFPMatch(in_port=in_port, eth_type=ETH_IPV4, ipv4_dst=ip)
+    if isinstance(key, Route):
+        return parser.OFPMatch(eth_type=ETH_IPV4, ipv4_dst=key.ip)
+    return parser.OFPMatch(in_port=key.in_port, eth_type=ETH_IPV4, ipv4_dst=key.ip)
 
 
 def _flow_mod(dp, priority, match, instructions, table_id):

@@ -148,7 +148,7 @@ def actions_of(flow_mod):
 
 def installed_table(dp):
     """What the fake switch's routing table holds, in routing.wanted_table's
-    terms: {match: ("ecmp" | "failover", ports)}."""
+    terms: {Match: Hops}."""
     table = {}
     for (tid, prio, items), (_match, inst, _cookie, _born) in dp.flows.items():
         if tid != openflow.TABLE_ROUTE:
@@ -157,18 +157,20 @@ def installed_table(dp):
         assert ("in_port" in fields) == (prio == openflow.PRIO_DETOUR)
         assert ("udp_src" in fields) == (prio == openflow.PRIO_PIN)
         if prio == openflow.PRIO_PIN:
-            key = (None, fields["ipv4_dst"], fields["ipv4_src"], fields["udp_src"])
+            key = routing.Pin(fields["ipv4_dst"], fields["ipv4_src"], fields["udp_src"])
+        elif prio == openflow.PRIO_DETOUR:
+            key = routing.Detour(fields["in_port"], fields["ipv4_dst"])
         else:
-            key = (fields.get("in_port"), fields["ipv4_dst"])
+            key = routing.Route(fields["ipv4_dst"])
         (act,) = inst[0].actions
         if act.type == OFP.OFPAT_GROUP:
             gtype, buckets = dp.groups[act.group_id]
             assert all(b.watch_port == b.actions[0].port for b in buckets)
             ports = tuple(b.actions[0].port for b in buckets)
             kind = {OFP.OFPGT_SELECT: routing.ECMP, OFP.OFPGT_FF: routing.FAILOVER}[gtype]
-            table[key] = (kind, ports)
+            table[key] = routing.Hops(kind, ports)
         else:
-            table[key] = (routing.ECMP, (act.port,))
+            table[key] = routing.Hops(routing.ECMP, (act.port,))
     return table
 
 
@@ -176,7 +178,7 @@ def installed_routes(dp):
     """The plain routes the fake switch holds: {ip: next hops}, the primary
     only where a fast-failover group holds backups."""
     return {
-        ip: ports[:1] if kind == routing.FAILOVER else ports
-        for (in_port, ip, *pin), (kind, ports) in installed_table(dp).items()
-        if in_port is None and not pin
+        key.ip: hops.ports[:1] if hops.kind == routing.FAILOVER else hops.ports
+        for key, hops in installed_table(dp).items()
+        if isinstance(key, routing.Route)
     }

@@ -114,3 +114,22 @@ def test_a_wrong_arrow_is_caught():
     names = imported("testbed.schedule.placement", "from controllers import openflow\n")
     rules = [bad for owner, bad in FORBIDDEN.items() if _within("testbed.schedule.placement", owner)]
     assert any(_within(n, prefix) for n in names for bad in rules for prefix in bad)
+
+
+# The controller's decisions stay testable without an OpenFlow framework:
+# only the shim and what builds messages may import os-ken (through compat).
+FRAMEWORK = ("os_ken", "ryu", "controllers.compat", "controllers.hpn_app", "controllers.openflow")
+PURE_CONTROLLER = ("controllers.core", "controllers.routing")
+
+
+def test_the_controller_core_needs_no_openflow_framework():
+    wrong = []
+    for module, path in modules():
+        if module not in PURE_CONTROLLER:
+            continue
+        names = imported(module, path.read_text(encoding="utf-8"))
+        wrong += [f"{module} imports {n}" for n in names for prefix in FRAMEWORK if _within(n, prefix)]
+    assert not wrong, "; ".join(wrong)
+    # and the rule sees such an import
+    names = imported("controllers.core", "from .compat import ofp_event\n")
+    assert any(_within(n, "controllers.compat") for n in names)

@@ -7,6 +7,7 @@ from fakeoftable import OFP, PARSER, FakeDatapath, actions_of, installed_routes,
 from os_ken.lib.packet import arp, ether_types, ethernet, ipv4, packet
 
 from controllers import openflow
+from controllers.routing import Detour, FlowDel, FlowSet, GroupAdd, Output, Route, ToGroup
 from testbed.fabric.paths import compute_routes
 
 
@@ -51,10 +52,10 @@ def test_state_requests_ask_for_our_flows_and_all_groups():
 def test_messages_for_each_operation():
     dp = FakeDatapath(1)
     ops = [
-        ("group_add", 3, ("select", (5, 6))),
-        ("flow_set", (None, "10.0.1.1"), ("group", 3)),
-        ("flow_set", (None, "10.0.0.1"), ("output", 2)),
-        ("flow_del", (None, "10.0.0.9")),
+        GroupAdd(3, "select", (5, 6)),
+        FlowSet(Route("10.0.1.1"), ToGroup(3)),
+        FlowSet(Route("10.0.0.1"), Output(2)),
+        FlowDel(Route("10.0.0.9")),
     ]
     gm, via_group, via_port, delete = openflow.messages_for(dp, ops)
 
@@ -96,10 +97,10 @@ def test_messages_for_each_operation():
 def test_failover_groups_and_detours():
     dp = FakeDatapath(1)
     ops = [
-        ("group_add", 4, ("ff", (3, 1, 2))),
-        ("flow_set", (None, "10.0.0.1"), ("group", 4)),
-        ("flow_set", (5, "10.0.0.1"), ("output", 6)),
-        ("flow_del", (5, "10.0.0.2")),
+        GroupAdd(4, "ff", (3, 1, 2)),
+        FlowSet(Route("10.0.0.1"), ToGroup(4)),
+        FlowSet(Detour(5, "10.0.0.1"), Output(6)),
+        FlowDel(Detour(5, "10.0.0.2")),
     ]
     gm, route, detour, delete = openflow.messages_for(dp, ops)
     assert (gm.type, gm.group_id) == (OFP.OFPGT_FF, 4)
@@ -121,12 +122,12 @@ def test_failover_groups_and_detours():
     base, routes, groups, strays = openflow.read_state(dp, dp.flow_stats(), dp.group_desc())
     assert (base, strays) == (set(), [])
     assert groups == {("ff", (3, 1, 2)): 4}
-    assert routes == {(None, "10.0.0.1"): ("group", 4), (5, "10.0.0.1"): ("output", 6)}
+    assert routes == {Route("10.0.0.1"): ToGroup(4), Detour(5, "10.0.0.1"): Output(6)}
 
 
 def test_messages_for_rejects_an_unknown_operation():
     with pytest.raises(ValueError, match="group_mod"):
-        openflow.messages_for(FakeDatapath(1), [("group_mod", 1, (1, 2))])
+        openflow.messages_for(FakeDatapath(1), [("group_mod", 1, (1, 2))])  # not a routing operation
     assert openflow.messages_for(FakeDatapath(1), []) == []
 
 
@@ -250,8 +251,8 @@ def test_adoption_removes_strays_and_repairs_what_is_missing(hpn, capsys):
     del dp.flows[arp_key]
     gone = next(k for k in dp.flows if ("ipv4_dst", "10.0.0.1") in k[2] and k[1] == openflow.PRIO_ROUTE)
     del dp.flows[gone]
-    dp.send_msg(openflow.messages_for(dp, [("flow_set", (None, "10.9.9.9"), ("output", 1))])[0])
-    stray = openflow.messages_for(dp, [("flow_set", (None, "10.8.8.8"), ("output", 2))])[0]
+    dp.send_msg(openflow.messages_for(dp, [FlowSet(Route("10.9.9.9"), Output(1))])[0])
+    stray = openflow.messages_for(dp, [FlowSet(Route("10.8.8.8"), Output(2))])[0]
     stray.priority = openflow.PRIO_ROUTE - 1
     dp.send_msg(stray)
     kept = {
@@ -261,7 +262,7 @@ def test_adoption_removes_strays_and_repairs_what_is_missing(hpn, capsys):
     }
     # a copy of a kept route in the classifier table: a stray there, removed
     # without taking the route (same priority and match) in the route table
-    twin = openflow.messages_for(dp, [("flow_set", (None, "10.0.0.2"), ("output", 1))])[0]
+    twin = openflow.messages_for(dp, [FlowSet(Route("10.0.0.2"), Output(1))])[0]
     twin.table_id = openflow.TABLE_CLASSIFY
     dp.send_msg(twin)
     assert any(
@@ -311,7 +312,7 @@ def test_reserved_ports_are_ignored(hpn, capsys):
     hpn.mark()
     hpn.port_status("a0n0", OFP.OFPP_LOCAL, up=False)
     assert all(hpn.new(name) == [] for name in hpn.dps)
-    assert hpn.app.down == set()
+    assert hpn.app.core.down == set()
 
 
 def test_unknown_datapath_is_ignored(hpn, capsys):
@@ -329,7 +330,7 @@ def test_port_status_from_an_unknown_datapath_does_not_block_routes(hpn, capsys)
     stranger = FakeDatapath(0xBEEF)
     hpn.app.on_port_status(event(datapath=stranger, reason=OFP.OFPPR_MODIFY, desc=port(3, up=False)))
     assert stranger.sent == [] and events(capsys) == []
-    assert all(name is not None for name, _ in hpn.app.down)
+    assert all(name is not None for name, _ in hpn.app.core.down)
     # The controller still follows the real fabric afterwards.
     hpn.port_status("t1r0k0", 1, up=True)
     hpn.ack_all()

@@ -177,7 +177,7 @@ def test_pins_run_in_the_switch_tables(hpn):
         assert dp.forward(1, dst, set(), src=src, sport=sport) == [ports[0]]
         assert dp.forward(1, dst, {ports[0]}, src=src, sport=sport) == [ports[1]]
         assert sorted(dp.forward(1, dst, set(), src=src, sport=sport + 1)) == [5, 6]
-    assert len([k for k in installed_table(dp) if routing.match_kind(k) == "pin"]) == 2
+    assert len([k for k in installed_table(dp) if isinstance(k, routing.Pin)]) == 2
 
 
 # --- counters -------------------------------------------------------------------------
@@ -312,7 +312,7 @@ def test_a_restarted_controller_keeps_the_pins_without_touching_them(channel_app
         first.dead.add(("a0n0", 1))
         first.port_status("a0n0", 1, up=False)
         first.ack_all()
-        assert first.app.answer != first.app.placed[frozenset()][0]  # something moved
+        assert first.app.core.answer != first.app.core.placed[frozenset()][0]  # something moved
     first.app.channel.close()
     before = {n: dp.ages() for n, dp in first.dps.items()}
     events(capsys)
@@ -334,7 +334,7 @@ def test_a_fault_moves_only_the_connections_it_breaks_and_mending_it_puts_them_b
     h.ack_all()
 
     def paths():
-        return {f["name"]: f["path"] for f in h.app.answer["jobs"][0]["flows"]}
+        return {f["name"]: f["path"] for f in h.app.core.answer["jobs"][0]["flows"]}
 
     whole = paths()
     (cable,) = [(l.a.ifname, l.b.ifname) for l in h.fabric.links_of("a0n0") if l.end("a0n0").port == 1]
@@ -363,7 +363,7 @@ def test_jobs_that_cannot_be_placed_are_refused(channel_app, capsys):
     bad["jobs"][0]["flows"][0]["bytes"] = -1
     (reply,) = announce_to(h.app, bad)
     assert "cannot place the jobs" in reply["error"] and "bytes" in reply["error"]
-    assert h.app.jobs is None
+    assert h.app.core.jobs is None
     (reply,) = announce_to(h.app, {"jobs": 1})
     assert reply["error"].startswith("expected")
 
@@ -427,6 +427,6 @@ def test_a_rewritten_connection_leaves_in_its_class(hpn):
     # read back as the same program: a restart adopts the rewrites as they are
     base, held, _, strays = openflow.read_state(dp, dp.flow_stats(), dp.group_desc())
     assert strays == [] and base == {"arp", "next"}
-    assert {k: v for k, v in held.items() if routing.match_kind(k) == "mark"} == {
-        ("dscp",) + key: ("dscp", dscp) for key, dscp in marks["t0r0k0"].items()
+    assert {k: v for k, v in held.items() if isinstance(k, routing.Mark)} == {
+        routing.Mark(*key): routing.SetDscp(dscp) for key, dscp in marks["t0r0k0"].items()
     }

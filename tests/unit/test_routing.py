@@ -3,7 +3,25 @@ the controller's switch programs and proxy ARP (controllers.routing)."""
 
 import pytest
 
-from controllers.routing import ECMP, FAILOVER, SwitchProgram, arp_reply_for, diff_switch, wanted_table
+from controllers.routing import (
+    ECMP,
+    FAILOVER,
+    Detour,
+    FlowDel,
+    FlowSet,
+    GroupAdd,
+    Hops,
+    Mark,
+    Output,
+    Pin,
+    Route,
+    SetDscp,
+    SwitchProgram,
+    ToGroup,
+    arp_reply_for,
+    diff_switch,
+    wanted_table,
+)
 from testbed.fabric.build import build_fabric
 from testbed.fabric.model import AGG, TOR
 from testbed.fabric.paths import compute_routes, trace
@@ -348,52 +366,50 @@ def apply_ops(switch, ops):
     """A model switch: rejects a group id that exists, a flow pointing at a
     missing group, deletion of a flow it does not have."""
     for op in ops:
-        if op[0] == "group_add":
-            _, gid, group = op
-            assert gid not in switch["groups"], f"group {gid} exists"
-            switch["groups"][gid] = group
-        elif op[0] == "flow_set":
-            _, key, (kind, arg) = op
-            if kind == "group":
-                assert arg in switch["groups"], f"flow {key} to missing group {arg}"
-            switch["flows"][key] = (kind, arg)
-        elif op[0] == "flow_del":
-            assert op[1] in switch["flows"]
-            del switch["flows"][op[1]]
+        if isinstance(op, GroupAdd):
+            assert op.gid not in switch["groups"], f"group {op.gid} exists"
+            switch["groups"][op.gid] = (op.kind, op.ports)
+        elif isinstance(op, FlowSet):
+            if isinstance(op.action, ToGroup):
+                assert op.action.gid in switch["groups"], f"flow {op.match} to missing group {op.action.gid}"
+            switch["flows"][op.match] = op.action
+        elif isinstance(op, FlowDel):
+            assert op.match in switch["flows"]
+            del switch["flows"][op.match]
         else:
             raise AssertionError(op)
 
 
 def forwarding(switch):
-    """{match: (kind, ports)} as the model switch holds it, in wanted_table's terms."""
+    """{match: Hops} as the model switch holds it, in wanted_table's terms."""
     out = {}
-    for key, (kind, arg) in switch["flows"].items():
-        if kind == "output":
-            out[key] = (ECMP, (arg,))
+    for key, action in switch["flows"].items():
+        if isinstance(action, Output):
+            out[key] = Hops(ECMP, (action.port,))
         else:
-            gkind, ports = switch["groups"][arg]
-            out[key] = (ECMP if gkind == "select" else FAILOVER, ports)
+            gkind, ports = switch["groups"][action.gid]
+            out[key] = Hops(ECMP if gkind == "select" else FAILOVER, ports)
     return out
 
 
 def plain(table):
     """{ip: ports} wanted for every packet, as the tests write them."""
-    return {(None, ip): (ECMP, ports) for ip, ports in table.items()}
+    return {Route(ip): Hops(ECMP, ports) for ip, ports in table.items()}
 
 
 def test_diff_from_empty_adds_groups_before_the_flows_that_use_them():
     wanted = plain({"10.0.1.1": (5, 6), "10.0.0.1": (1,), "10.0.1.2": (5, 6)})
-    wanted[(None, "10.0.0.2")] = (FAILOVER, (2, 5))
-    wanted[(6, "10.0.1.3")] = (ECMP, (5,))
+    wanted[Route("10.0.0.2")] = Hops(FAILOVER, (2, 5))
+    wanted[Detour(6, "10.0.1.3")] = Hops(ECMP, (5,))
     ops, prog = diff_switch(SwitchProgram(), wanted)
     assert ops == [
-        ("flow_set", (None, "10.0.0.1"), ("output", 1)),
-        ("group_add", 1, ("ff", (2, 5))),
-        ("flow_set", (None, "10.0.0.2"), ("group", 1)),
-        ("group_add", 2, ("select", (5, 6))),
-        ("flow_set", (None, "10.0.1.1"), ("group", 2)),
-        ("flow_set", (None, "10.0.1.2"), ("group", 2)),
-        ("flow_set", (6, "10.0.1.3"), ("output", 5)),
+        FlowSet(Route("10.0.0.1"), Output(1)),
+        GroupAdd(1, "ff", (2, 5)),
+        FlowSet(Route("10.0.0.2"), ToGroup(1)),
+        GroupAdd(2, "select", (5, 6)),
+        FlowSet(Route("10.0.1.1"), ToGroup(2)),
+        FlowSet(Route("10.0.1.2"), ToGroup(2)),
+        FlowSet(Detour(6, "10.0.1.3"), Output(5)),
     ]
     assert prog.groups == {("ff", (2, 5)): 1, ("select", (5, 6)): 2}
     again, prog2 = diff_switch(prog, wanted)
@@ -404,19 +420,19 @@ def test_diff_from_empty_adds_groups_before_the_flows_that_use_them():
 def test_diff_removal_and_group_reuse():
     ops, prog = diff_switch(SwitchProgram(), plain({"10.0.1.1": (5, 6), "10.0.0.1": (1,)}))
     ops, prog = diff_switch(prog, plain({"10.0.1.1": (5, 6)}))
-    assert ops == [("flow_del", (None, "10.0.0.1"))]
+    assert ops == [FlowDel(Route("10.0.0.1"))]
     # shrink to one port: a plain output, the group is kept
     ops, prog = diff_switch(prog, plain({"10.0.1.1": (6,)}))
-    assert ops == [("flow_set", (None, "10.0.1.1"), ("output", 6))]
+    assert ops == [FlowSet(Route("10.0.1.1"), Output(6))]
     assert prog.groups == {("select", (5, 6)): 1}
     # back to the known set: the old group is reused, nothing is added
     ops, prog = diff_switch(prog, plain({"10.0.1.1": (5, 6)}))
-    assert ops == [("flow_set", (None, "10.0.1.1"), ("group", 1))]
+    assert ops == [FlowSet(Route("10.0.1.1"), ToGroup(1))]
     # a new set gets a new id; the same ports in failover order are another group
     ops, prog = diff_switch(prog, plain({"10.0.1.1": (5, 7)}))
-    assert ops == [("group_add", 2, ("select", (5, 7))), ("flow_set", (None, "10.0.1.1"), ("group", 2))]
-    ops, prog = diff_switch(prog, {(None, "10.0.1.1"): (FAILOVER, (7, 5))})
-    assert ops == [("group_add", 3, ("ff", (7, 5))), ("flow_set", (None, "10.0.1.1"), ("group", 3))]
+    assert ops == [GroupAdd(2, "select", (5, 7)), FlowSet(Route("10.0.1.1"), ToGroup(2))]
+    ops, prog = diff_switch(prog, {Route("10.0.1.1"): Hops(FAILOVER, (7, 5))})
+    assert ops == [GroupAdd(3, "ff", (7, 5)), FlowSet(Route("10.0.1.1"), ToGroup(3))]
     assert prog.groups == {("select", (5, 6)): 1, ("select", (5, 7)): 2, ("ff", (7, 5)): 3}
 
 
@@ -453,11 +469,11 @@ def test_wanted_table_puts_backups_behind_the_single_next_hop():
     table = wanted_table(routes, "a0n0")
     s0h0 = nic(fabric, "s0h0").ip
     down = port_towards(fabric, "a0n0", "t0r0k0")
-    assert table[(None, s0h0)] == (FAILOVER, (down, port_towards(fabric, "a0n0", "t1r0k0")))
-    detour = wanted_table(routes, "t1r0k0")[(port_towards(fabric, "t1r0k0", "a0n0"), s0h0)]
-    assert detour == (ECMP, (port_towards(fabric, "t1r0k0", "a0n1"),))
+    assert table[Route(s0h0)] == Hops(FAILOVER, (down, port_towards(fabric, "a0n0", "t1r0k0")))
+    detour = wanted_table(routes, "t1r0k0")[Detour(port_towards(fabric, "t1r0k0", "a0n0"), s0h0)]
+    assert detour == Hops(ECMP, (port_towards(fabric, "t1r0k0", "a0n1"),))
     # a ToR's uplinks are already a group of equal-cost ports: no backup
-    assert wanted_table(routes, "t1r0k0")[(None, s0h0)][0] == ECMP
+    assert wanted_table(routes, "t1r0k0")[Route(s0h0)].kind == ECMP
 
 
 # --- proxy ARP ------------------------------------------------------------------
@@ -606,3 +622,14 @@ def test_host_link_failure_repair_depends_on_a_second_tor_in_the_plane():
                     assert results[(port, target.ip)] == expected, (params, port)
                     checked += 1
         assert checked >= 3
+
+
+def test_a_pin_and_a_mark_of_one_connection_are_two_entries():
+    fabric = build_fabric({"kind": "hpn"})
+    routes = compute_routes(fabric)
+    conn = (nic(fabric, "s1h0").ip, nic(fabric, "s0h0").ip, 49152)
+    table = wanted_table(routes, "t0r0k0", pins={conn: (5, 6)}, marks={conn: 46})
+    assert table[Pin(*conn)] == Hops(FAILOVER, (5, 6))
+    assert table[Mark(*conn)] == SetDscp(46)
+    ops, _ = diff_switch(SwitchProgram(), table)
+    assert [op.match for op in ops if isinstance(op, FlowSet)][-2:] == [Pin(*conn), Mark(*conn)]

@@ -1,0 +1,296 @@
+"""The controller's state machine, pure: what it knows of the switches and
+the jobs, and what it does about each event.
+
+Every method takes one event (a switch connected, its tables were read, a
+port changed, a barrier was answered, jobs were announced) and returns the
+actions it calls for, as records the shim (hpn_app.py) carries out over
+OpenFlow: nothing here touches a socket or os-ken, so unit tests drive it
+with plain values. A connection is an opaque handle: the core compares
+handles and asks the shim's `is_active` whether one is still open.
+
+State: the connected switches, their ports that are down, the program each
+holds (as last read or sent), the routes version and the barriers that
+fence it, the jobs and where their connections were placed (cached per set
+of down ports), and the replies waiting for a version. The jobs outlive a
+restart in `jobs_file`.
+"""
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from testbed.fabric.paths import compute_routes
+from testbed.schedule import placement
+
+from . import routing
+
+# --- actions ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Emit:
+    """Report an event as a JSON line (the format is in hpn_app.py)."""
+
+    event: dict
+
+
+@dataclass(frozen=True)
+class ReadState:
+    """Ask a switch what it holds: flows, groups and port states."""
+
+    conn: Any
+
+
+@dataclass(frozen=True)
+class Close:
+    conn: Any
+
+
+@dataclass(frozen=True)
+class Repair:
+    """Add the fixed flows a switch lacks (`have`: those it has) and remove
+    flows of ours that fit no program (`strays`, as the shim read them)."""
+
+    conn: Any
+    have: frozenset
+    strays: tuple
+
+
+@dataclass(frozen=True)
+class Program:
+    conn: Any
+    ops: tuple  # routing.GroupAdd | FlowSet | FlowDel
+
+
+@dataclass(frozen=True)
+class Barrier:
+    """Fence what was sent before it; its answer carries `xid`."""
+
+    conn: Any
+    xid: int
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Answer a job announcement (`reply` is the channel's callable)."""
+
+    reply: Callable
+    body: dict
+
+
+@dataclass(frozen=True)
+class PortState:
+    port: int
+    up: bool
+
+
+class JobsFile:
+    """The announced jobs and their first paths, kept beside the job socket
+    so that a restarted controller places them the same way. Written
+    owner-only, replaced whole."""
+
+    def __init__(self, path: str | None):
+        self.path = path
+
+    def load(self):
+        """(announcement, paths), or (None, None) when nothing was kept."""
+        if not self.path or not os.path.exists(self.path):
+            return None, None
+        with open(self.path) as fh:
+            kept = json.load(fh)
+        return kept["announce"], kept["paths"]
+
+    def save(self, announce, paths) -> None:
+        if not self.path:
+            return
+        tmp = self.path + ".tmp"
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as fh:
+            json.dump({"announce": announce, "paths": paths}, fh)
+        os.replace(tmp, self.path)
+
+
+class Controller:
+    def __init__(self, fabric, jobs_file: JobsFile | None = None, max_port: int = 0xFFFFFF00):
+        self.fabric = fabric
+        self.max_port = max_port  # reserved OpenFlow ports (LOCAL, CONTROLLER, ...) sit above
+        self.by_dpid = {n.dpid: n.name for n in fabric.switches()}
+        self.connections = {}  # switch name -> connection handle
+        self.ports_known = set()  # switches whose port states we have read
+        self.down = set()  # (switch, port) that are down
+        self.programs = {}  # switch name -> routing.SwitchProgram (once read)
+        self.version = 0
+        self.changes = 0  # flow and group changes sent since routes were last acknowledged
+        self.pending = {}  # switch name -> barrier xid for self.version
+        self.next_xid = 1
+        self.routes = None
+        self.jobs_file = jobs_file or JobsFile(None)
+        # The announced jobs, and the paths chosen when they were announced:
+        # a fault moves only the connections it breaks, and when it is mended
+        # every connection is back where it was (where the hosts' NIC port
+        # pins send it).
+        self.jobs, self.base_paths = self.jobs_file.load()
+        self.placed = {}  # frozenset of down ports -> placement.place's result
+        self.answer = None  # where their connections went, as last computed
+        self.waiting = []  # (reply, routes version that answers it)
+
+    # --- switches ----------------------------------------------------------
+    def switch_of(self, dpid: int, conn) -> str | None:
+        """The switch `conn` is, when it is that switch's connection in use;
+        None for a connection that was refused (or replaced): what it says
+        is never heard."""
+        name = self.by_dpid.get(dpid)
+        return name if name is not None and self.connections.get(name) is conn else None
+
+    def connected(self, dpid: int, conn, is_active: Callable[[Any], bool]) -> list:
+        """A switch connected (its features reply came). A datapath id the
+        fabric does not have is left alone (the shim logs it)."""
+        name = self.by_dpid.get(dpid)
+        if name is None:
+            return []
+        current = self.connections.get(name)
+        if current is not None and current is not conn and is_active(current):
+            # Only one connection per switch: a second one claiming a
+            # connected switch's datapath id is someone else's (the switch
+            # itself reconnects only after its old connection closed).
+            # Refused and said, never obeyed.
+            return [
+                Emit(
+                    {
+                        "event": "refused",
+                        "switch": name,
+                        "reason": "a second connection with the datapath id of a connected switch",
+                    }
+                ),
+                Close(conn),
+            ]
+        self.connections[name] = conn
+        self.programs.pop(name, None)
+        return [ReadState(conn), Emit({"event": "switch", "name": name})]
+
+    def tables_read(self, name: str, have: frozenset, flows: dict, groups: dict, strays: tuple) -> list:
+        """What switch `name` holds was read (openflow.read_state's parts):
+        adopt it as its program, so a restarted controller changes nothing
+        that is already right."""
+        conn = self.connections[name]
+        self.programs[name] = routing.SwitchProgram(groups=groups, flows=flows)
+        event = {"event": "adopted", "switch": name, "routes": len(flows), "groups": len(groups)}
+        return [
+            Repair(conn, frozenset(have), tuple(strays)),
+            Emit({**event, "removed": len(strays)}),
+            *self._reprogram(),
+        ]
+
+    def ports_read(self, name: str, ports) -> list:
+        """Every port's state of switch `name` (PortState records)."""
+        for p in ports:
+            self._set_port(name, p.port, p.up)
+        self.ports_known.add(name)
+        return self._reprogram()
+
+    def port_changed(self, name: str, port: int, up: bool) -> list:
+        actions = [Emit({"event": "port", "switch": name, "port": port, "up": up})]
+        if self._set_port(name, port, up):
+            actions += self._reprogram()
+        return actions
+
+    def _set_port(self, name, port, up):
+        """Record a port state; True when it changed."""
+        if port > self.max_port:
+            return False
+        key = (name, port)
+        was_down = key in self.down
+        if up:
+            self.down.discard(key)
+        else:
+            self.down.add(key)
+        return was_down == up
+
+    # --- jobs ----------------------------------------------------------------
+    def announced(self, request, reply: Callable) -> list:
+        """Jobs announced: place them (refusing what cannot be placed), keep
+        them, and reprogram; the reply waits for the version that installs
+        their pins to be acknowledged by every switch."""
+        jobs = request.get("announce") if isinstance(request, dict) else None
+        if not isinstance(jobs, dict) or not isinstance(jobs.get("jobs"), list):
+            return [Answer(reply, {"error": 'expected {"announce": {"jobs": [...]}}'})]
+        down = frozenset(self.down)
+        try:
+            placed = placement.place(self.fabric, compute_routes(self.fabric, down), jobs, down)
+        except (KeyError, TypeError, ValueError) as e:
+            return [Answer(reply, {"error": f"cannot place the jobs: {type(e).__name__}: {e}"})]
+        answer = placed[0]
+        # placing again while keeping these very paths gives the same
+        # result: the reprogramming below takes it from the cache
+        self.jobs, self.base_paths = jobs, placement.chosen_paths(answer)
+        self.placed = {down: placed}
+        self.jobs_file.save(jobs, self.base_paths)
+        flows = [f for j in answer["jobs"] for f in j["flows"]]
+        self.waiting.append((reply, self.version + 1))
+        event = {
+            "event": "jobs",
+            "jobs": len(answer["jobs"]),
+            "flows": len(flows),
+            "pinned": sum(1 for f in flows if f.get("port")),
+        }
+        return [Emit(event), *self._reprogram()]
+
+    # --- programming ---------------------------------------------------------
+    def _reprogram(self):
+        """Recompute every route from the model and the port states, send the
+        difference to each connected switch, and fence it with a barrier."""
+        everyone = set(self.by_dpid.values())
+        if self.ports_known != everyone or set(self.programs) != everyone:
+            return []  # wait until every switch told us its ports and its tables
+        down = frozenset(self.down)
+        self.routes = compute_routes(self.fabric, down)
+        pins, marks = {}, {}
+        if self.jobs is not None:
+            # routes are a function of the down ports, and so is this: a
+            # flapping link costs the placement once, not at every flap
+            if down not in self.placed:
+                self.placed[down] = placement.place(
+                    self.fabric, self.routes, self.jobs, down, self.base_paths
+                )
+            self.answer, pins, marks = self.placed[down]
+        self.version += 1
+        self.pending = {}
+        # Hosts may stop using a port that no longer reaches before the
+        # switches confirm: say it now (the testbed takes only that part).
+        actions = [
+            Emit(
+                {"event": "overrides", "version": self.version, "host_overrides": self.routes.host_overrides}
+            )
+        ]
+        for name, conn in self.connections.items():
+            wanted = routing.wanted_table(self.routes, name, pins.get(name), marks.get(name))
+            ops, self.programs[name] = routing.diff_switch(self.programs[name], wanted)
+            self.changes += len(ops)
+            self.pending[name] = self.next_xid
+            self.next_xid += 1
+            actions += [Program(conn, tuple(ops)), Barrier(conn, self.pending[name])]
+        return actions
+
+    def barrier_answered(self, name: str, xid: int) -> list:
+        """Switch `name` did everything sent before barrier `xid`. Once every
+        switch has for this version, the routes stand: say so, and answer
+        the announcements this version carried out."""
+        if self.pending.get(name) != xid:
+            return []
+        del self.pending[name]
+        if self.pending:
+            return []
+        event = {
+            "event": "routes",
+            "version": self.version,
+            "down": sorted(self.down),
+            "changes": self.changes,
+            "host_overrides": self.routes.host_overrides,
+        }
+        self.changes = 0
+        answered = [w for w in self.waiting if w[1] <= self.version]
+        self.waiting = [w for w in self.waiting if w[1] > self.version]
+        return [Emit(event)] + [
+            Answer(reply, {"version": self.version, **self.answer}) for reply, _ in answered
+        ]
