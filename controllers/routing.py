@@ -18,9 +18,9 @@ A switch's wanted table maps a match to what it should do:
   Mark(ip, src, sport)     -> SetDscp(value)         rewrite that connection's DSCP (its
                                                      class) before routing it
 
-Matches, actions and operations are frozen dataclasses rather than tuples:
-a Pin and a Mark of the same connection hold the same fields, and as
-tuples they would be one dictionary key.
+Matches, actions and operations are frozen dataclasses, each kind its own
+class: a Pin and a Mark of one connection hold the same fields and stay
+distinct keys, and no reader has to tell a kind by a tuple's length.
 """
 
 from dataclasses import dataclass, field
