@@ -244,7 +244,9 @@ def _results(sc, run, started, dilation_choice=None):
             run.agent_results, pauses.paused_intervals(run.pauses) if run.pauses else None
         )
         trust.fold_generators(m["fidelity"], m["generators"])
-        lost = trust.unexplained_loss(m["jobs"], m["queue_drops"], faults, m["generators"]["rx_overflows"])
+        lost = trust.unexplained_loss(
+            m["jobs"], m["queue_drops"], faults, m["generators"]["rx_overflows"], emulator_drops
+        )
         if lost:
             lost["emulator_drops"] = emulator_drops
             m["fidelity"]["unexplained_loss"] = lost
