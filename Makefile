@@ -28,6 +28,7 @@ unit: $(PY)
 lint: $(PY)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 
 format: $(PY)
 	$(PY) -m ruff check --fix .

@@ -21,7 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from testbed.fabric.paths import compute_routes
+from testbed.fabric.model import Fabric
+from testbed.fabric.paths import Routes, compute_routes
 from testbed.schedule import placement
 
 from . import routing
@@ -80,6 +81,9 @@ class Answer:
     body: dict
 
 
+Action = Emit | ReadState | Close | Repair | Program | Barrier | Answer
+
+
 @dataclass(frozen=True)
 class PortState:
     port: int
@@ -94,7 +98,7 @@ class JobsFile:
     def __init__(self, path: str | None):
         self.path = path
 
-    def load(self):
+    def load(self) -> tuple[Any, Any]:
         """(announcement, paths), or (None, None) when nothing was kept."""
         if not self.path or not os.path.exists(self.path):
             return None, None
@@ -102,7 +106,7 @@ class JobsFile:
             kept = json.load(fh)
         return kept["announce"], kept["paths"]
 
-    def save(self, announce, paths) -> None:
+    def save(self, announce: Any, paths: Any) -> None:
         if not self.path:
             return
         tmp = self.path + ".tmp"
@@ -112,28 +116,28 @@ class JobsFile:
 
 
 class Controller:
-    def __init__(self, fabric, jobs_file: JobsFile | None = None, max_port: int = 0xFFFFFF00):
+    def __init__(self, fabric: Fabric, jobs_file: JobsFile | None = None, max_port: int = 0xFFFFFF00):
         self.fabric = fabric
         self.max_port = max_port  # reserved OpenFlow ports (LOCAL, CONTROLLER, ...) sit above
         self.by_dpid = {n.dpid: n.name for n in fabric.switches()}
-        self.connections = {}  # switch name -> connection handle
-        self.ports_known = set()  # switches whose port states we have read
-        self.down = set()  # (switch, port) that are down
-        self.programs = {}  # switch name -> routing.SwitchProgram (once read)
+        self.connections: dict[str, Any] = {}  # switch name -> connection handle
+        self.ports_known: set[str] = set()  # switches whose port states we have read
+        self.down: set[tuple[str, int]] = set()  # (switch, port) that are down
+        self.programs: dict[str, routing.SwitchProgram] = {}  # once read
         self.version = 0
         self.changes = 0  # flow and group changes sent since routes were last acknowledged
-        self.pending = {}  # switch name -> barrier xid for self.version
+        self.pending: dict[str, int] = {}  # switch name -> barrier xid for self.version
         self.next_xid = 1
-        self.routes = None
+        self.routes: Routes | None = None
         self.jobs_file = jobs_file or JobsFile(None)
         # The announced jobs, and the paths chosen when they were announced:
         # a fault moves only the connections it breaks, and when it is mended
         # every connection is back where it was (where the hosts' NIC port
         # pins send it).
         self.jobs, self.base_paths = self.jobs_file.load()
-        self.placed = {}  # frozenset of down ports -> placement.place's result
-        self.answer = None  # where their connections went, as last computed
-        self.waiting = []  # (reply, routes version that answers it)
+        self.placed: dict[frozenset, tuple] = {}  # down ports -> placement.place's result
+        self.answer: dict | None = None  # where their connections went, as last computed
+        self.waiting: list[tuple[Callable, int]] = []  # (reply, routes version that answers it)
 
     # --- switches ----------------------------------------------------------
     def switch_of(self, dpid: int, conn) -> str | None:
@@ -143,7 +147,7 @@ class Controller:
         name = self.by_dpid.get(dpid)
         return name if name is not None and self.connections.get(name) is conn else None
 
-    def connected(self, dpid: int, conn, is_active: Callable[[Any], bool]) -> list:
+    def connected(self, dpid: int, conn, is_active: Callable[[Any], bool]) -> list[Action]:
         """A switch connected (its features reply came). A datapath id the
         fabric does not have is left alone (the shim logs it)."""
         name = self.by_dpid.get(dpid)
@@ -169,7 +173,9 @@ class Controller:
         self.programs.pop(name, None)
         return [ReadState(conn), Emit({"event": "switch", "name": name})]
 
-    def tables_read(self, name: str, have: frozenset, flows: dict, groups: dict, strays: tuple) -> list:
+    def tables_read(
+        self, name: str, have: frozenset, flows: dict, groups: dict, strays: tuple
+    ) -> list[Action]:
         """What switch `name` holds was read (openflow.read_state's parts):
         adopt it as its program, so a restarted controller changes nothing
         that is already right."""
@@ -182,20 +188,20 @@ class Controller:
             *self._reprogram(),
         ]
 
-    def ports_read(self, name: str, ports) -> list:
+    def ports_read(self, name: str, ports: list[PortState]) -> list[Action]:
         """Every port's state of switch `name` (PortState records)."""
         for p in ports:
             self._set_port(name, p.port, p.up)
         self.ports_known.add(name)
         return self._reprogram()
 
-    def port_changed(self, name: str, port: int, up: bool) -> list:
-        actions = [Emit({"event": "port", "switch": name, "port": port, "up": up})]
+    def port_changed(self, name: str, port: int, up: bool) -> list[Action]:
+        actions: list[Action] = [Emit({"event": "port", "switch": name, "port": port, "up": up})]
         if self._set_port(name, port, up):
             actions += self._reprogram()
         return actions
 
-    def _set_port(self, name, port, up):
+    def _set_port(self, name: str, port: int, up: bool) -> bool:
         """Record a port state; True when it changed."""
         if port > self.max_port:
             return False
@@ -208,7 +214,7 @@ class Controller:
         return was_down == up
 
     # --- jobs ----------------------------------------------------------------
-    def announced(self, request, reply: Callable) -> list:
+    def announced(self, request: Any, reply: Callable) -> list[Action]:
         """Jobs announced: place them (refusing what cannot be placed), keep
         them, and reprogram; the reply waits for the version that installs
         their pins to be acknowledged by every switch."""
@@ -237,7 +243,7 @@ class Controller:
         return [Emit(event), *self._reprogram()]
 
     # --- programming ---------------------------------------------------------
-    def _reprogram(self):
+    def _reprogram(self) -> list[Action]:
         """Recompute every route from the model and the port states, send the
         difference to each connected switch, and fence it with a barrier."""
         everyone = set(self.by_dpid.values())
@@ -258,7 +264,7 @@ class Controller:
         self.pending = {}
         # Hosts may stop using a port that no longer reaches before the
         # switches confirm: say it now (the testbed takes only that part).
-        actions = [
+        actions: list[Action] = [
             Emit(
                 {"event": "overrides", "version": self.version, "host_overrides": self.routes.host_overrides}
             )
@@ -272,14 +278,14 @@ class Controller:
             actions += [Program(conn, tuple(ops)), Barrier(conn, self.pending[name])]
         return actions
 
-    def barrier_answered(self, name: str, xid: int) -> list:
+    def barrier_answered(self, name: str, xid: int) -> list[Action]:
         """Switch `name` did everything sent before barrier `xid`. Once every
         switch has for this version, the routes stand: say so, and answer
         the announcements this version carried out."""
         if self.pending.get(name) != xid:
             return []
         del self.pending[name]
-        if self.pending:
+        if self.pending or self.routes is None:
             return []
         event = {
             "event": "routes",
@@ -291,6 +297,5 @@ class Controller:
         self.changes = 0
         answered = [w for w in self.waiting if w[1] <= self.version]
         self.waiting = [w for w in self.waiting if w[1] > self.version]
-        return [Emit(event)] + [
-            Answer(reply, {"version": self.version, **self.answer}) for reply, _ in answered
-        ]
+        answers = [Answer(reply, {"version": self.version, **(self.answer or {})}) for reply, _ in answered]
+        return [Emit(event), *answers]

@@ -23,8 +23,14 @@ class: a Pin and a Mark of one connection hold the same fields and stay
 distinct keys, and no reader has to tell a kind by a tuple's length.
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:  # types only: routing stays free of the fabric at run time
+    from testbed.fabric.model import Fabric
+    from testbed.fabric.paths import Routes
 
 ECMP, FAILOVER = "ecmp", "failover"
 GROUP_KIND = {ECMP: "select", FAILOVER: "ff"}
@@ -145,6 +151,7 @@ class FlowDel:
 
 
 Op = GroupAdd | FlowSet | FlowDel
+Table = dict[Match, Hops | SetDscp]  # what a switch should hold
 
 
 @dataclass
@@ -152,17 +159,16 @@ class SwitchProgram:
     """The flow/group state of one switch as the controller last installed it."""
 
     # (kind "select" | "ff", ports tuple) -> group id
-    groups: dict = field(default_factory=dict)
-    # Match -> Output | ToGroup | SetDscp
-    flows: dict = field(default_factory=dict)
+    groups: dict[tuple[str, tuple], int] = field(default_factory=dict)
+    flows: dict[Match, Action] = field(default_factory=dict)
 
 
-def wanted_table(routes, switch: str, pins=None, marks=None) -> dict:
+def wanted_table(routes: Routes, switch: str, pins: dict | None = None, marks: dict | None = None) -> Table:
     """The table `switch` should hold for Routes `routes` (format above),
     with `pins` {(ip, src, sport): ports} and `marks` {(ip, src, sport):
     dscp} from the placement of the jobs."""
     backups = routes.backups.get(switch, {})
-    table = {}
+    table: Table = {}
     for ip, ports in routes.tables[switch].items():
         if ip in backups:
             table[Route(ip)] = Hops(FAILOVER, tuple(ports) + tuple(backups[ip]))
@@ -183,16 +189,17 @@ def match_order(key: Match) -> tuple:
     return key.order()
 
 
-def diff_switch(installed: SwitchProgram, wanted: dict) -> tuple:
+def diff_switch(installed: SwitchProgram, wanted: Table) -> tuple[list[Op], SwitchProgram]:
     """Operations that turn `installed` (SwitchProgram) into the table
     `wanted` (format above). Returns (ops, new SwitchProgram). Groups are
     kept once made (few per switch) so a flow never points at a group that
     a concurrent change removed."""
-    ops = []
+    ops: list[Op] = []
     groups = dict(installed.groups)
-    flows = {}
+    flows: dict[Match, Action] = {}
     for key in sorted(wanted, key=match_order):
         want = wanted[key]
+        action: Action
         if isinstance(want, SetDscp):
             action = want
         elif want.kind == ECMP and len(want.ports) == 1:
@@ -211,7 +218,7 @@ def diff_switch(installed: SwitchProgram, wanted: dict) -> tuple:
     return ops, SwitchProgram(groups, flows)
 
 
-def arp_reply_for(fabric, target_ip: str):
+def arp_reply_for(fabric: Fabric, target_ip: str) -> str | None:
     """Proxy ARP: the MAC a ToR answers with for `target_ip`, or None when the
     address is not a NIC of the fabric (then the request is dropped: the
     fabric has no L2 broadcast)."""

@@ -86,8 +86,8 @@ _LRH_STANDIN = b"\xff" * 8
 # about 1,000 CRCs of the frame, so it is built only for a length that
 # keeps coming (TABLE_AFTER_FRAMES frames hashed the long way).
 TABLE_AFTER_FRAMES = 64
-_psn_tables = {}  # bytes after the PSN word -> 4 tables
-_psn_slow_frames = {}  # bytes after the PSN word -> frames hashed the long way
+_psn_tables: dict[int, tuple] = {}  # bytes after the PSN word -> 4 tables
+_psn_slow_frames: dict[int, int] = {}  # bytes after the PSN word -> frames hashed the long way
 
 
 def psn_tables(after):

@@ -179,7 +179,7 @@ def validate_levels(levels) -> None:
 def link_bytes(placements) -> dict:
     """Bytes per iteration on each link when every (flow, path) pair of
     `placements` sends the flow's bytes along its path."""
-    load = {}
+    load: dict = {}
     for flow, path in placements:
         add_flow(load, flow.bytes, path)
     return load
@@ -274,7 +274,7 @@ def select_paths(jobs, bandwidth, keep=None) -> dict:
     path}}, an earlier selection) holds every flow whose path still exists
     where it was: only the others move."""
     validate_jobs(jobs, bandwidth)
-    load = {}
+    load: dict = {}
     paths = {}
     for job in selection_order(jobs, bandwidth):
         chosen = place_job(job, load, bandwidth, (keep or {}).get(job.name))
@@ -414,7 +414,7 @@ def simulate_shared_link(specs) -> list:
     scale = max(max(spec.compute_s, spec.comm_s) for spec in specs)
     tolerance = 1e-12 * scale
     now = 0.0
-    seen = {}
+    seen: dict = {}
     records = []
     top_started = True
     while True:
@@ -591,7 +591,7 @@ def random_topological_order(jobs, edges, rng) -> list:
     """An order of `jobs` with every edge's high before its low, drawn by
     repeatedly taking a random job among those with no unplaced
     predecessor."""
-    successors = {job: [] for job in jobs}
+    successors: dict = {job: [] for job in jobs}
     waiting_on = {job: 0 for job in jobs}
     for high, low, _ in edges:
         successors[high].append(low)
@@ -693,10 +693,10 @@ def compress(jobs, edges, levels, samples=10, rng=None) -> Compression:
     jobs = list(jobs)
     _validate_edges(jobs, edges)
     rng = random.Random(0) if rng is None else rng
-    best = None
-    for _ in range(samples):
+    best = split_order(random_topological_order(jobs, edges, rng), edges, levels)
+    for _ in range(samples - 1):
         candidate = split_order(random_topological_order(jobs, edges, rng), edges, levels)
-        if best is None or candidate.cut > best.cut:
+        if candidate.cut > best.cut:
             best = candidate
     return best
 
