@@ -21,6 +21,7 @@ member i and receives 2B - c[i-1] - c[i].
 """
 
 import heapq
+from collections.abc import Callable
 from dataclasses import dataclass
 
 KINDS = ("send", "recv")
@@ -45,16 +46,16 @@ class Schedule:
     size: int  # message size S in bytes (per-rank buffer)
     steps: dict  # rank -> tuple of Step
 
-    def bytes_sent(self, rank):
+    def bytes_sent(self, rank: int) -> int:
         return sum(s.nbytes for s in self.steps[rank] if s.kind == "send")
 
-    def bytes_received(self, rank):
+    def bytes_received(self, rank: int) -> int:
         return sum(s.nbytes for s in self.steps[rank] if s.kind == "recv")
 
-    def send_steps(self, rank):
+    def send_steps(self, rank: int) -> list[Step]:
         return [s for s in self.steps[rank] if s.kind == "send"]
 
-    def matching(self):
+    def matching(self) -> dict[tuple[int, int], tuple[int, int]]:
         """{(sender, send index): (receiver, recv index)} for every send."""
         recvs = {
             (r, s.peer, s.tag): (r, s.index) for r, st in self.steps.items() for s in st if s.kind == "recv"
@@ -66,10 +67,11 @@ class Schedule:
             if s.kind == "send"
         }
 
-    def validate(self):
+    def validate(self) -> None:
         if set(self.steps) != set(range(self.ranks)):
             raise ValueError(f"steps must cover ranks 0..{self.ranks - 1}")
-        sends, recvs = {}, {}
+        sends: dict = {}
+        recvs: dict = {}
         for rank, steps in self.steps.items():
             for pos, s in enumerate(steps):
                 where = f"rank {rank} step {pos}"
@@ -155,18 +157,18 @@ class _Builder:
         self.steps = {r: [] for r in range(n)}
         self.port = port
 
-    def add(self, rank, kind, peer, nbytes, tag, deps, phase):
+    def add(self, rank: int, kind: str, peer: int, nbytes: int, tag: str, deps, phase: str) -> int:
         idx = len(self.steps[rank])
         self.steps[rank].append(Step(idx, kind, peer, nbytes, tag, tuple(sorted(deps)), phase, self.port))
         return idx
 
-    def xfer(self, src, dst, nbytes, tag, phase, deps=()):
+    def xfer(self, src: int, dst: int, nbytes: int, tag: str, phase: str, deps=()) -> int:
         """One transfer: a send on src (after deps) and a passive recv on dst.
         Returns the recv's index on dst."""
         self.add(src, "send", dst, nbytes, tag, deps, phase)
         return self.add(dst, "recv", src, nbytes, tag, (), phase)
 
-    def build(self, algorithm, n, size):
+    def build(self, algorithm: str, n: int, size: int) -> Schedule:
         sched = Schedule(algorithm, n, size, {r: tuple(s) for r, s in self.steps.items()})
         sched.validate()
         return sched
@@ -190,7 +192,7 @@ def _ring_pass(b, members, chunks, mode, phase, tag, ready):
 # ------------------------------------------------------------- algorithms
 
 
-def ring_allreduce(n, size, port=None):
+def ring_allreduce(n: int, size: int, port: int | None = None) -> Schedule:
     _check(n, size, port)
     b, chunks, ring = _Builder(n, port), _split(size, n), list(range(n))
     ready = _ring_pass(b, ring, chunks, "rs", "reduce-scatter", "ring-rs", {})
@@ -198,7 +200,7 @@ def ring_allreduce(n, size, port=None):
     return b.build("ring", n, size)
 
 
-def halving_doubling_allreduce(n, size, port=None):
+def halving_doubling_allreduce(n: int, size: int, port: int | None = None) -> Schedule:
     """Partner rule: reduce-scatter step k pairs r with r XOR (n >> (k+1))
     (distance n/2, n/4, ..., 1); the all-gather retraces it (1, 2, ..., n/2).
     Chunk c of the exact split ends up owned by rank c. At each halving step
@@ -209,7 +211,8 @@ def halving_doubling_allreduce(n, size, port=None):
     _check(n, size, port)
     if n & (n - 1):
         raise ValueError(f"halving-doubling needs n to be a power of two, got {n}")
-    b, chunks, ready = _Builder(n, port), _split(size, n), {}
+    b, chunks = _Builder(n, port), _split(size, n)
+    ready: dict = {}
     levels = n.bit_length() - 1
     dists = [n >> (k + 1) for k in range(levels)] + [1 << k for k in range(levels)]
     for s, d in enumerate(dists):
@@ -241,7 +244,7 @@ def _groups(groups):
     return gs
 
 
-def hierarchical_allreduce(groups, size, port=None):
+def hierarchical_allreduce(groups: list[list[int]], size: int, port: int | None = None) -> Schedule:
     """Intra-group ring reduce-scatter, cross-group ring all-reduce per lane,
     intra-group ring all-gather.
 
@@ -257,7 +260,8 @@ def hierarchical_allreduce(groups, size, port=None):
     _check(n, size, port)
     lanes = min(len(g) for g in gs)
     lane_bytes = _split(size, lanes)
-    b, ready, group_chunks = _Builder(n, port), {}, []
+    b, group_chunks = _Builder(n, port), []
+    ready: dict = {}
     for g, members in enumerate(gs):
         chunks = [0] * len(members)
         for j in range(lanes):
@@ -291,7 +295,7 @@ def hierarchical_allreduce(groups, size, port=None):
     return b.build("hierarchical", n, size)
 
 
-def crossing_bytes(schedule, groups):
+def crossing_bytes(schedule: Schedule, groups: list[list[int]]) -> int:
     """Total bytes sent between ranks of different groups (e.g. over the DCI)."""
     gs = _groups(groups)
     if sum(len(g) for g in gs) != schedule.ranks:
@@ -305,7 +309,7 @@ def crossing_bytes(schedule, groups):
     )
 
 
-def all_to_all(n, size, port=None):
+def all_to_all(n: int, size: int, port: int | None = None) -> Schedule:
     """size = each rank's buffer; rank r sends slice d (split(size, n)[d]) to
     every rank d != r. So r sends size - c[r] and receives (n-1) * c[r].
     All transfers are independent (no deps)."""
@@ -318,7 +322,9 @@ def all_to_all(n, size, port=None):
     return b.build("all-to-all", n, size)
 
 
-def pipeline(n, nbytes, microbatches=1, backward=True, port=None):
+def pipeline(
+    n: int, nbytes: int, microbatches: int = 1, backward: bool = True, port: int | None = None
+) -> Schedule:
     """Stage i sends nbytes of activations to stage i+1 per microbatch, and
     (backward) nbytes of gradients to stage i-1. Stage i>0 forwards microbatch
     m once it received it; the last stage starts the backward pass of m once
@@ -331,14 +337,15 @@ def pipeline(n, nbytes, microbatches=1, backward=True, port=None):
     if port is not None:
         _int("port", port, 0)
     b = _Builder(n, port)
-    fwd_recv, prev0 = {}, ()
+    fwd_recv: dict = {}
+    prev0: tuple = ()
     # Emit stage by stage so every dep points to an earlier index.
     for i in range(n):
         for m in range(microbatches):
             if i > 0:
                 fwd_recv[i, m] = b.add(i, "recv", i - 1, nbytes, f"fwd{m}", (), "pipeline-fwd")
             if i < n - 1:
-                deps = (fwd_recv[i, m],) if i > 0 else prev0
+                deps: tuple = (fwd_recv[i, m],) if i > 0 else prev0
                 idx = b.add(i, "send", i + 1, nbytes, f"fwd{m}", deps, "pipeline-fwd")
                 if i == 0:
                     prev0 = (idx,)
@@ -354,13 +361,15 @@ def pipeline(n, nbytes, microbatches=1, backward=True, port=None):
     return b.build("pipeline", n, nbytes)
 
 
-def compile(kind, n=None, size=None, groups=None, **kw):
+def compile(
+    kind: str, n: int | None = None, size: int | None = None, groups: list[list[int]] | None = None, **kw
+) -> Schedule:
     """Build a schedule by algorithm name (for scenario files)."""
     if kind == "hierarchical":
-        if groups is None:
-            raise ValueError("hierarchical needs groups")
+        if groups is None or size is None:
+            raise ValueError("hierarchical needs groups and size")
         return hierarchical_allreduce(groups, size, **kw)
-    table = {
+    table: dict[str, Callable[..., Schedule]] = {
         "ring": ring_allreduce,
         "halving-doubling": halving_doubling_allreduce,
         "all-to-all": all_to_all,
@@ -375,7 +384,14 @@ def compile(kind, n=None, size=None, groups=None, **kw):
     return table[kind](n, size, **kw)
 
 
-def for_job(collective, n, size, groups=None, port=None, microbatches=1):
+def for_job(
+    collective: str,
+    n: int,
+    size: int,
+    groups: list[list[int]] | None = None,
+    port: int | None = None,
+    microbatches: int = 1,
+) -> Schedule:
     """The schedule the ranks of a training job run: `collective` over `n`
     ranks (`groups` of rank indices for hierarchical), `size` bytes per
     iteration. The traffic agents and the drill's analysis both build it
@@ -387,7 +403,7 @@ def for_job(collective, n, size, groups=None, port=None, microbatches=1):
 # ---------------------------------------------------------------- timing
 
 
-def analytical_time(schedule, rank_rate_bps, latency_s=0.0):
+def analytical_time(schedule: Schedule, rank_rate_bps: float, latency_s: float = 0.0) -> float:
     """Lower-bound makespan (s) of a schedule with no fabric contention.
 
     Model: every rank sends at rank_rate_bps; its sends that are in flight at
@@ -405,14 +421,15 @@ def analytical_time(schedule, rank_rate_bps, latency_s=0.0):
     match = schedule.matching()
     step = {(r, s.index): s for r, st in schedule.steps.items() for s in st}
     waits = {k: len(s.deps) + (s.kind == "recv") for k, s in step.items()}
-    kids = {k: [] for k in step}
+    kids: dict = {k: [] for k in step}
     for (r, i), s in step.items():
         for d in s.deps:
             kids[(r, d)].append((r, i))
     for snd, rcv in match.items():
         kids[snd].append(rcv)
     ready_at = dict.fromkeys(step, 0.0)
-    finish, pending = {}, []  # pending: heap of (ready time, send key)
+    finish: dict = {}
+    pending: list = []  # heap of (ready time, send key)
 
     def done(key, t):
         stack = [(key, t)]
@@ -431,7 +448,7 @@ def analytical_time(schedule, rank_rate_bps, latency_s=0.0):
     for k in step:
         if waits[k] == 0:  # recvs always wait for their send
             heapq.heappush(pending, (0.0, k))
-    active = {}  # rank -> {send key: bits left}
+    active: dict = {}  # rank -> {send key: bits left}
     now = 0.0
     while pending or active:
         while pending and pending[0][0] <= now:

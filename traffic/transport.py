@@ -123,7 +123,7 @@ class Dcqcn:
         self._alpha_steps = 0  # alpha periods applied since the last CNP
         self._since = None  # time of the last CNP; None: limiter idle
 
-    def on_cnp(self, now):
+    def on_cnp(self, now: float) -> None:
         self.tick(now)
         p = self.p
         self.cnps += 1
@@ -133,7 +133,7 @@ class Dcqcn:
         self.stage_steps = self._alpha_steps = 0
         self._since = now
 
-    def tick(self, now):
+    def tick(self, now: float) -> None:
         """Apply every alpha/increase period that ended by `now` (idempotent)."""
         if self._since is None or now <= self._since:
             return
@@ -200,13 +200,13 @@ class Pacer:
         self._waiting = False  # caller was told "not yet" since the last send
         self._lag = None  # lag noticed at the first ready poll
 
-    def set_rate(self, rate_bps):
+    def set_rate(self, rate_bps: float) -> None:
         """New rate; it spaces the packets sent from now on."""
         if rate_bps <= 0:
             raise ValueError("rate must be > 0")
         self.rate_bps = float(rate_bps)
 
-    def wait_time(self, now):
+    def wait_time(self, now: float) -> float:
         if self.next_time is None or now >= self.next_time - _EPS:
             if self._waiting and self._lag is None and self.next_time is not None:
                 self._lag = now - self.next_time
@@ -214,10 +214,10 @@ class Pacer:
         self._waiting = True
         return self.next_time - now
 
-    def ready(self, now):
+    def ready(self, now: float) -> bool:
         return self.wait_time(now) == 0.0
 
-    def sent(self, nbytes, now):
+    def sent(self, nbytes: int, now: float) -> None:
         tx = nbytes * 8 / self.rate_bps
         if self.next_time is None:
             base = now  # a fresh pacer starts without credit
@@ -240,7 +240,7 @@ class Pacer:
         self.tx_s += tx
 
     @property
-    def efficiency(self):
+    def efficiency(self) -> float | None:
         """Share of its rate the pacer achieved while it had packets waiting:
         1.0 unless the caller polled it late (a CPU-starved generator)."""
         return self.tx_s / (self.tx_s + self.lost_s) if self.tx_s else None
@@ -281,7 +281,7 @@ class LineMeter:
         self.resyncs = 0
         self.gaps = []  # (start, length) of every late gap, monotonic clock
 
-    def sent(self, nbytes, now, backlogged):
+    def sent(self, nbytes: int, now: float, backlogged: bool) -> None:
         tx = nbytes * 8 / self.rate_bps
         start = now
         if self.drain_at is not None:
@@ -302,11 +302,11 @@ class LineMeter:
         self.tx_s += tx
         self.packets += 1
 
-    def idle_since(self, now):
+    def idle_since(self, now: float) -> bool:
         """The replayed clock says the line went idle before `now`."""
         return self.drain_at is not None and self.drain_at < now
 
-    def still_queued(self, now):
+    def still_queued(self, now: float) -> None:
         """The kernel queue still held frames although the replayed clock
         says it ran dry: the line did not sit idle (a paused class, or a
         port slower than its line rate for a while, drains late). Resync
@@ -316,10 +316,10 @@ class LineMeter:
         self.resyncs += 1
 
     @property
-    def efficiency(self):
+    def efficiency(self) -> float | None:
         return self.tx_s / (self.tx_s + self.lost_s) if self.tx_s else None
 
-    def summary(self):
+    def summary(self) -> dict:
         return {
             "tx_s": round(self.tx_s, 6),
             "lost_s": round(self.lost_s, 6),
@@ -358,19 +358,19 @@ class GbnSender:
         self.backoff = 1  # the timer waits backoff x rto_s
 
     @property
-    def done(self):
+    def done(self) -> bool:
         return self.una >= self.npackets
 
     @property
-    def outstanding(self):
+    def outstanding(self) -> int:
         return self.high - self.una
 
-    def next_psn(self, now):
+    def next_psn(self, now: float) -> int | None:
         if self.nxt >= self.npackets or self.nxt - self.una >= self.window:
             return None
         return self.nxt
 
-    def on_sent(self, psn, now):
+    def on_sent(self, psn: int, now: float) -> None:
         if psn != self.nxt:
             raise ValueError(f"sent psn {psn}, expected {self.nxt}")
         if self.una >= self.high:
@@ -381,7 +381,7 @@ class GbnSender:
             self.high = psn + 1
         self.nxt = psn + 1
 
-    def on_ack(self, psn, now):
+    def on_ack(self, psn: int, now: float) -> None:
         """Cumulative: every PSN <= psn has been received in order."""
         if self.una <= psn < self.high:
             self.una = psn + 1
@@ -389,7 +389,7 @@ class GbnSender:
             self.timer_start = now
             self.backoff = 1
 
-    def on_nak(self, psn, now):
+    def on_nak(self, psn: int, now: float) -> None:
         """The receiver expects psn: everything below it arrived; resend from psn."""
         if self.una <= psn < self.high:
             self.naks += 1
@@ -398,7 +398,7 @@ class GbnSender:
             self.timer_start = now
             self.backoff = 1
 
-    def check_timeout(self, now):
+    def check_timeout(self, now: float) -> bool:
         """Go back to una if nothing was acked for the timer's wait (rto_s,
         doubled by each timeout since the last progress) while packets are out."""
         if self.una < self.high and now - self.timer_start >= self.rto_s * self.backoff:
@@ -441,10 +441,10 @@ class GbnReceiver:
         self._last_cnp = None
 
     @property
-    def done(self):
+    def done(self) -> bool:
         return self.expected >= self.npackets
 
-    def in_order(self, psn):
+    def in_order(self, psn: int) -> bool:
         """Take the next in-order packet if it needs no answer (no ACK due,
         not the last one); False leaves everything to on_data. The receive
         loop's fast path: most packets of a transfer are just that."""
@@ -460,8 +460,8 @@ class GbnReceiver:
         self._unacked += 1
         return True
 
-    def on_data(self, psn, ce, ackreq, now):
-        actions = []
+    def on_data(self, psn: int, ce: bool, ackreq: bool, now: float) -> list[tuple]:
+        actions: list[tuple] = []
         if psn == self.expected:
             self.expected += 1
             self.received += 1
@@ -490,10 +490,12 @@ class GbnReceiver:
         return actions
 
 
-def recovery_bound_s(params):
+def recovery_bound_s(params: DcqcnParams) -> float:
     """Upper bound on the time DCQCN needs, without CNPs, to get from
     min_rate back to line rate (see the module docstring)."""
     p = params
+    # set by DcqcnParams.__post_init__ when left out
+    assert p.min_rate_bps is not None and p.ai_rate_bps is not None and p.hai_rate_bps is not None
     f = p.fast_recovery_steps
     line, low = p.line_rate_bps, p.min_rate_bps
     to_line = max(0.0, line - low - f * p.ai_rate_bps)

@@ -5,7 +5,13 @@ Nothing here touches the network; `build.py` fills it from parameters and
 never guessed from its name.
 """
 
+from __future__ import annotations
+
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # queues.py imports the model: a name for the type only
+    from .queues import QueueProfile
 
 HOST, TOR, AGG, CORE, BORDER = "host", "tor", "agg", "core", "border"
 SWITCH_KINDS = (TOR, AGG, CORE, BORDER)
@@ -23,7 +29,7 @@ class Node:
     dpid: int | None = None  # switches only
 
     @property
-    def is_switch(self):
+    def is_switch(self) -> bool:
         return self.kind in SWITCH_KINDS
 
 
@@ -44,13 +50,13 @@ class Link:
     plane: int | None = None
 
     @property
-    def name(self):
+    def name(self) -> str:
         return f"{self.a.ifname}~{self.b.ifname}"
 
-    def other(self, node):
+    def other(self, node: str) -> Endpoint:
         return self.b if self.a.node == node else self.a
 
-    def end(self, node):
+    def end(self, node: str) -> Endpoint:
         return self.a if self.a.node == node else self.b
 
 
@@ -72,63 +78,63 @@ class Fabric:
     scale: float
     mtu: int
     params: dict
-    nodes: dict = field(default_factory=dict)  # name -> Node
-    links: list = field(default_factory=list)
-    nics: list = field(default_factory=list)
+    nodes: dict[str, Node] = field(default_factory=dict)  # name -> Node
+    links: list[Link] = field(default_factory=list)
+    nics: list[Nic] = field(default_factory=list)
     # Time dilation N: this machine runs the fabric N times slower than the
     # one it emulates (rates /N, delays xN); 1 everywhere but in a drill.
     # Unlike `scale`, it leaves bytes alone (testbed/fabric/dilation.py).
     time_dilation: float = 1.0
     # Priority classes of every port (testbed/fabric/queues.py); None: one
     # FIFO per port, no ECN.
-    queues: object = None
+    queues: QueueProfile | None = None
 
     # --- queries -----------------------------------------------------------
-    def hosts(self):
+    def hosts(self) -> list[Node]:
         return [n for n in self.nodes.values() if n.kind == HOST]
 
-    def switches(self):
+    def switches(self) -> list[Node]:
         return [n for n in self.nodes.values() if n.is_switch]
 
-    def links_of(self, node):
+    def links_of(self, node: str) -> list[Link]:
         return [l for l in self.links if node in (l.a.node, l.b.node)]
 
-    def links_between(self, x, y):
+    def links_between(self, x: str, y: str) -> list[Link]:
         return [l for l in self.links if {l.a.node, l.b.node} == {x, y}]
 
-    def nics_of(self, host):
+    def nics_of(self, host: str) -> list[Nic]:
         return [n for n in self.nics if n.host == host]
 
-    def nic_by_ip(self, ip):
+    def nic_by_ip(self, ip: str) -> Nic:
         for n in self.nics:
             if n.ip == ip:
                 return n
         raise KeyError(ip)
 
-    def nic_of_ifname(self, ifname):
+    def nic_of_ifname(self, ifname: str) -> Nic:
         for n in self.nics:
             if ifname in n.ports:
                 return n
         raise KeyError(ifname)
 
-    def scaled_bps(self, link):
+    def scaled_bps(self, link: Link) -> float:
         """The rate this machine shapes `link` to: its real rate divided by
         the scale and by the time dilation."""
         return link.rate_bps / self.scale / self.time_dilation
 
-    def scaled_mbit(self, link):
+    def scaled_mbit(self, link: Link) -> float:
         return self.scaled_bps(link) / 1e6
 
-    def shaped_delay_s(self, link):
+    def shaped_delay_s(self, link: Link) -> float:
         """The delay this machine gives `link`: its real delay, stretched by
         the time dilation (delays are never scaled)."""
         return link.delay_s * self.time_dilation
 
-    def planes(self):
+    def planes(self) -> list[int]:
         return sorted({n.plane for n in self.switches() if n.plane is not None})
 
     # --- serialization -----------------------------------------------------
-    def to_dict(self):
+    def to_dict(self) -> dict:
         return {
             "name": self.name,
             "kind": self.kind,
@@ -143,7 +149,7 @@ class Fabric:
         }
 
     @classmethod
-    def from_dict(cls, d):
+    def from_dict(cls, d: dict) -> Fabric:
         f = cls(
             d["name"],
             d["kind"],

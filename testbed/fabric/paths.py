@@ -19,6 +19,8 @@ ECMP group by itself.
 from collections import deque
 from dataclasses import dataclass, field
 
+from .model import Fabric
+
 
 @dataclass
 class Routes:
@@ -36,7 +38,7 @@ class Routes:
     detours: dict = field(default_factory=dict)
 
 
-def live_links(fabric, down_ports):
+def live_links(fabric: Fabric, down_ports) -> list:
     """Links whose switch ends are all up. `down_ports` holds (switch, port)."""
     out = []
     for link in fabric.links:
@@ -46,10 +48,10 @@ def live_links(fabric, down_ports):
     return out
 
 
-def compute_routes(fabric, down_ports=frozenset()):
+def compute_routes(fabric: Fabric, down_ports=frozenset()) -> Routes:
     links = live_links(fabric, down_ports)
     # Switch adjacency: switch -> [(neighbour switch, local port)]
-    adj = {s.name: [] for s in fabric.switches()}
+    adj: dict[str, list] = {s.name: [] for s in fabric.switches()}
     # NIC port ifname -> (tor, tor port) for live access links
     attach = {}
     for link in links:

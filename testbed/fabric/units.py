@@ -23,7 +23,7 @@ def _finite(value, text, what):
     return value
 
 
-def parse_rate(text):
+def parse_rate(text: str | float) -> float:
     """'400Gbit' -> 4e11 (bit/s). Raises ValueError on anything else."""
     m = _RATE.match(str(text))
     if not m or not m.group(3):
@@ -35,7 +35,7 @@ def _bare_number(text):
     return isinstance(text, (int, float)) and not isinstance(text, bool)
 
 
-def parse_time(text):
+def parse_time(text: str | float) -> float:
     """'2ms' -> 0.002 (seconds); a bare number is taken as seconds."""
     if _bare_number(text):
         return _finite(float(text), text, "duration")
@@ -45,14 +45,14 @@ def parse_time(text):
     return _finite(float(m.group(1)) * _TIME_MULT[m.group(2)], text, "duration")
 
 
-def format_rate(bps):
+def format_rate(bps: float) -> str:
     for unit, mult in (("Tbit", 1e12), ("Gbit", 1e9), ("Mbit", 1e6), ("kbit", 1e3)):
         if bps >= mult:
             return f"{bps / mult:g}{unit}"
     return f"{bps:g}bit"
 
 
-def format_time(s):
+def format_time(s: float) -> str:
     for unit, mult in (("s", 1.0), ("ms", 1e-3)):
         if s >= mult or s == 0:
             return f"{s / mult:g}{unit}"
@@ -64,7 +64,7 @@ _SIZE_MULT = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 SIZE_PATTERN = r"^\s*[0-9]*\.?[0-9]+\s*[kKMGT]?i?B\s*$"
 
 
-def parse_bytes(text):
+def parse_bytes(text: str | float) -> float:
     """'5.5GB' -> 5.5e9, '4MiB' -> 4194304, a bare number is bytes."""
     if _bare_number(text):
         return _finite(float(text), text, "size")
@@ -77,7 +77,7 @@ def parse_bytes(text):
     return _finite(float(m.group(1)) * _SIZE_MULT[unit], text, "size")
 
 
-def format_size(nbytes):
+def format_size(nbytes: float) -> str:
     for unit, mult in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if nbytes >= mult:
             return f"{nbytes / mult:g}{unit}"
@@ -103,7 +103,7 @@ _TIME_WORDS = {
 }
 
 
-def spelling_hint(kind, text):
+def spelling_hint(kind: str, text: object) -> str | None:
     """What to write instead of `text`, a near miss of a 'rate', 'time',
     'size' or 'amount' (a size or a time), as a phrase for the message that
     refuses it ("did you mean '40Gbit'?"); None when it is no near miss."""

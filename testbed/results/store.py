@@ -16,7 +16,7 @@ from .markdown import render_summary
 RESULTS_JSON, SUMMARY_MD = "results.json", "summary.md"
 
 
-def atomic_write(path, data):
+def atomic_write(path: str, data: str | bytes) -> None:
     """Write `data` (str or bytes) so readers never see a half-written file."""
     directory = os.path.dirname(os.path.abspath(path))
     if isinstance(data, str):
@@ -37,7 +37,7 @@ def atomic_write(path, data):
         raise
 
 
-def jsonable(obj):
+def jsonable(obj: object) -> object:
     """`obj` as plain JSON data: dataclasses and tuples unpacked, NaN and
     infinities turned into None (strict JSON has no spelling for them)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
@@ -53,7 +53,7 @@ def jsonable(obj):
     return str(obj)
 
 
-def write_results(out_dir, results):
+def write_results(out_dir: str, results: dict) -> dict[str, str]:
     """Write results.json and summary.md into `out_dir`; return their paths."""
     os.makedirs(out_dir, exist_ok=True)
     data = jsonable(results)
@@ -68,7 +68,7 @@ def write_results(out_dir, results):
 MAX_RESULTS_BYTES = 64 << 20
 
 
-def load_results(path):
+def load_results(path: str) -> dict:
     """Read a results.json, given the file or the run directory holding it
     (ValueError when it is too large to be one)."""
     if os.path.isdir(path):
@@ -80,14 +80,16 @@ def load_results(path):
     return json.loads(data)
 
 
-def results_schema():
+def results_schema() -> dict:
     """results.json's JSON Schema (testbed/results/schemas/results.json):
     the public shape of a drill's results."""
-    text = resources.files(__package__).joinpath("schemas", "results.json").read_text(encoding="utf-8")
+    text = (
+        resources.files(__package__).joinpath("schemas").joinpath("results.json").read_text(encoding="utf-8")
+    )
     return json.loads(text)
 
 
-def shape_problems(results):
+def shape_problems(results: dict) -> list[str]:
     """Where `results` (a dict as results.json holds it) departs from the
     schema, one line each with its path; empty when it fits."""
     validator = jsonschema.Draft202012Validator(results_schema())

@@ -13,7 +13,7 @@ from testbed.fabric.problems import printable
 _MARKUP = re.compile(r"([\\`*_\[\]<>#!~])")
 
 
-def md_text(text):
+def md_text(text: object) -> str:
     """Text from a file (a description, an expectation's name, a path)
     made to show in Markdown as written: markup characters escaped, control
     characters shown as escapes, one line. A file cannot make summary.md
@@ -23,7 +23,7 @@ def md_text(text):
     return re.sub(r"^([-+]|\d+[.)])(?=\s)", r"\\\1", text)
 
 
-def fmt(x, unit=""):
+def fmt(x: object, unit: str = "") -> str:
     """A number for humans: 3 significant digits, no exponent for big rates,
     '-' for no value."""
     if x is None:
@@ -42,17 +42,17 @@ def _cell(x):
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def md_table(header, rows):
+def md_table(header: list, rows: list) -> str:
     lines = ["| " + " | ".join(_cell(h) for h in header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
 
 
-def pct(x):
+def pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
-def text_table(header, rows):
+def text_table(header: list, rows: list) -> str:
     widths = [max(len(str(r[i])) for r in [header] + rows) for i in range(len(header))]
 
     def line(row):

@@ -53,7 +53,7 @@ ALL_PORTS = "all ports"  # results written before agents reported per port
 # --- measuring ---------------------------------------------------------------
 
 
-def paused_overlap(gaps, paused):
+def paused_overlap(gaps, paused) -> float:
     """Seconds of the late gaps [(start, length)] that fall in the port's
     paused intervals [(start, end)]: the line was held by a pause then, not
     left idle by a late agent."""
@@ -80,7 +80,7 @@ def _port_pacing(p, paused=None):
     }
 
 
-def generator_metrics(agent_results, paused=None):
+def generator_metrics(agent_results: dict, paused: dict | None = None) -> dict:
     """How well each agent's NIC ports kept to their line-rate pacing while
     they had packets ready (tx_s / (tx_s + lost_s) per port), the worst
     judged port, and the totals. Agents that reported only totals (older
@@ -136,7 +136,7 @@ def _rx_overflows(results):
     return sum(per_host.values())
 
 
-def fold_generators(fidelity, generators):
+def fold_generators(fidelity: dict, generators: dict) -> None:
     """Make the generators' fidelity (their worst port) part of the run's
     (`fidelity` is the metrics' fidelity dict, changed in place)."""
     on_time = generators["on_time"]
@@ -153,7 +153,13 @@ EMULATOR_DROPS = {
 }
 
 
-def unexplained_loss(job_metrics, queue_drops, faults, rx_overflows=None, emulator_drops=None):
+def unexplained_loss(
+    job_metrics: dict,
+    queue_drops: dict | None,
+    faults: list,
+    rx_overflows: int | None = None,
+    emulator_drops: dict | None = None,
+) -> dict | None:
     """Packets lost inside the emulator itself (a switch or host short of
     CPU), not by the network being emulated: frames the kernel counted as
     dropped outside any modeled queue (the traffic agents' receive sockets
@@ -397,7 +403,7 @@ def _loss_check(metrics, faults):
     return _check("emulator_loss", what, 0, "0", True, note=note, threshold=0)
 
 
-def fault_label(i, fault):
+def fault_label(i: int, fault: dict) -> str:
     """'fault 2 (link-down s0h0-t0r0k0)': numbered from 1 in the order applied."""
     link = "-".join(map(str, fault.get("link") or ())) + (f" #{fault['index']}" if fault.get("index") else "")
     return f"fault {i + 1} ({fault.get('action')} {link})"
@@ -500,7 +506,7 @@ def _cpu_check(metrics):
     )
 
 
-def assess(metrics, faults=()):
+def assess(metrics: dict, faults=()) -> dict:
     """Every check of the run and the decision: {trustworthy, failed (names
     of the failed checks), warnings (names), checks: [{name, measures, value,
     threshold, expected, ok (None: not judged), severity, reason, note}]}."""
@@ -526,16 +532,16 @@ def assess(metrics, faults=()):
 # --- deciding, from a results dict --------------------------------------------
 
 
-def is_trustworthy(fidelity_min):
+def is_trustworthy(fidelity_min: float | None) -> bool:
     """Fidelity good enough to believe the run? Unknown fidelity is not."""
     return fidelity_min is not None and fidelity_min >= FIDELITY_THRESHOLD
 
 
-def fidelity_min(results):
+def fidelity_min(results: dict) -> float | None:
     return (((results.get("metrics") or {}).get("fidelity")) or {}).get("min")
 
 
-def failed_checks(results):
+def failed_checks(results: dict) -> list[dict]:
     """The checks that failed, then the warnings."""
     checks = (results.get("trust") or {}).get("checks") or []
     bad = [c for c in checks if c.get("ok") is False]
@@ -548,14 +554,14 @@ NO_CHECKS = (
 )
 
 
-def low_fidelity(results):
+def low_fidelity(results: dict) -> bool:
     """True when the run is not to be believed. Results without trust checks
     (older ones) are not believed either: nothing judged them."""
     trust = results.get("trust")
     return not trust or results.get("trustworthy") is False or trust.get("trustworthy") is False
 
 
-def reasons(results):
+def reasons(results: dict) -> list[str]:
     """Sentences saying why a run is not trustworthy: each failed check
     names its measurement, then a warning that may explain it."""
     if not results.get("trust"):
@@ -564,7 +570,7 @@ def reasons(results):
     return causes or ["The run was marked untrustworthy."]
 
 
-def verdict(results):
+def verdict(results: dict) -> str:
     """PASSED / FAILED / UNTRUSTWORTHY (the latter never counts as a pass)."""
     if low_fidelity(results):
         return "UNTRUSTWORTHY"

@@ -23,7 +23,8 @@ route has a choice (an ECMP next hop); elsewhere the route already goes
 where the path does.
 """
 
-from testbed.fabric.paths import enumerate_paths
+from testbed.fabric.model import Fabric
+from testbed.fabric.paths import Routes, enumerate_paths
 
 from . import crux
 
@@ -32,18 +33,18 @@ from . import crux
 MIN_COMPUTE_S = 1e-6
 
 
-def egress_names(fabric):
+def egress_names(fabric: Fabric) -> dict[tuple[str, int], str]:
     """{(node, port): ifname} of every link end: a link direction's name."""
     return {(e.node, e.port): e.ifname for link in fabric.links for e in (link.a, link.b)}
 
 
-def egress_bandwidth(fabric):
+def egress_bandwidth(fabric: Fabric) -> dict[str, float]:
     """{egress ifname: bytes per second} in emulated (scaled) units, the
     units of the announced bytes."""
     return {e.ifname: fabric.scaled_bps(link) / 8 for link in fabric.links for e in (link.a, link.b)}
 
 
-def candidates(fabric, routes, flow, down, port=None):
+def candidates(fabric: Fabric, routes: Routes, flow: dict, down, port: int | None = None) -> list[tuple]:
     """[(NIC port ifname, hops)] every live path of `flow` over every plane
     (only NIC port number `port` when the job pins one)."""
     nic = fabric.nic_by_ip(flow["src"])
@@ -55,11 +56,11 @@ def candidates(fabric, routes, flow, down, port=None):
     ]
 
 
-def path_links(names, ifname, hops):
+def path_links(names: dict, ifname: str, hops) -> tuple:
     return (ifname,) + tuple(names[hop] for hop in hops)
 
 
-def crux_jobs(fabric, routes, announced, down=frozenset()):
+def crux_jobs(fabric: Fabric, routes: Routes, announced: dict, down=frozenset()) -> tuple[list, dict, dict]:
     """Crux's view of the announced jobs: ([crux.Job], bandwidth, {(job,
     flow name): {link tuple: (NIC port, hops)}}) for the flows that have at
     least one path; the rest are left out (and reported unreachable)."""
@@ -68,7 +69,7 @@ def crux_jobs(fabric, routes, announced, down=frozenset()):
     for job in announced["jobs"]:
         flows = []
         for flow in job["flows"]:
-            options = {}
+            options: dict = {}
             for ifname, hops in candidates(fabric, routes, flow, down, job.get("pinned_port")):
                 options.setdefault(path_links(names, ifname, hops), (ifname, hops))
             if options:
@@ -81,7 +82,7 @@ def crux_jobs(fabric, routes, announced, down=frozenset()):
     return jobs, egress_bandwidth(fabric), by_links
 
 
-def chosen_paths(answer):
+def chosen_paths(answer: dict) -> dict:
     """{job name: {flow name: path}} of an answer of `place`: the pinned
     flows' paths, which a later `place` may keep."""
     return {
@@ -90,7 +91,9 @@ def chosen_paths(answer):
     }
 
 
-def place(fabric, routes, announced, down=frozenset(), keep=None):
+def place(
+    fabric: Fabric, routes: Routes, announced: dict, down=frozenset(), keep: dict | None = None
+) -> tuple[dict, dict, dict]:
     """(answer, switch pins, switch marks) for the announced jobs on the
     fabric as `routes` stand. The answer lists, per job, its class where
     Crux chose one and, per flow, the policy and for pinned flows the NIC
@@ -103,7 +106,9 @@ def place(fabric, routes, announced, down=frozenset(), keep=None):
     jobs, bandwidth, by_links = crux_jobs(fabric, routes, announced, down)
     chosen = crux.select_paths([j for j in jobs if j.name in precise], bandwidth, keep)
     classes = crux_classes(announced, jobs, bandwidth)
-    pins, marks, answer = {}, {}, {"jobs": []}
+    pins: dict = {}
+    marks: dict = {}
+    answer: dict = {"jobs": []}
     for job in announced["jobs"]:
         out = {
             "name": job["name"],
@@ -141,7 +146,7 @@ def place(fabric, routes, announced, down=frozenset(), keep=None):
     return answer, pins, marks
 
 
-def crux_classes(announced, jobs, bandwidth):
+def crux_classes(announced: dict, jobs: list, bandwidth: dict) -> dict:
     """{job name: {"class", "dscp", "intensity", "crux_priority"}} for the
     jobs whose priority is crux, compressed into the announced classes."""
     wanted = {j["name"] for j in announced["jobs"] if j.get("priority") == "crux"}
@@ -162,7 +167,7 @@ def crux_classes(announced, jobs, bandwidth):
     }
 
 
-def crux_plan(fabric, routes, announced, levels, down=frozenset()):
+def crux_plan(fabric: Fabric, routes: Routes, announced: dict, levels: int, down=frozenset()) -> dict:
     """Crux's whole plan (paths, intensities, priorities, compressed
     levels) for every announced job, whatever its path policy: what the
     controller would schedule, as a JSON-ready dict."""
