@@ -136,7 +136,7 @@ def run_calibrate(args):
         sc = load_scenario(calibration.write_drill(out))
     except ConfigError as e:
         return print_problems(e)
-    print(f"calibrating: {sc.name} ({len(sc.jobs[0]['hosts'])}-rank ring on HPN-mini); report in {out}")
+    print(f"calibrating: {sc.name} ({sc.jobs[0].ranks}-rank ring on HPN-mini); report in {out}")
     sigterm_as_interrupt()
     try:
         results = run_scenario(sc, out)

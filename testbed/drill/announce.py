@@ -18,7 +18,7 @@ from traffic.transfers import flow_sport
 def connections(job, job_id, fabric):
     """[flow dict] of one scenario job: src/dst host and address, source
     port and bytes per iteration, one per (rank, peer) that sends."""
-    hosts = job["hosts"]
+    hosts = job.hosts
     schedule = schedule_of(job)  # the one the analysis judges and the agents run
     flows = []
     for rank in range(len(hosts)):
@@ -53,14 +53,14 @@ def announcement(fabric, jobs):
         "classes": classes,
         "jobs": [
             {
-                "name": job["name"],
+                "name": job.name,
                 "id": job_id,
-                "paths": job.get("paths", "ecmp"),
-                "priority": job.get("priority", "fixed"),
-                "compute_s": job["compute_s"],
-                "overlap": job["overlap"],
-                "dscp": job["dscp"],
-                "pinned_port": job["port"],
+                "paths": job.paths,
+                "priority": job.priority,
+                "compute_s": job.compute_s,
+                "overlap": job.overlap,
+                "dscp": job.dscp,
+                "pinned_port": job.port,
                 "flows": connections(job, job_id, fabric),
             }
             for job_id, job in enumerate(jobs)

@@ -1,10 +1,12 @@
 """What the emulation itself costs while a drill runs: CPU time of Open
 vSwitch and the packets its switches forwarded (every packet that entered a
-switch port counts once per switch it crosses: a packet-hop); and the
-frames the machine dropped outside any modeled queue, where the kernel
-counts them: Open vSwitch's packet sockets that it did not read in time
+switch port counts once per switch it crosses: a packet-hop); the frames
+the machine dropped outside any modeled queue, where the kernel counts
+them: Open vSwitch's packet sockets that it did not read in time
 (userspace datapath), and the per-CPU backlogs a frame crossing a veth
-waits in."""
+waits in; and the most bytes a switch port's socket held unread at any
+sample (frames that waited for Open vSwitch rather than in a modeled
+queue: a delay no real switch adds)."""
 
 import os
 
@@ -33,6 +35,34 @@ def backlog_drops():
         return None
 
 
+PACKET_SOCKETS = "/proc/net/packet"
+
+
+def packet_socket_backlog(text):
+    """{ifindex: bytes queued unread} summed over the packet sockets bound
+    to each interface, from the text of /proc/net/packet (this network
+    namespace's sockets: sk RefCnt Type Proto Iface R Rmem User Inode)."""
+    out = {}
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 7:
+            continue
+        try:
+            iface, rmem = int(fields[4]), int(fields[6])
+        except ValueError:
+            continue
+        out[iface] = out.get(iface, 0) + rmem
+    return out
+
+
+def _ifindex(dev):
+    try:
+        with open(f"/sys/class/net/{dev}/ifindex") as fh:
+            return int(fh.read())
+    except (OSError, ValueError):
+        return None
+
+
 def _delta(now, then):
     return None if now is None or then is None else now - then
 
@@ -50,6 +80,23 @@ class CostMeter:
         self.switch_ports = list(switch_ports)
         self.pid = None
         self.first = None
+        self.ifindex = {}  # ifindex -> switch port name, known once started
+        self.held = {}  # switch port -> most bytes its socket held unread at a sample
+
+    def sample(self):
+        """Note what Open vSwitch's socket of each switch port holds unread
+        now (called at the link sampler's rate; cheap: one proc file)."""
+        if not self.ifindex:
+            return
+        try:
+            with open(PACKET_SOCKETS) as fh:
+                backlog = packet_socket_backlog(fh.read())
+        except OSError:
+            return
+        for index, nbytes in backlog.items():
+            name = self.ifindex.get(index)
+            if name is not None and nbytes > self.held.get(name, 0):
+                self.held[name] = nbytes
 
     def _read(self):
         cpu = None
@@ -68,11 +115,13 @@ class CostMeter:
                 self.pid = int(fh.read().strip())
         except (OSError, ValueError):
             self.pid = None
+        self.ifindex = {i: d for d in self.switch_ports if (i := _ifindex(d)) is not None}
         self.first = self._read()
 
     def stop(self):
         """What the emulation cost since start(): {"ovs_cpu_s", "switch_packet_hops",
-        "ovs_socket_drops", "backlog_drops"} (None where it could not be read)."""
+        "ovs_socket_drops", "backlog_drops", "ovs_held_bytes" {switch port: most
+        bytes held unread}} (None where it could not be read)."""
         cpu, packets, socket_drops, backlog = self._read()
         cpu0, packets0, socket_drops0, backlog0 = self.first
         cpu_s = _delta(cpu, cpu0)
@@ -81,4 +130,5 @@ class CostMeter:
             "switch_packet_hops": packets - packets0,
             "ovs_socket_drops": socket_drops - socket_drops0,
             "backlog_drops": _delta(backlog, backlog0),
+            "ovs_held_bytes": dict(sorted(self.held.items())),
         }

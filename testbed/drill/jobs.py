@@ -14,29 +14,28 @@ def rank_specs(fabric, jobs, pins=None):
     per_host = {}
     for job_id, job in enumerate(jobs):
         peers = []
-        for h in job["hosts"]:
+        for h in job.hosts:
             nic = fabric.nics_of(h)[0]
             peers.append({"host": h, "ip": nic.ip, "mac": nic.mac})
-        index = {h: i for i, h in enumerate(job["hosts"])}
-        groups = None if job["groups"] is None else [[index[h] for h in g] for g in job["groups"]]
-        for rank, h in enumerate(job["hosts"]):
+        groups = job.rank_groups
+        for rank, h in enumerate(job.hosts):
             per_host.setdefault(h, []).append(
                 {
                     "id": job_id,
-                    "name": job["name"],
+                    "name": job.name,
                     "rank": rank,
                     "peers": peers,
-                    "collective": job["collective"],
-                    "bytes": job["bytes"],
+                    "collective": job.collective,
+                    "bytes": job.bytes,
                     "groups": groups,
-                    "compute_s": job["compute_s"],
-                    "overlap": job["overlap"],
-                    "iterations": job["iterations"],
-                    "dscp": job["dscp"],
-                    "port": job["port"],
-                    "microbatches": job["microbatches"],
-                    "start": job["start"],
-                    "pins": pins.get(job["name"], {}).get(h, {}),
+                    "compute_s": job.compute_s,
+                    "overlap": job.overlap,
+                    "iterations": job.iterations,
+                    "dscp": job.dscp,
+                    "port": job.port,
+                    "microbatches": job.microbatches,
+                    "start": job.start,
+                    "pins": pins.get(job.name, {}).get(h, {}),
                 }
             )
     return per_host

@@ -104,7 +104,13 @@ def _run(sc, out_dir, log):
             for end in (link.a, link.b)
             if fabric.nodes[end.node].is_switch
         )
-        samp = sampler.LinkSampler(fnet, senders, on_sample=_progress(fabric, senders, agents, sc.jobs, log))
+        progress = _progress(fabric, senders, agents, sc.jobs, log)
+
+        def on_sample(t, samp):
+            cost.sample()
+            progress(t, samp)
+
+        samp = sampler.LinkSampler(fnet, senders, on_sample=on_sample)
         qsamp = QueueSampler(fnet.queues) if fnet.queues is not None else None
         probes = Probes(fnet, sc.probes, run_dir) if sc.probes else None
         try:
@@ -225,6 +231,7 @@ def _results(sc, run, started, dilation_choice=None):
     # (testbed/drill/cost.py): what to look at when loss is unexplained
     emulator_drops = {k: run.emulator.get(k) for k in ("ovs_socket_drops", "backlog_drops")}
     m["emulator_drops"] = emulator_drops
+    m["emulator_hold"] = trust.emulator_hold(fabric, run.emulator.get("ovs_held_bytes"))
     if run.queues:
         m["queue_drops"].update(queues.class_drops(run.queues))
         m["classes"] = queues.class_totals(run.queues)
@@ -405,9 +412,9 @@ def _progress(fabric, senders, agents, jobs, log):
             for rec in agents.last_progress():
                 done.setdefault(rec["job"], {})[rec["rank"]] = rec["iter"] + 1
             for job in jobs:
-                ranks = done.get(job["name"], {})
-                it = min(ranks.values()) if len(ranks) == len(job["hosts"]) else 0
-                parts.append(f"{job['name']} {it}/{job['iterations']} iterations")
+                ranks = done.get(job.name, {})
+                it = min(ranks.values()) if len(ranks) == len(job.hosts) else 0
+                parts.append(f"{job.name} {it}/{job.iterations} iterations")
         for h in senders:
             rates = [samp.rate_mbit(p) for p in ports[h]]
             per_port = " ".join(f"{r:5.1f}" for r in rates)

@@ -185,9 +185,7 @@ def planner_problems(file, jobs, fabric):
     before the transfers (schedules)."""
     links = len(fabric.links)
     limit = min(MAX_CONNECTIONS, MAX_PATH_SEARCH // max(links, 1))
-    total = sum(
-        connections(j["collective"], len(j["hosts"]), _group_sizes(j), j["microbatches"]) for j in jobs
-    )
+    total = sum(connections(j.collective, len(j.hosts), _group_sizes(j), j.microbatches) for j in jobs)
     if total > limit:
         return [
             Problem(
@@ -197,7 +195,7 @@ def planner_problems(file, jobs, fabric):
                 f"a peer) in all jobs on a fabric of {links} links, got {total}",
             )
         ]
-    total = sum(transfers(j["collective"], len(j["hosts"]), _group_sizes(j), j["microbatches"]) for j in jobs)
+    total = sum(transfers(j.collective, len(j.hosts), _group_sizes(j), j.microbatches) for j in jobs)
     if total > MAX_TRANSFERS:
         return [
             Problem(
@@ -211,7 +209,7 @@ def planner_problems(file, jobs, fabric):
 
 
 def _group_sizes(job):
-    groups = job.get("groups")
+    groups = job.groups
     return None if groups is None else [len(g) for g in groups]
 
 

@@ -62,6 +62,6 @@ def dilate(sc, n):
         traffic=[dict(t, start=t["start"] * n) for t in sc.traffic],
         faults=[dict(x, at=x["at"] * n) for x in sc.faults],
         controller_timeline=[dict(x, at=x["at"] * n) for x in sc.controller_timeline],
-        jobs=tuple(dict(j, compute_s=j["compute_s"] * n, start=j["start"] * n) for j in sc.jobs),
+        jobs=tuple(j.dilated(n) for j in sc.jobs),
         time_dilation=n,
     )

@@ -19,8 +19,9 @@ from .build import ModelError, build_fabric
 from .loader import SCENARIO, TOPOLOGY, detect_kind, load_yaml
 from .model import Fabric
 from .problems import TOP, ConfigError, fail, show
+from .records import Job
 from .schema import schema_problems
-from .units import parse_bytes, parse_time
+from .units import parse_time
 
 # --- whole files -------------------------------------------------------------
 
@@ -145,7 +146,7 @@ class Scenario:
     faults: list  # dicts sorted by at: at (s), action, link (a, b), index
     expect: list  # dicts: name, metric, host, job (or None), min, max (or None)
     topology_path: str | None = None  # the topology file, when not inline
-    jobs: tuple = ()  # dicts: see _job_entry
+    jobs: tuple[Job, ...] = ()
     capture: dict | None = None  # {"hosts": [...], "packets": n}
     transport: dict | None = None  # agent knobs: window, rto_s, dcqcn (see _transport_entry)
     # N >= 1, or "auto" until the capacity plan resolves it; a Scenario that
@@ -218,7 +219,7 @@ def _scenario_from_doc(path, doc, topology_dirs=()):
         file,
         expect,
         fabric,
-        {j["name"] for j in jobs},
+        {j.name for j in jobs},
         classes,
         {f["name"] for f in faults if f.get("name")},
         bool(probes),
@@ -342,29 +343,11 @@ def _expect_name(entry):
 
 
 def _job_entry(raw, fabric):
-    """A job with defaults filled in and its sizes scaled (bytes divided by
-    the fabric's scale; times stay real, so compute/communication ratios hold)."""
-    real = parse_bytes(raw["bytes"])
+    """A job with defaults filled in and its sizes scaled (records.Job)."""
     groups = raw.get("groups")
     if groups is None and raw["collective"] == "hierarchical":
         groups = "dc" if len({n.dc for n in fabric.hosts()}) > 1 else "segment"
-    return {
-        "name": raw["name"],
-        "hosts": list(raw["hosts"]),
-        "collective": raw["collective"],
-        "groups": _job_groups(groups, raw["hosts"], fabric),
-        "bytes_real": real,
-        "bytes": int(round(real / fabric.scale)),
-        "compute_s": parse_time(raw.get("compute", 0)),
-        "overlap": float(raw.get("overlap", 0.0)),
-        "iterations": raw.get("iterations", 5),
-        "dscp": raw.get("dscp", 26),
-        "port": raw.get("port"),
-        "microbatches": raw.get("microbatches", 1),
-        "start": parse_time(raw.get("start", 0)),
-        "paths": raw.get("paths", "ecmp"),
-        "priority": raw.get("priority", "fixed"),
-    }
+    return Job.from_entry(raw, fabric.scale, _job_groups(groups, raw["hosts"], fabric))
 
 
 def _job_groups(groups, hosts, fabric):

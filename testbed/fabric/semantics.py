@@ -395,60 +395,60 @@ def job_problems(file, raws, jobs, duration, fabric, has_queues=False):
     problems, seen = [], set()
     for i, (_raw, j) in enumerate(zip(raws, jobs)):
         here = f"jobs[{i}]"
-        if j["name"] in seen:
-            problems.append(Problem(file, f"{here}.name", f"job name {j['name']!r} is used twice"))
-        seen.add(j["name"])
+        if j.name in seen:
+            problems.append(Problem(file, f"{here}.name", f"job name {j.name!r} is used twice"))
+        seen.add(j.name)
         bad_host = False
-        for k, h in enumerate(j["hosts"]):
+        for k, h in enumerate(j.hosts):
             why = _host_problem(fabric, h)
             if why:
                 problems.append(Problem(file, f"{here}.hosts[{k}]", why))
                 bad_host = True
-        n = len(j["hosts"])
-        if j["bytes"] > MAX_JOB_BYTES:
+        n = len(j.hosts)
+        if j.bytes > MAX_JOB_BYTES:
             problems.append(
                 Problem(
                     file,
                     f"{here}.bytes",
                     f"expected at most {MAX_JOB_BYTES} bytes "
-                    f"per iteration after scaling by {fabric.scale:g}, got {j['bytes']}",
+                    f"per iteration after scaling by {fabric.scale:g}, got {j.bytes}",
                 )
             )
-        if j["compute_s"] > MAX_DURATION_S:
+        if j.compute_s > MAX_DURATION_S:
             problems.append(
                 Problem(
                     file,
                     f"{here}.compute",
-                    f"expected at most {seconds(MAX_DURATION_S)}, got {seconds(j['compute_s'])}",
+                    f"expected at most {seconds(MAX_DURATION_S)}, got {seconds(j.compute_s)}",
                 )
             )
-        if j["start"] >= duration:
+        if j.start >= duration:
             problems.append(
                 Problem(
                     file,
                     f"{here}.start",
                     f"expected a start before the end of the "
-                    f"run ({seconds(duration)}), got {seconds(j['start'])}",
+                    f"run ({seconds(duration)}), got {seconds(j.start)}",
                 )
             )
-        if j["collective"] == "halving-doubling" and n & (n - 1):
+        if j.collective == "halving-doubling" and n & (n - 1):
             problems.append(
                 Problem(
                     file, f"{here}.hosts", f"halving-doubling needs a power-of-two number of ranks, got {n}"
                 )
             )
-        if j["bytes"] < n:
+        if j.bytes < n:
             problems.append(
                 Problem(
                     file,
                     f"{here}.bytes",
                     f"expected at least one byte per rank after "
-                    f"scaling by {fabric.scale:g}, got {j['bytes']} bytes for {n} ranks",
+                    f"scaling by {fabric.scale:g}, got {j.bytes} bytes for {n} ranks",
                 )
             )
-        if j["groups"] is not None and not bad_host:
-            flat = [h for g in j["groups"] for h in g]
-            if sorted(flat) != sorted(j["hosts"]) or len(flat) != len(set(flat)):
+        if j.groups is not None and not bad_host:
+            flat = [h for g in j.groups for h in g]
+            if sorted(flat) != sorted(j.hosts) or len(flat) != len(set(flat)):
                 problems.append(
                     Problem(
                         file,
@@ -456,18 +456,18 @@ def job_problems(file, raws, jobs, duration, fabric, has_queues=False):
                         "expected groups that split the job's hosts, each host in exactly one group",
                     )
                 )
-        if j["port"] is not None and not bad_host:
-            ports = min(len(fabric.nics_of(h)[0].ports) for h in j["hosts"])
-            if j["port"] >= ports:
+        if j.port is not None and not bad_host:
+            ports = min(len(fabric.nics_of(h)[0].ports) for h in j.hosts)
+            if j.port >= ports:
                 problems.append(
                     Problem(
                         file,
                         f"{here}.port",
                         f"expected a NIC port below {ports} "
-                        f"(the job's hosts have {ports} port(s) per NIC), got {j['port']}",
+                        f"(the job's hosts have {ports} port(s) per NIC), got {j.port}",
                     )
                 )
-        if j["priority"] == "crux" and not has_queues:
+        if j.priority == "crux" and not has_queues:
             problems.append(
                 Problem(
                     file,
@@ -476,12 +476,12 @@ def job_problems(file, raws, jobs, duration, fabric, has_queues=False):
                     "the scenario's queue classes: add queues, or drop priority",
                 )
             )
-        if j["groups"] is not None and j["collective"] != "hierarchical":
+        if j.groups is not None and j.collective != "hierarchical":
             problems.append(
                 Problem(
                     file,
                     f"{here}.groups",
-                    f"groups apply to the hierarchical collective only, not {j['collective']}",
+                    f"groups apply to the hierarchical collective only, not {j.collective}",
                 )
             )
     return problems

@@ -125,9 +125,9 @@ def _job_senders(fabric, job, hops, duration_s):
     sched = schedule_of(job)
     frame = frame_bytes(fabric)
     iteration = analytical_iteration_s(job, goodput_bps(fabric), path_latency_s(fabric, job))
-    end = min(duration_s, job["start"] + job["iterations"] * iteration)
+    end = min(duration_s, job.start + job.iterations * iteration)
     out = []
-    for rank, host in enumerate(job["hosts"]):
+    for rank, host in enumerate(job.hosts):
         sends = sched.send_steps(rank)
         if not sends:
             continue
@@ -135,16 +135,14 @@ def _job_senders(fabric, job, hops, duration_s):
         peers = {s.peer for s in sends}
         if all(s.port is not None for s in sends):
             ports = 1
-        elif job["collective"] in CONCURRENT_PEERS:
+        elif job.collective in CONCURRENT_PEERS:
             ports = min(len(peers), len(rates))
         else:
             ports = 1
         total = sum(s.nbytes for s in sends)
-        mean_hops = sum(s.nbytes * hops(host, job["hosts"][s.peer]) for s in sends) / total
+        mean_hops = sum(s.nbytes * hops(host, job.hosts[s.peer]) for s in sends) / total
         out.append(
-            Sender(
-                host, f"{job['name']} rank {rank}", ports * min(rates), frame, mean_hops, job["start"], end
-            )
+            Sender(host, f"{job.name} rank {rank}", ports * min(rates), frame, mean_hops, job.start, end)
         )
     return out
 

@@ -7,30 +7,28 @@ machine's, like the measurements beside it: both are brought back to
 emulated time together (results/dilation.py)."""
 
 from testbed.fabric.paths import compute_routes, trace
+from testbed.fabric.records import Job
 from traffic import collectives, roce
 
 
-def schedule_of(job):
-    """The schedule a job's ranks run (the one the agents build)."""
-    groups = None
-    if job["groups"] is not None:
-        index = {h: i for i, h in enumerate(job["hosts"])}
-        groups = [[index[h] for h in g] for g in job["groups"]]
+def schedule_of(job: Job) -> collectives.Schedule:
+    """The schedule a job's ranks run (the one the agents build from the
+    same fields): the one place a scenario's job becomes its schedule."""
     return collectives.for_job(
-        job["collective"],
-        len(job["hosts"]),
-        job["bytes"],
-        groups=groups,
-        port=job["port"],
-        microbatches=job["microbatches"],
+        job.collective,
+        job.ranks,
+        job.bytes,
+        groups=job.rank_groups,
+        port=job.port,
+        microbatches=job.microbatches,
     )
 
 
 def expected_bytes_per_rank(job):
     """Bytes a rank must move per iteration by the algorithm's formula
     (independent of the schedule code for the AllReduces)."""
-    n, s = len(job["hosts"]), job["bytes"]
-    if job["collective"] in ("ring", "halving-doubling") and s % n == 0:
+    n, s = len(job.hosts), job.bytes
+    if job.collective in ("ring", "halving-doubling") and s % n == 0:
         return 2 * (n - 1) * s // n
     return None  # other collectives: the schedule's volume is the reference
 
@@ -59,7 +57,7 @@ def path_latency_s(fabric, job, frame_bytes=None):
     worst = 0.0
     pairs = {(r, s.peer) for r, steps in sched.steps.items() for s in steps if s.kind == "send"}
     for r, p in pairs:
-        src, dst = job["hosts"][r], job["hosts"][p]
+        src, dst = job.hosts[r], job.hosts[p]
         ifname = fabric.nics_of(src)[0].ports[0]
         path = trace(fabric, routes, ifname, fabric.nics_of(dst)[0].ip)
         if not path:
@@ -75,5 +73,5 @@ def analytical_iteration_s(job, port_rate_bps, latency_s=0.0):
     communication time at one port's rate (one flow per transfer), with the
     overlapped share of compute hidden."""
     comm = collectives.analytical_time(schedule_of(job), port_rate_bps, latency_s)
-    compute = job["compute_s"]
-    return max(compute, (1.0 - job["overlap"]) * compute + comm)
+    compute = job.compute_s
+    return max(compute, (1.0 - job.overlap) * compute + comm)

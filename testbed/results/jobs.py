@@ -21,26 +21,26 @@ def job_metrics(jobs, agent_results, port_rate_bps, faults=(), duration=None, dc
     out = {}
     windows = fault_windows(faults, float("inf") if duration is None else duration)
     for job in jobs:
-        ranks = [r for res in agent_results.values() if res for r in res["jobs"] if r["name"] == job["name"]]
+        ranks = [r for res in agent_results.values() if res for r in res["jobs"] if r["name"] == job.name]
         latency = path_latency_s(fabric, job) if fabric is not None else 0.0
-        out[job["name"]] = _one_job(job, ranks, port_rate_bps, windows, latency)
+        out[job.name] = _one_job(job, ranks, port_rate_bps, windows, latency)
         if dc_of:
             groups = {}
-            for i, h in enumerate(job["hosts"]):
+            for i, h in enumerate(job.hosts):
                 groups.setdefault(dc_of[h], []).append(i)
             # What the schedule puts across DC boundaries: a reference for
             # the report beside the measured dci_bytes, never an expectation.
             per_iter = collectives.crossing_bytes(schedule_of(job), list(groups.values()))
-            out[job["name"]]["crossing_bytes_per_iteration"] = per_iter
-    total = sum(len(j["hosts"]) for j in jobs)
+            out[job.name]["crossing_bytes_per_iteration"] = per_iter
+    total = sum(len(j.hosts) for j in jobs)
     util = [(m["gpu_utilization"], m["ranks"]) for m in out.values() if m["gpu_utilization"] is not None]
     aggregate = sum(u * n for u, n in util) / total if util and total else None
     return {"jobs": out, "gpu_utilization": aggregate}
 
 
 def _one_job(job, ranks, port_rate_bps, windows, latency_s=0.0):
-    n = len(job["hosts"])
-    iters = job["iterations"]
+    n = len(job.hosts)
+    iters = job.iterations
     ends = {}
     for r in ranks:
         for rec in r["iterations"]:
@@ -48,8 +48,8 @@ def _one_job(job, ranks, port_rate_bps, windows, latency_s=0.0):
     complete = sorted(k for k, v in ends.items() if len(v) == n)
     # Agents time a job from its own start; put it on the drill's clock
     # (traffic start = 0), where faults and the other jobs live.
-    job_end = [max(ends[k]) + job["start"] for k in complete]
-    times = [b - a for a, b in zip([job["start"]] + job_end, job_end)]
+    job_end = [max(ends[k]) + job.start for k in complete]
+    times = [b - a for a, b in zip([job.start] + job_end, job_end)]
     steady = times[1:] if len(times) > 1 else times  # the first includes start-up skew
     median = statistics.median(steady) if steady else None
     analytical = analytical_iteration_s(job, port_rate_bps, latency_s)
@@ -74,17 +74,17 @@ def _one_job(job, ranks, port_rate_bps, windows, latency_s=0.0):
         phases["fault_iteration_slowdown"] = None
     return {
         "ranks": n,
-        "collective": job["collective"],
-        "bytes_per_iteration": job["bytes"],
+        "collective": job.collective,
+        "bytes_per_iteration": job.bytes,
         "iterations_planned": iters,
         "iterations_completed": len(complete),
         "iteration_times_s": [round(t, 4) for t in times],
         "iteration_ends_s": [round(t, 4) for t in job_end],
-        "window_s": [job["start"], job_end[-1]] if job_end else None,
+        "window_s": [job.start, job_end[-1]] if job_end else None,
         "iteration_time_s": statistics.mean(steady) if steady else None,
         "iteration_time_p50_s": median,
         "iteration_time_p99_s": _percentile(steady, 99) if steady else None,
-        "job_completion_s": job_end[-1] - job["start"] if len(complete) == iters else None,
+        "job_completion_s": job_end[-1] - job.start if len(complete) == iters else None,
         "analytical_iteration_s": analytical,
         "path_latency_s": latency_s,
         "iteration_time_vs_analytical": (statistics.mean(steady) / analytical)
@@ -99,7 +99,7 @@ def _one_job(job, ranks, port_rate_bps, windows, latency_s=0.0):
         "retransmission_ratio": retransmitted / sent if sent else 0.0,
         "gaps_seen": sum(r.get("gaps_seen", 0) for r in ranks),
         "gap_events": sorted(
-            (dict(e, to=job["hosts"][r["rank"]]) for r in ranks for e in r.get("gap_events", [])),
+            (dict(e, to=job.hosts[r["rank"]]) for r in ranks for e in r.get("gap_events", [])),
             key=lambda e: e["t"],
         )[:MAX_GAP_EVENTS],
         "timeouts": sum(r["timeouts"] for r in ranks),

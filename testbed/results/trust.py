@@ -16,6 +16,10 @@ what was configured) and says which one broke:
   fault_lag           every fault struck within MAX_FAULT_LAG_S of its time
   convergence         the controller's routes were in place within
                       MAX_CONVERGENCE_S of every fault
+  emulator_hold       no switch port's frames waited for Open vSwitch to
+                      read them longer than MAX_EMULATOR_HOLD_S (the most
+                      its socket held unread at a sample, over the port's
+                      rate): a delay no modeled queue made
   host_cpu            a warning only: the cores were saturated most of the run
 
 A worst case, not an average: one starved host among eight spoils a
@@ -40,6 +44,16 @@ MIN_JUDGED_BACKLOG_S = 0.5
 # machine's, not the fabric's.
 MAX_FAULT_LAG_S = 0.1
 MAX_CONVERGENCE_S = 0.5
+# Frames that wait unread in Open vSwitch's socket of a switch port wait
+# outside every modeled queue: the time the port takes to bring in what the
+# socket held is a delay the machine added. Quiet, the sockets are read
+# within a few frames; held long enough to matter to a transport's timers
+# (go-back-N's 250 ms, TCP's 200 ms minimum), the run measured the machine.
+# Sampled at 10 Hz, and the socket counts each frame with its buffer
+# overhead (about 1.5 x its bytes at a 1500-byte MTU): a short stall can go
+# unseen, a long one cannot, and the time is an upper bound.
+MAX_EMULATOR_HOLD_S = 0.05
+
 # Every core saturated in most samples. Only a warning: agents and switches
 # may keep the cores busy while every promise above still holds, and each
 # check above measures what a starved CPU would spoil. It names the likely
@@ -403,6 +417,47 @@ def _loss_check(metrics, faults):
     return _check("emulator_loss", what, 0, "0", True, note=note, threshold=0)
 
 
+def emulator_hold(fabric, held_bytes: dict | None) -> dict | None:
+    """{"worst_s", "port", "ports": {switch port: s}}: the longest the
+    frames held unread in Open vSwitch's socket of a switch port would take
+    to come in at that link's rate (this machine's seconds, like every
+    measured time before results/dilation.py); None when not measured (the
+    kernel datapath has no such sockets, or a run that never sampled)."""
+    if held_bytes is None:
+        return None
+    rate = {e.ifname: fabric.scaled_bps(link) for link in fabric.links for e in (link.a, link.b)}
+    ports = {name: round(n * 8 / rate[name], 4) for name, n in held_bytes.items() if name in rate and n}
+    worst = max(ports, key=lambda name: ports[name], default=None)
+    return {"worst_s": ports[worst] if worst else 0.0, "port": worst, "ports": ports}
+
+
+def _hold_check(metrics):
+    what = "longest a switch port's frames waited unread for Open vSwitch (s, at most)"
+    expected = f"<= {fmt(MAX_EMULATOR_HOLD_S)}"
+    hold = metrics.get("emulator_hold")
+    if hold is None:
+        return _check(
+            "emulator_hold",
+            what,
+            None,
+            expected,
+            None,
+            note="not measured (kernel datapath, or no samples)",
+            threshold=MAX_EMULATOR_HOLD_S,
+        )
+    value = hold["worst_s"]
+    reason = None
+    if value > MAX_EMULATOR_HOLD_S:
+        reason = (
+            f"Open vSwitch left up to {_ms(value)} of frames unread on switch port {hold['port']} "
+            f"(limit {_ms(MAX_EMULATOR_HOLD_S)}): the machine was short of CPU, and delays "
+            "measured then are the machine's, not the fabric's"
+        )
+    return _check(
+        "emulator_hold", what, value, expected, reason is None, reason, threshold=MAX_EMULATOR_HOLD_S
+    )
+
+
 def fault_label(i: int, fault: dict) -> str:
     """'fault 2 (link-down s0h0-t0r0k0)': numbered from 1 in the order applied."""
     link = "-".join(map(str, fault.get("link") or ())) + (f" #{fault['index']}" if fault.get("index") else "")
@@ -522,6 +577,7 @@ def assess(metrics: dict, faults=()) -> dict:
         _loss_check(metrics, faults),
         _lag_check(faults),
         _convergence_check(faults),
+        _hold_check(metrics),
         _cpu_check(metrics),
     ]
     failed = [c["name"] for c in checks if c["ok"] is False and c["severity"] == FAIL]

@@ -16,6 +16,7 @@ from testbed.emulation.queues import MAX_SLOTS
 from testbed.fabric import bounds, units
 from testbed.fabric.build import ModelError, build_fabric
 from testbed.fabric.problems import ConfigError
+from testbed.fabric.records import Job
 from testbed.fabric.scenario import load_scenario
 from traffic import collectives
 
@@ -63,10 +64,10 @@ def test_connections_are_those_the_announcement_lists(tmp_path):
     path.write_text(f"name: jobs\ntopology: {{kind: hpn}}\nduration: 10\njobs:\n{jobs}")
     sc = load_scenario(path)
     for job_id, job in enumerate(sc.jobs):
-        sizes = [len(g) for g in job["groups"]] if job["groups"] else None
-        assert bounds.connections(job["collective"], len(job["hosts"]), sizes) == len(
+        sizes = [len(g) for g in job.groups] if job.groups else None
+        assert bounds.connections(job.collective, len(job.hosts), sizes) == len(
             announced_connections(job, job_id, sc.fabric)
-        ), job["name"]
+        ), job.name
 
 
 def test_the_connection_limit_fits_the_controllers_request_limit():
@@ -75,20 +76,16 @@ def test_the_connection_limit_fits_the_controllers_request_limit():
         {"kind": "region", "fabrics": [{"kind": "hpn"}] * 15, "dci": {"oversubscription": 1}}
     )
     hosts = [n.name for n in fabric.hosts()][-16:]
-    job = {
-        "name": "a2a-with-a-long-name",
-        "hosts": hosts,
-        "collective": "all-to-all",
-        "groups": None,
-        "bytes": 1 << 30,
-        "port": None,
-        "microbatches": 1,
-        "compute_s": 0.2,
-        "overlap": 0.0,
-        "dscp": 26,
-        "paths": "precise",
-        "priority": "crux",
-    }
+    job = Job(
+        name="a2a-with-a-long-name",
+        hosts=tuple(hosts),
+        collective="all-to-all",
+        bytes=1 << 30,
+        bytes_real=1 << 30,
+        compute_s=0.2,
+        paths="precise",
+        priority="crux",
+    )
     message = json.dumps({"announce": announcement(fabric, [job] * 8)})
     per_connection = len(message) / (8 * bounds.connections("all-to-all", len(hosts)))
     assert per_connection * bounds.MAX_CONNECTIONS < MAX_REQUEST / 2

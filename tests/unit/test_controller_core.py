@@ -11,6 +11,7 @@ from controllers import core, routing
 from testbed.drill.announce import announcement
 from testbed.fabric.build import build_fabric
 from testbed.fabric.paths import compute_routes
+from testbed.fabric.records import Job
 
 HOSTS = ["s0h0", "s1h0", "s0h1", "s1h1"]
 
@@ -172,19 +173,15 @@ def test_adoption_repairs_missing_base_flows_and_removes_strays(fabric):
 
 def _announce(fabric):
     jobs = [
-        {
-            "name": "j",
-            "hosts": HOSTS,
-            "collective": "ring",
-            "bytes": 1_000_000,
-            "groups": None,
-            "port": None,
-            "microbatches": 1,
-            "compute_s": 0.1,
-            "overlap": 0.0,
-            "dscp": 26,
-            "paths": "precise",
-        }
+        Job(
+            name="j",
+            hosts=tuple(HOSTS),
+            collective="ring",
+            bytes=1_000_000,
+            bytes_real=1e6,
+            compute_s=0.1,
+            paths="precise",
+        )
     ]
     return {"announce": announcement(fabric, jobs)}
 

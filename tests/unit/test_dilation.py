@@ -68,8 +68,8 @@ def test_dilate_slows_rates_stretches_times_and_keeps_bytes(drill):
     assert [t["start"] for t in sc.traffic] == [6.0]
     assert [f["at"] for f in sc.faults] == [20.0, 36.0]
     [job], [was] = sc.jobs, drill.jobs
-    assert (job["compute_s"], job["start"]) == (pytest.approx(0.6), 8.0)
-    assert (job["bytes"], job["bytes_real"]) == (was["bytes"], was["bytes_real"]) == (200_000, 1e9)
+    assert (job.compute_s, job.start) == (pytest.approx(0.6), 8.0)
+    assert (job.bytes, job.bytes_real) == (was.bytes, was.bytes_real) == (200_000, 1e9)
     assert sc.fabric.scale == drill.fabric.scale == 5000  # scale would change bytes; it stays
     for new, old in zip(sc.fabric.links, drill.fabric.links):
         assert new == old  # the model's real rates and delays are untouched...
@@ -188,7 +188,7 @@ def test_analytical_time_on_the_dilated_fabric_is_n_times_the_emulated(drill):
         return analytical_iteration_s(job, goodput_bps(sc.fabric), path_latency_s(sc.fabric, job))
 
     emulated = analytical(drill)
-    assert emulated > drill.jobs[0]["compute_s"]
+    assert emulated > drill.jobs[0].compute_s
     assert analytical(dilate(drill, 6)) == pytest.approx(6 * emulated)
 
 

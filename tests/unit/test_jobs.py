@@ -9,6 +9,7 @@ import pytest
 from testbed.drill import jobs
 from testbed.drill.jobs import agent_configs, rank_specs
 from testbed.fabric.build import build_fabric
+from testbed.fabric.records import Job
 from testbed.results import trust
 from testbed.results.analytical import analytical_iteration_s, expected_bytes_per_rank
 from testbed.results.jobs import STALL_FACTOR, job_metrics
@@ -21,21 +22,17 @@ def job(
     name="j", hosts=None, collective="ring", size=1000, compute=0.2, overlap=0.0, iterations=4, groups=None
 ):
     """A job as the scenario loader hands it over (defaults filled in, scaled)."""
-    return {
-        "name": name,
-        "hosts": list(hosts or HOSTS),
-        "collective": collective,
-        "groups": groups,
-        "bytes_real": size * 5000,
-        "bytes": size,
-        "compute_s": compute,
-        "overlap": overlap,
-        "iterations": iterations,
-        "dscp": 26,
-        "port": None,
-        "microbatches": 1,
-        "start": 0.0,
-    }
+    return Job(
+        name=name,
+        hosts=tuple(hosts or HOSTS),
+        collective=collective,
+        groups=None if groups is None else tuple(tuple(g) for g in groups),
+        bytes_real=size * 5000,
+        bytes=size,
+        compute_s=compute,
+        overlap=overlap,
+        iterations=iterations,
+    )
 
 
 @pytest.fixture(scope="module")

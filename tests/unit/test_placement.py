@@ -7,6 +7,7 @@ import socket
 import stat
 import threading
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from app_harness import events, make_app
@@ -17,6 +18,7 @@ from testbed.drill.announce import agent_pins, announcement, connections, fabric
 from testbed.emulation import jobchannel
 from testbed.fabric.build import build_fabric
 from testbed.fabric.paths import compute_routes, enumerate_paths
+from testbed.fabric.records import Job
 from testbed.results.counters import egress_bytes, max_mean
 from testbed.schedule import placement
 from traffic import collectives
@@ -26,19 +28,16 @@ CROSS = ["s0h0", "s1h0", "s0h1", "s1h1", "s0h2", "s1h2", "s0h3", "s1h3"]
 
 
 def job(name, hosts=CROSS, paths="ecmp", collective="ring", nbytes=1_000_000, port=None):
-    return {
-        "name": name,
-        "hosts": list(hosts),
-        "collective": collective,
-        "bytes": nbytes,
-        "groups": None,
-        "port": port,
-        "microbatches": 1,
-        "compute_s": 0.1,
-        "overlap": 0.0,
-        "dscp": 26,
-        "paths": paths,
-    }
+    return Job(
+        name=name,
+        hosts=tuple(hosts),
+        collective=collective,
+        bytes=nbytes,
+        bytes_real=nbytes,
+        port=port,
+        compute_s=0.1,
+        paths=paths,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -373,8 +372,8 @@ def crux_jobs_announced(fabric):
     # the same traffic from the same NIC ports (so they contend for those
     # links); the one that computes longer per byte is more intense and
     # wins the higher class
-    intense = dict(job("intense", hosts=CROSS[:4], port=0), priority="crux", compute_s=0.4)
-    light = dict(job("light", hosts=CROSS[:4], port=0), priority="crux", compute_s=0.05)
+    intense = replace(job("intense", hosts=CROSS[:4], port=0), priority="crux", compute_s=0.4)
+    light = replace(job("light", hosts=CROSS[:4], port=0), priority="crux", compute_s=0.05)
     plain = job("plain", hosts=["s0h0", "s0h1"])
     jobs = announcement(fabric, [intense, light, plain])
     jobs["classes"] = [46, 26, 0]

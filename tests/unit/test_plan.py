@@ -358,7 +358,7 @@ def test_calibration_needs_enough_measured(results, why):
 def test_the_calibration_drill_is_a_valid_ring(tmp_path):
     sc = load_scenario(calibration.write_drill(str(tmp_path)))
     [job] = sc.jobs
-    assert (job["collective"], job["hosts"], job["iterations"]) == ("ring", RING, 6)
+    assert (job.collective, list(job.hosts), job.iterations) == ("ring", RING, 6)
     assert sc.expect == [] and sc.time_dilation == 1 and sc.jobs_only
 
 
@@ -474,8 +474,8 @@ def test_capacity_bench_scenarios_are_valid(tmp_path):
     for hosts in (8, 16):
         sc = load_scenario(capacity.write_scenario(str(tmp_path), hosts))
         [job] = sc.jobs
-        assert len(sc.fabric.hosts()) == len(job["hosts"]) == hosts
+        assert len(sc.fabric.hosts()) == len(job.hosts) == hosts
         assert sc.fabric.params["planes"] == 2 and sc.fabric.params["hosts_per_segment"] == 8
-        assert (job["collective"], job["bytes"], job["compute_s"]) == ("ring", 1_000_000, 0.2)
+        assert (job.collective, job.bytes, job.compute_s) == ("ring", 1_000_000, 0.2)
     with pytest.raises(ValueError, match="segments of 8"):
         capacity.scenario_doc(12)

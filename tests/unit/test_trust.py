@@ -392,7 +392,7 @@ def ring_agents(sc, starved=None, gaps=0):
         job, analytical.goodput_bps(sc.fabric), analytical.path_latency_s(sc.fabric, job)
     )
     results = agents(starved=starved)
-    for rank, host in enumerate(job["hosts"]):
+    for rank, host in enumerate(job.hosts):
         iters = [
             {
                 "iter": k,
@@ -404,13 +404,13 @@ def ring_agents(sc, starved=None, gaps=0):
                 "bytes_sent": 1_750_000,
                 "bytes_received": 1_750_000,
             }
-            for k in range(job["iterations"])
+            for k in range(job.iterations)
         ]
         results[host]["jobs"] = [
             {
-                "name": job["name"],
+                "name": job.name,
                 "rank": rank,
-                "iterations_planned": job["iterations"],
+                "iterations_planned": job.iterations,
                 "iterations": iters,
                 "bytes_sent": 14_000_000,
                 "bytes_received": 14_000_000,
@@ -525,3 +525,24 @@ def test_the_slow_vm_dual_tor_run_is_untrustworthy():
     said = " ".join(reasons(res))
     assert "fault 1 (link-down s0h0-t0r0k0) applied 390 ms late" in said
     assert "routes converged 1170 ms after fault 1 (link-down s0h0-t0r0k0)" in said
+
+
+def test_frames_open_vswitch_left_unread_are_a_delay_the_machine_added():
+    from testbed.drill.cost import packet_socket_backlog
+    from testbed.fabric.build import build_fabric
+
+    text = (
+        "sk               RefCnt Type Proto  Iface R Rmem   User   Inode\n"
+        "0000000090ee3b04 2      3    0000   0     0 0      0      193088019\n"
+        "0000000071b08ec9 3      3    0003   29245 1 250000 0      244414143\n"
+        "000000005b0046a1 3      3    0003   29251 1 0      0      244414144\n"
+    )
+    assert packet_socket_backlog(text) == {0: 0, 29245: 250000, 29251: 0}
+    fabric = build_fabric({"kind": "hpn"})
+    port = "t0r0k0-e1"  # 40 Mbit/s (scaled) towards a host
+    hold = trust.emulator_hold(fabric, {port: 300_000, "t0r0k0-e2": 0})
+    assert hold["port"] == port and hold["worst_s"] == pytest.approx(300_000 * 8 / 40e6)
+    check = trust._hold_check({"emulator_hold": hold})
+    assert check["ok"] is False and port in check["reason"]
+    assert trust._hold_check({"emulator_hold": trust.emulator_hold(fabric, {port: 2_000})})["ok"] is True
+    assert trust._hold_check({"emulator_hold": None})["ok"] is None  # the kernel datapath: not judged

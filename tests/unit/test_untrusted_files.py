@@ -249,6 +249,9 @@ def test_an_unusable_out_folder_is_one_line_before_anything_runs(tmp_path, capsy
         raise AssertionError("a fabric would be built")
 
     monkeypatch.setattr("testbed.drill.runner.run_scenario", never)
+    # the folder is looked at only when the machine is free; a unit test must
+    # not depend on whether a fabric happens to be up beside it
+    monkeypatch.setattr("testbed.emulation.ledger.lock_is_held", lambda: False)
     status = main(["run", str(ROOT / "scenarios" / "dual-tor-link-failure.yaml"), "--out", str(out)])
     err = capsys.readouterr().err.splitlines()
     assert status == INVALID and len(err) == 1 and "--out" in err[0]
