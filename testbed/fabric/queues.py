@@ -21,9 +21,11 @@ neither: a dilated port is N times slower and its queue lasts N times
 longer, holding the same bytes.
 """
 
+from __future__ import annotations
+
 from dataclasses import asdict, dataclass, field
 
-from .model import AGG, BORDER, CORE, HOST, TOR
+from .model import AGG, BORDER, CORE, HOST, TOR, Endpoint, Fabric, Link
 from .units import parse_bytes, parse_time
 
 MAX_CLASSES = 8
@@ -39,7 +41,7 @@ DEFAULT_RED_PROBABILITY = 0.1
 PAUSE_REACTION_BUDGET = 0.005
 
 
-def frame_bytes(mtu):
+def frame_bytes(mtu: int) -> int:
     return mtu + 14
 
 
@@ -51,19 +53,19 @@ class Amount:
     seconds: float | None = None
 
     @classmethod
-    def parse(cls, raw):
+    def parse(cls, raw: str | float) -> Amount:
         text = str(raw).strip()
         if not isinstance(raw, str) or text.endswith("B"):
             return cls(real_bytes=parse_bytes(raw))
         return cls(seconds=parse_time(raw))
 
-    def bytes_on(self, real_rate_bps, scale):
+    def bytes_on(self, real_rate_bps: float, scale: float) -> int:
         """Bytes on this machine for a port of real rate `real_rate_bps`."""
         if self.seconds is not None:
             return int(self.seconds * real_rate_bps / scale / 8)
-        return int(self.real_bytes / scale)
+        return int((self.real_bytes or 0.0) / scale)
 
-    def text(self):
+    def text(self) -> str:
         return f"{self.seconds * 1e3:g}ms" if self.seconds is not None else f"{self.real_bytes:g}B"
 
 
@@ -107,7 +109,7 @@ class PortClass:
     headroom: int = 0  # what the feeding links may send during a pause
 
 
-def headroom_bytes(feeding_rates_bps, mtu, scale):
+def headroom_bytes(feeding_rates_bps: list[float], mtu: int, scale: float) -> int:
     """What the links feeding a queue (real rates) can deliver while a pause
     takes effect: the reaction budget at each one's rate, plus two frames
     each (the frame on the wire and the one the pause lets by)."""
@@ -119,7 +121,7 @@ class QueueProfile:
     classes: tuple  # QueueClass, highest priority first
     overrides: dict = field(default_factory=dict)  # port kind -> {class name: {buffer?, ecn?}}
 
-    def dscp_classes(self):
+    def dscp_classes(self) -> list[int]:
         """Class index of every DSCP value; DSCPs no class lists go to the
         last (lowest-priority) class."""
         out = [len(self.classes) - 1] * DSCP_VALUES
@@ -128,16 +130,18 @@ class QueueProfile:
                 out[d] = i
         return out
 
-    def class_dscps(self):
+    def class_dscps(self) -> list[int | None]:
         """The DSCP that selects each class (the lowest such value), highest
         priority first: what a controller writes to put a flow in a class."""
         mapping = self.dscp_classes()
         return [mapping.index(i) if i in mapping else None for i in range(len(self.classes))]
 
-    def class_of_dscp(self, dscp):
+    def class_of_dscp(self, dscp: int) -> str:
         return self.classes[self.dscp_classes()[dscp]].name
 
-    def port_classes(self, port_kind, real_rate_bps, scale, headroom=None):
+    def port_classes(
+        self, port_kind: str, real_rate_bps: float, scale: float, headroom: int | None = None
+    ) -> list[PortClass]:
         """[PortClass] of a port of this kind and real rate. `headroom`:
         bytes the links feeding it deliver during a pause (headroom_bytes),
         or None where nothing feeds it that could be paused (a host)."""
@@ -146,7 +150,7 @@ class QueueProfile:
             over = self.overrides.get(port_kind, {}).get(c.name, {})
             buffer, ecn = over.get("buffer", c.buffer), over.get("ecn", c.ecn)
             limit = max(1, buffer.bytes_on(real_rate_bps, scale))
-            fields = {}
+            fields: dict = {}
             if ecn is not None:
                 fields.update(
                     ecn_mode=ecn.mode,
@@ -171,11 +175,11 @@ class QueueProfile:
         return out
 
     @property
-    def lossless(self):
+    def lossless(self) -> bool:
         return any(c.pfc is not None for c in self.classes)
 
     # --- fabric.json ---------------------------------------------------------
-    def to_dict(self):
+    def to_dict(self) -> dict:
         return {
             "classes": [asdict(c) for c in self.classes],
             "overrides": {
@@ -185,7 +189,7 @@ class QueueProfile:
         }
 
     @classmethod
-    def from_dict(cls, d):
+    def from_dict(cls, d: dict) -> QueueProfile:
         def amount(a):
             return Amount(**a)
 
@@ -212,14 +216,14 @@ class QueueProfile:
         return cls(classes, overrides)
 
 
-def port_kind(fabric, link, end):
+def port_kind(fabric: Fabric, link: Link, end: Endpoint) -> str:
     """Which profile applies to the egress at `end` of `link`."""
     if link.kind == "dci" and fabric.nodes[end.node].is_switch:
         return INTERCONNECT_PORTS
     return _NODE_PORT_KIND[fabric.nodes[end.node].kind]
 
 
-def feeding_links(fabric, link, end):
+def feeding_links(fabric: Fabric, link: Link, end: Endpoint) -> list[Link] | None:
     """The other links of the switch at `end`: what may feed its egress
     toward `link`. None for a host port."""
     if not fabric.nodes[end.node].is_switch:
@@ -227,13 +231,16 @@ def feeding_links(fabric, link, end):
     return [l for l in fabric.links if l is not link and end.node in (l.a.node, l.b.node)]
 
 
-def classes_at(fabric, link, end):
+def classes_at(fabric: Fabric, link: Link, end: Endpoint) -> list[PortClass]:
     """[PortClass] of the egress at `end` of `link` (fabric.queues set)."""
+    profile = fabric.queues
+    if profile is None:
+        raise ValueError("classes_at needs a fabric with queues")
     feeding = feeding_links(fabric, link, end)
     headroom = None
-    if feeding is not None and fabric.queues.lossless:
+    if feeding is not None and profile.lossless:
         headroom = headroom_bytes([l.rate_bps for l in feeding], fabric.mtu, fabric.scale)
-    return fabric.queues.port_classes(port_kind(fabric, link, end), link.rate_bps, fabric.scale, headroom)
+    return profile.port_classes(port_kind(fabric, link, end), link.rate_bps, fabric.scale, headroom)
 
 
 # --- from a scenario's `queues` mapping (already schema-checked) ---------------
@@ -267,7 +274,7 @@ def _class_fields(raw):
     return out
 
 
-def profile_from(raw):
+def profile_from(raw: dict) -> QueueProfile:
     """The QueueProfile of a `queues` mapping, or None for none."""
     if raw is None:
         return None

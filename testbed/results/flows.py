@@ -16,6 +16,8 @@ Conventions used throughout:
     and TCP recovery transients belong to neither steady state).
 """
 
+from __future__ import annotations
+
 from dataclasses import dataclass, field
 from statistics import median
 
@@ -49,12 +51,12 @@ class Fault:
     index: int = 0  # which of several parallel links between the two
 
     @property
-    def time(self):
+    def time(self) -> float:
         """When the fault really happened (scheduled time if not measured)."""
         return self.at if self.applied_at is None else self.applied_at
 
     @property
-    def link_key(self):
+    def link_key(self) -> tuple:
         # A link is undirected: ["a", "b"] and ["b", "a"] are the same cable;
         # parallel cables between the same pair differ by their index.
         return tuple(sorted(self.link)) + ((self.index,) if self.index else ())
@@ -66,7 +68,7 @@ class Series:
     t: list[float]
     flows: dict[str, list[float | None]] = field(default_factory=dict)
 
-    def values(self, flow_id):
+    def values(self, flow_id: str) -> list:
         """The flow's samples, padded with None to the length of `t`."""
         return pad(self.flows.get(flow_id, []), len(self.t))
 
@@ -79,7 +81,7 @@ class LinkFidelity:
     details: dict = field(default_factory=dict)  # carried into the report as is
 
     @property
-    def fidelity(self):
+    def fidelity(self) -> float | None:
         if self.measured is not None:
             return self.measured
         if self.achieved_mbit is None or not self.configured_mbit:
@@ -87,21 +89,21 @@ class LinkFidelity:
         return self.achieved_mbit / self.configured_mbit
 
 
-def as_series(obj):
+def as_series(obj: Series | dict) -> Series:
     """Accept a Series or its dict form ({interval_s, t, flows})."""
     if isinstance(obj, Series):
         return obj
     return Series(interval_s=float(obj["interval_s"]), t=list(obj["t"]), flows=dict(obj.get("flows", {})))
 
 
-def as_flows(obj):
+def as_flows(obj) -> list[Flow]:
     """Accept a list of Flow / {id, src, dst} dicts, or {id: {src, dst}}."""
     if isinstance(obj, dict):
         return [Flow(fid, info.get("src"), info.get("dst")) for fid, info in obj.items()]
     return [f if isinstance(f, Flow) else Flow(f["id"], f.get("src"), f.get("dst")) for f in obj or []]
 
 
-def as_faults(objs):
+def as_faults(objs) -> list[Fault]:
     """Accept Fault objects or the runner's dicts; order by real time."""
     faults = [
         f
@@ -118,7 +120,7 @@ def as_faults(objs):
     return sorted(faults, key=lambda f: f.time)
 
 
-def as_link_fidelity(links):
+def as_link_fidelity(links) -> dict:
     """Accept {name: LinkFidelity} or {name: {configured_mbit, achieved_mbit,
     fidelity?, ...}}; other keys ride along into the report."""
     out = {}
@@ -144,13 +146,13 @@ def _opt_float(x):
 # ---------------------------------------------------------- series helpers
 
 
-def pad(values, length):
+def pad(values: list, length: int) -> list:
     """`values` cut or padded with None to exactly `length` samples."""
     values = list(values)[:length]
     return values + [None] * (length - len(values))
 
 
-def infer_interval(t):
+def infer_interval(t: list) -> float:
     """The sampling interval implied by `t` (end times, evenly spaced)."""
     if len(t) >= 2:
         return t[1] - t[0]
@@ -167,7 +169,9 @@ def _overlaps(t_end, interval_s, start, end):
     return t_end - interval_s < end - _EPS and t_end > start + _EPS
 
 
-def window_mean(t, values, start, end, interval_s=None):
+def window_mean(
+    t: list, values: list, start: float, end: float, interval_s: float | None = None
+) -> float | None:
     """Mean of the samples lying inside [start, end); None samples ignored.
 
     Returns None when no measured sample falls in the window.
@@ -177,7 +181,7 @@ def window_mean(t, values, start, end, interval_s=None):
     return _mean(picked)
 
 
-def aggregate(value_lists, length):
+def aggregate(value_lists: list[list], length: int) -> list:
     """Per-sample sum over several flows.
 
     A None sample (flow not started, or series ended) contributes nothing;
@@ -198,7 +202,7 @@ def _mean(values):
 # ---------------------------------------------------------------- silence
 
 
-def silence_threshold(values):
+def silence_threshold(values: list) -> float:
     """Mbit/s below which a sample of this flow counts as silent.
 
     The larger of an absolute floor (0.01 Mbit/s) and 1% of the median of
@@ -211,7 +215,7 @@ def silence_threshold(values):
     return max(SILENCE_FLOOR_MBIT, relative)
 
 
-def max_silence_s(values, interval_s):
+def max_silence_s(values: list, interval_s: float) -> float | None:
     """Longest run of silent samples, in seconds; None if nothing was measured.
 
     Only the span from the flow's first to its last measured sample counts
@@ -233,7 +237,7 @@ def max_silence_s(values, interval_s):
 # ----------------------------------------------------------------- faults
 
 
-def link_outages(faults, duration):
+def link_outages(faults: list, duration: float) -> list[dict]:
     """Outage windows as [{link, start, end, restored}], ordered by start.
 
     A window runs from a link-down to the next link-up of the same link
@@ -257,7 +261,7 @@ def link_outages(faults, duration):
     return sorted(windows, key=lambda w: (w["start"], w["end"]))
 
 
-def fault_windows(faults, duration):
+def fault_windows(faults: list, duration: float) -> list[tuple[float, float]]:
     """Outage windows as (start, end) tuples, one per link outage."""
     return [(w["start"], w["end"]) for w in link_outages(faults, duration)]
 
@@ -273,7 +277,7 @@ class Periods:
     last_up: float | None  # the link-up that recovery is timed from
 
 
-def fault_periods(faults, duration):
+def fault_periods(faults: list, duration: float) -> Periods:
     """Split the run into before / during / after the faults."""
     faults = as_faults(faults)
     windows = link_outages(faults, duration)
@@ -304,7 +308,9 @@ def _period_mean(t, values, interval_s, ranges, blackouts):
     return _mean(picked)
 
 
-def recovery_s(t, aggregate_values, interval_s, last_up, before):
+def recovery_s(
+    t: list, aggregate_values: list, interval_s: float, last_up: float | None, before: float | None
+) -> float | None:
     """Seconds from `last_up` to the end of the first sample back at >= 90%
     of `before`. Timed to the sample's end: that is when the measurement
     proves the rate was back, so an instant recovery reads as one interval.
@@ -319,7 +325,9 @@ def recovery_s(t, aggregate_values, interval_s, last_up, before):
     return None
 
 
-def recovered_ratio(t, aggregate_values, interval_s, last_up, before):
+def recovered_ratio(
+    t: list, aggregate_values: list, interval_s: float, last_up: float | None, before: float | None
+) -> float | None:
     """Throughput over the run's last RECOVERY_WINDOW_S (clear of the settle
     margin after `last_up`) over `before`: once every failed link is back,
     does the traffic flow again? The end of the run is far enough from the
@@ -345,7 +353,9 @@ def _ratio(during, before):
     return during / before
 
 
-def group_metrics(t, interval_s, value_lists, periods, has_faults):
+def group_metrics(
+    t: list, interval_s: float, value_lists: list[list], periods: Periods, has_faults: bool
+) -> dict:
     """before/during/after, ratio, recovery (time and final share) and mean
     for a set of flows."""
     agg = aggregate(value_lists, len(t))
@@ -373,7 +383,7 @@ def _max_or_none(values):
     return max(values) if values else None
 
 
-def flow_metrics(series, flows):
+def flow_metrics(series: Series, flows: list[Flow]) -> dict:
     """{flow id: {src, dst, mean_mbit, max_silence_s}}."""
     return {
         f.id: {
@@ -386,7 +396,7 @@ def flow_metrics(series, flows):
     }
 
 
-def fidelity_metrics(fidelity_links):
+def fidelity_metrics(fidelity_links) -> dict:
     """{links: {name: {configured_mbit, achieved_mbit, fidelity, ...}}, min}."""
     links = {
         name: {
@@ -411,7 +421,7 @@ def _all_flows(series, flows):
     return flows + [Flow(fid, None, None) for fid in series.flows if fid not in known]
 
 
-def compute_metrics(series, flows, faults, duration, fidelity_links):
+def compute_metrics(series, flows, faults, duration: float, fidelity_links) -> dict:
     """All metrics of one drill as a JSON-ready dict.
 
     Keys: flows, hosts, overall, fidelity, outages, settings. The names in
