@@ -6,6 +6,7 @@ against these. Given a time-dilated fabric and jobs, the time is this
 machine's, like the measurements beside it: both are brought back to
 emulated time together (results/dilation.py)."""
 
+from testbed.fabric.model import Fabric
 from testbed.fabric.paths import compute_routes, trace
 from testbed.fabric.records import Job
 from traffic import collectives, roce
@@ -24,7 +25,7 @@ def schedule_of(job: Job) -> collectives.Schedule:
     )
 
 
-def expected_bytes_per_rank(job):
+def expected_bytes_per_rank(job: Job) -> int | None:
     """Bytes a rank must move per iteration by the algorithm's formula
     (independent of the schedule code for the AllReduces)."""
     n, s = len(job.hosts), job.bytes
@@ -33,20 +34,20 @@ def expected_bytes_per_rank(job):
     return None  # other collectives: the schedule's volume is the reference
 
 
-def frame_bytes(fabric):
+def frame_bytes(fabric: Fabric) -> int:
     """A full RoCE frame on this fabric: the largest payload its MTU allows
     plus Ethernet, IPv4, UDP, BTH and ICRC."""
     return roce.payload_for_mtu(fabric.mtu) + roce.FRAME_OVERHEAD
 
 
-def goodput_bps(fabric):
+def goodput_bps(fabric: Fabric) -> float:
     """Payload rate of one NIC port: its line rate less RoCE framing."""
     port = min(fabric.scaled_bps(l) for l in fabric.links if l.kind == "access")
     payload = roce.payload_for_mtu(fabric.mtu)
     return port * payload / (payload + roce.FRAME_OVERHEAD)
 
 
-def path_latency_s(fabric, job, frame_bytes=None):
+def path_latency_s(fabric: Fabric, job: Job, frame_bytes: int | None = None) -> float:
     """The longest store-and-forward delay between two ranks that exchange
     data: after the sender's own port, every further hop serializes the
     frame again at its link's (scaled) rate. Paths follow the controller's
@@ -68,7 +69,7 @@ def path_latency_s(fabric, job, frame_bytes=None):
     return worst
 
 
-def analytical_iteration_s(job, port_rate_bps, latency_s=0.0):
+def analytical_iteration_s(job: Job, port_rate_bps: float, latency_s: float = 0.0) -> float:
     """Iteration time on an idle fabric: compute plus the schedule's
     communication time at one port's rate (one flow per transfer), with the
     overlapped share of compute hidden."""

@@ -56,7 +56,7 @@ def _job_comparison_rows(results):
     ]
 
 
-def render_side_by_side(results_list):
+def render_side_by_side(results_list: list[dict]) -> str:
     """A compact terminal table comparing several runs (e.g. dual vs single ToR),
     and a second one for their training jobs when any ran some."""
     header = ["scenario", "result", "host", "before", "during", "after", "silence_s", "ratio", "fidelity"]

@@ -5,7 +5,7 @@ and what each restart did, from the controller's own events."""
 ROUTES_AFTER_START_LIMIT_S = 30.0  # a restart whose routes never stood within this is "never"
 
 
-def record(events, t0, actions, ran_s, dilation=1.0):
+def record(events: list, t0: float, actions: list, ran_s: float, dilation: float = 1.0) -> dict:
     """{"exits": [...], "restarts": [...], "without_s": float, "unplanned": [...]}
     in emulated time. `events`: the controller's events (monotonic "t");
     `actions`: the timeline's stop/start entries as applied (applied_at,
@@ -57,7 +57,7 @@ def _without_s(exits, restarts, end):
     return round(total, 4)
 
 
-def problems(rec):
+def problems(rec: dict) -> list[str]:
     """An exit the scenario did not ask for means the run was not what it
     planned: the fabric went on with the last routes it had, and nothing
     rerouted around a fault from then on."""

@@ -15,6 +15,8 @@ at least 1 s in all is judged, switch ports and host ports alike, each on
 its own.
 """
 
+from testbed.fabric.model import Fabric
+
 BUSY_MIN_SAMPLES = 10  # an egress must be busy for >= 1 s in all to be judged
 # Sample stamps are taken once all counters are read, a few ms after the
 # switch ports' counters were: the interval a port really had is up to
@@ -22,7 +24,14 @@ BUSY_MIN_SAMPLES = 10  # an egress must be busy for >= 1 s in all to be judged
 STAMP_SLACK = 0.05
 
 
-def fidelity(samples, configured_mbit, names, owners=None, skip=None, frame_bytes=0):
+def fidelity(
+    samples: list,
+    configured_mbit: dict,
+    names: dict,
+    owners: dict | None = None,
+    skip: dict | None = None,
+    frame_bytes: int = 0,
+) -> dict:
     """Per egress device busy long enough: its configured rate, the rate it
     sent at while busy, the seconds it was busy and its fidelity (bytes
     delivered / bytes owed, see the module's docstring).
@@ -67,7 +76,7 @@ def fidelity(samples, configured_mbit, names, owners=None, skip=None, frame_byte
     return out
 
 
-def egress_rates(fabric):
+def egress_rates(fabric: Fabric) -> tuple[dict, dict]:
     """({egress dev: configured Mbit/s}, {egress dev: link name})."""
     rates, names = {}, {}
     for link in fabric.links:
@@ -77,7 +86,7 @@ def egress_rates(fabric):
     return rates, names
 
 
-def egress_owners(fabric):
+def egress_owners(fabric: Fabric) -> dict:
     """{egress dev: (node it leaves, whether that node is a switch)}."""
     return {
         end.ifname: (end.node, fabric.nodes[end.node].is_switch)
@@ -86,12 +95,12 @@ def egress_owners(fabric):
     }
 
 
-def fault_edges(fabric, faults, settle_s):
+def fault_edges(fabric: Fabric, faults: list, settle_s: float) -> dict:
     """{egress dev: [(start, end)]}: for both ends of every link a fault
     pulled or replugged, settle_s either side of the fault (the queue there
     is flushed when the link goes down, not sent; the fault's stamp is
     taken once the command returned, a little after the cable moved)."""
-    out = {}
+    out: dict = {}
     for f in faults:
         t = f.get("applied_at")
         t = f["at"] if t is None else t
@@ -101,7 +110,7 @@ def fault_edges(fabric, faults, settle_s):
     return out
 
 
-def cpu_summary(cpu, saturated=0.95):
+def cpu_summary(cpu: list, saturated: float = 0.95) -> dict:
     """Host CPU over the run: mean busy fraction and the share of 0.1 s
     samples in which every core was (nearly) busy: an emulator at 100% CPU
     delays packets and its numbers stop meaning what they say."""
@@ -114,7 +123,7 @@ def cpu_summary(cpu, saturated=0.95):
     }
 
 
-def egress_bytes(samples, devs, start=None, end=None):
+def egress_bytes(samples: list, devs, start: float | None = None, end: float | None = None) -> dict:
     """{dev: bytes its egress sent} for each of `devs` the samples hold,
     over the whole run or between the samples that bracket [start, end]."""
     if not samples:
@@ -129,7 +138,7 @@ def egress_bytes(samples, devs, start=None, end=None):
     return {d: last[d][0] - first[d][0] for d in devs if d in first and d in last}
 
 
-def dci_bytes(fabric, samples, start=None, end=None):
+def dci_bytes(fabric: Fabric, samples: list, start: float | None = None, end: float | None = None) -> int:
     """Bytes that crossed the DC interconnect, measured on the egress
     counters of every DCI link end (both directions), over the whole run or
     between the samples that bracket [start, end]."""
@@ -137,7 +146,7 @@ def dci_bytes(fabric, samples, start=None, end=None):
     return sum(egress_bytes(samples, ends, start, end).values())
 
 
-def max_mean(loads):
+def max_mean(loads: dict) -> float | None:
     """max/mean of a {link: bytes} map: 1.0 when every link carried the
     same, n when one of n links carried everything; None when nothing was
     carried."""
@@ -146,7 +155,7 @@ def max_mean(loads):
     return round(max(loads.values()) / (sum(loads.values()) / len(loads)), 3)
 
 
-def queue_drops(samples, names):
+def queue_drops(samples: list, names: dict) -> dict:
     """{link name (dev egress): packets its queue dropped} over the run, for
     every modeled egress queue that dropped any: the loss the emulated
     network itself accounts for."""
@@ -160,7 +169,7 @@ def queue_drops(samples, names):
     return out
 
 
-def cpu_per_packet(agent_results, emulator):
+def cpu_per_packet(agent_results: dict, emulator: dict) -> dict:
     """CPU the traffic agents and Open vSwitch spent per packet (pure).
 
     agents_us: agents' CPU per data packet sent (each one is also received

@@ -29,14 +29,14 @@ TIME_KEYS = frozenset({"t", "at", "issued_at", "applied_at", "start", "end"})
 MACHINE_TIME_KEYS = frozenset({"bringup_s"})
 
 
-def note(n):
+def note(n: float | None) -> str:
     """The sentence every report shows for a dilated run ('' when n is 1)."""
     if not n or n == 1:
         return ""
     return f"time dilation {n:g}: rates /{n:g}, times x{n:g} on this machine; reported in emulated time"
 
 
-def to_emulated(results, n):
+def to_emulated(results, n: float):
     """A copy of `results` (any part of a results dict: metrics, faults,
     series, durations) with times divided by `n` and rates multiplied by it."""
     if n == 1:

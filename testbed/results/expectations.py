@@ -9,6 +9,8 @@ every expectation is then reported as "untrustworthy" and none passes, even
 if the numbers look fine.
 """
 
+from typing import Any
+
 from testbed.fabric.vocabulary import CLASS_METRICS, CONTROLLER_METRICS, JOB_METRICS, PROBE_METRICS
 
 PASSED, FAILED, UNTRUSTWORTHY = "passed", "failed", "untrustworthy"
@@ -24,12 +26,12 @@ FIDELITY = "fidelity"
 METRICS = tuple(METRIC_KEYS) + (FIDELITY,) + CLASS_METRICS + CONTROLLER_METRICS + PROBE_METRICS
 
 
-def format_number(x):
+def format_number(x: float) -> str:
     """Short human form of a bound: 0.45, 1, 1e+03 -> '0.45', '1', '1000'."""
     return f"{x:.6g}" if abs(x) < 1e6 else f"{x:.3g}"
 
 
-def expected_text(lo, hi):
+def expected_text(lo: float | None, hi: float | None) -> str:
     """'>= 0.45', '<= 1', 'in [9, 11]' or 'any value' for no bound."""
     if lo is not None and hi is not None:
         return f"in [{format_number(lo)}, {format_number(hi)}]"
@@ -40,7 +42,7 @@ def expected_text(lo, hi):
     return "any value"
 
 
-def lookup_job(metrics, metric, job):
+def lookup_job(metrics: dict, metric: str, job: str | None) -> tuple[Any, str | None]:
     """A per-job measurement (training jobs): (value or None, reason)."""
     jobs = metrics.get("jobs") or {}
     if job not in jobs:
@@ -49,7 +51,7 @@ def lookup_job(metrics, metric, job):
     return value, None if value is not None else f"{metric} not measured for job {job}"
 
 
-def lookup_class(metrics, metric, cls):
+def lookup_class(metrics: dict, metric: str, cls: str | None) -> tuple[Any, str | None]:
     """A per-class measurement of the queues: (value or None, reason)."""
     if cls is None:
         return None, f"{metric} is measured per queue class: name the class"
@@ -64,7 +66,7 @@ def lookup_class(metrics, metric, cls):
     return value, None
 
 
-def lookup_gap(metrics, fault):
+def lookup_gap(metrics: dict, fault: str | None) -> tuple[Any, str | None]:
     """The longest delivery gap the probes saw around a named fault."""
     entry = ((metrics.get("probe") or {}).get("faults") or {}).get(fault)
     if entry is None:
@@ -74,7 +76,14 @@ def lookup_gap(metrics, fault):
     return entry["gap_ms"], None
 
 
-def lookup(metrics, metric, host, job=None, cls=None, fault=None):
+def lookup(
+    metrics: dict,
+    metric: Any,
+    host: str | None,
+    job: str | None = None,
+    cls: str | None = None,
+    fault: str | None = None,
+) -> tuple[Any, str | None]:
     """(measured value or None, reason when None)."""
     if metric in PROBE_METRICS:
         return lookup_gap(metrics, fault)
@@ -110,7 +119,7 @@ def lookup(metrics, metric, host, job=None, cls=None, fault=None):
     return value, None if value is not None else f"{metric} not measured for {where}"
 
 
-def check(value, lo, hi):
+def check(value: Any, lo: float | None, hi: float | None) -> tuple[bool, str | None]:
     """(within bounds?, reason when not)."""
     if lo is not None and value < lo:
         return False, f"measured {format_number(value)} is below {format_number(lo)}"
@@ -123,7 +132,7 @@ def _bound(x):
     return None if x is None else float(x)
 
 
-def evaluate_one(item, metrics, trustworthy):
+def evaluate_one(item: dict, metrics: dict, trustworthy: bool) -> dict:
     """The result dict of one expectation."""
     metric, host = item.get("metric"), item.get("host")
     lo, hi = _bound(item.get("min")), _bound(item.get("max"))
@@ -164,12 +173,12 @@ def evaluate_one(item, metrics, trustworthy):
     }
 
 
-def evaluate(expect, metrics, trustworthy):
+def evaluate(expect: list, metrics: dict, trustworthy: bool) -> list[dict]:
     """Results of all expectations, in the scenario's order."""
     return [evaluate_one(item, metrics, trustworthy) for item in expect or []]
 
 
-def all_passed(results):
+def all_passed(results: list[dict]) -> bool:
     """Every expectation passed. A drill that declares none (to watch a
     fabric rather than test it) passes if it was measured faithfully, which
     the caller checks separately."""

@@ -14,7 +14,15 @@ MAX_GAP_EVENTS = 20  # gap events listed per job in results.json
 STALL_FACTOR = 3.0  # an iteration this many times the job's median counts as stalled
 
 
-def job_metrics(jobs, agent_results, port_rate_bps, faults=(), duration=None, dc_of=None, fabric=None):
+def job_metrics(
+    jobs,
+    agent_results: dict,
+    port_rate_bps: float,
+    faults=(),
+    duration: float | None = None,
+    dc_of: dict | None = None,
+    fabric=None,
+) -> dict:
     """Per job: iteration times (job-level: iteration k ends when its last
     rank ends it), completion time, bytes, retransmissions, GPU-utilization
     proxy; plus the aggregate utilization weighted by ranks (GPUs)."""
@@ -25,7 +33,7 @@ def job_metrics(jobs, agent_results, port_rate_bps, faults=(), duration=None, dc
         latency = path_latency_s(fabric, job) if fabric is not None else 0.0
         out[job.name] = _one_job(job, ranks, port_rate_bps, windows, latency)
         if dc_of:
-            groups = {}
+            groups: dict = {}
             for i, h in enumerate(job.hosts):
                 groups.setdefault(dc_of[h], []).append(i)
             # What the schedule puts across DC boundaries: a reference for

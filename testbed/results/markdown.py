@@ -659,7 +659,7 @@ def _emulator_drops_text(lost):
     return (" Counted by the kernel meanwhile: " + "; ".join(said) + ".") if said else ""
 
 
-def render_summary(results):
+def render_summary(results: dict) -> str:
     """summary.md as a string."""
     metrics = results.get("metrics") or {}
     # What came from the scenario file is escaped: a description or a name

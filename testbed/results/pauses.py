@@ -30,7 +30,7 @@ def _stats_ms(values):
     }
 
 
-def records(raw, t0, class_names):
+def records(raw: dict, t0: float, class_names: list) -> list[dict]:
     """The daemon's pauses as records in seconds from the drill's zero `t0`
     (monotonic seconds): link, class, start, duration, reaction."""
     out = []
@@ -54,9 +54,9 @@ def records(raw, t0, class_names):
     return out
 
 
-def summary(recs, events=0, errors=(), scheduling=None):
+def summary(recs: list[dict], events: int = 0, errors=(), scheduling: dict | None = None) -> dict:
     """Totals per link and class, and the reaction statistics (ms)."""
-    links = {}
+    links: dict = {}
     for r in recs:
         e = links.setdefault(f"{r['link']}/{r['class']}", {"pauses": 0, "paused_s": 0.0})
         e["pauses"] += 1
@@ -76,9 +76,9 @@ def summary(recs, events=0, errors=(), scheduling=None):
     }
 
 
-def class_totals(recs):
+def class_totals(recs: list[dict]) -> dict:
     """Per class: pauses and paused link-seconds."""
-    out = {}
+    out: dict = {}
     for r in recs:
         t = out.setdefault(r["class"], {"pauses": 0, "paused_s": 0.0})
         t["pauses"] += 1
@@ -86,17 +86,17 @@ def class_totals(recs):
     return out
 
 
-def paused_intervals(raw):
+def paused_intervals(raw: dict) -> dict:
     """{port: [(start, end)]} in monotonic seconds, from when each pause was
     in force to when its resume was: the port's line was held then."""
-    out = {}
+    out: dict = {}
     for p in raw.get("pauses", ()):
         end = p.get("resumed_ns") or p.get("end_ns")
         out.setdefault(p["ifname"], []).append((p["applied_ns"] * NS, end * NS))
     return out
 
 
-def to_emulated(recs, n):
+def to_emulated(recs: list[dict], n: float) -> list[dict]:
     """Records with times in emulated time (a dilated run is n times slower)."""
     if n == 1:
         return recs

@@ -111,7 +111,9 @@ def _titled(title, time_dilation):
     return f"{title}\n({extra})" if extra else title
 
 
-def plot_throughput(out_dir, series, faults, title, flow_info=None, time_dilation=1):
+def plot_throughput(
+    out_dir: str, series, faults, title: str, flow_info: dict | None = None, time_dilation: float = 1
+) -> str | None:
     """Write throughput.png into `out_dir` and return its path.
 
     `series` is the results' series dict ({interval_s, t, flows, flow_info})
@@ -138,7 +140,7 @@ def plot_throughput(out_dir, series, faults, title, flow_info=None, time_dilatio
     )
 
 
-def plot_iterations(out_dir, results):
+def plot_iterations(out_dir: str, results: dict) -> str | None:
     """Write iterations.png into `out_dir`: every job's iteration times at
     the moments the iterations ended, its analytical iteration time as a
     dashed line of the same colour, and the faults. Returns its path, or
@@ -203,7 +205,7 @@ QUEUES_PNG = "queues.png"
 QUEUE_LINES = 8  # the busiest port-classes; more lines would be unreadable
 
 
-def plot_queues(out_dir, results):
+def plot_queues(out_dir: str, results: dict) -> str | None:
     """Write queues.png: the backlog of the busiest port-classes over time
     (bytes, sampled by the queue engine). None when nothing queued."""
     q = results.get("queues") or {}
@@ -236,7 +238,7 @@ MARKS_PNG = "marks.png"
 PAUSES_PNG = "pauses.png"
 
 
-def plot_marks(out_dir, results):
+def plot_marks(out_dir: str, results: dict) -> str | None:
     """Write marks.png: CE marks per second of the busiest marking
     port-classes over time. None when nothing was marked."""
     q = results.get("queues") or {}
@@ -261,7 +263,7 @@ def plot_marks(out_dir, results):
     )
 
 
-def plot_pauses(out_dir, results):
+def plot_pauses(out_dir: str, results: dict) -> str | None:
     """Write pauses.png: every pause as a bar on its link's row (the
     upstream port that was paused, and the class). None without pauses."""
     recs = results.get("pauses") or []

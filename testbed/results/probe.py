@@ -21,9 +21,9 @@ WARMUP_S = 1.0  # the baseline skips the first second (ARP, first packets)
 BEFORE_S = 1.0  # how far back the crossing rate looks
 
 
-def fault_windows(faults, end_s):
+def fault_windows(faults: list, end_s: float) -> list:
     """[(name, start, end, [faults])] in order, for faults that have a name."""
-    groups = {}
+    groups: dict = {}
     for f in faults:
         if f.get("name"):
             groups.setdefault(f["name"], []).append(f)
@@ -41,7 +41,7 @@ def _issued(f):
     return f.get("issued_at", f["applied_at"])
 
 
-def flow_gap(arrivals, sent, start, end):
+def flow_gap(arrivals: list, sent: list, start: float, end: float) -> float:
     """Longest interval without a delivery in [start, end) for one flow:
     `arrivals` sorted times, `sent` sorted send times (the same clock)."""
     inside = [t for t in arrivals if start <= t < end]
@@ -54,7 +54,7 @@ def flow_gap(arrivals, sent, start, end):
     return gap
 
 
-def probe_results(records, faults, t0, end_s, samples=(), link_devs=None):
+def probe_results(records: dict, faults: list, t0: float, end_s: float, samples=(), link_devs=None) -> dict:
     """Metrics of the probes (see the module docstring).
 
     records: [{rate, flows, sent: {flow: [t]}, arrivals: {flow: [[seq, t]]}}]

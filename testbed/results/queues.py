@@ -2,10 +2,10 @@
 expectations are judged on, all measured from the engine's counters."""
 
 
-def class_totals(queues):
+def class_totals(queues: dict) -> dict:
     """Per class: drops, marks and sent bytes over all ports, and the largest
     max and p99 backlog of any one port (the bottleneck)."""
-    out = {}
+    out: dict = {}
     for by_class in (queues or {}).get("ports", {}).values():
         for name, e in by_class.items():
             t = out.setdefault(
@@ -20,7 +20,7 @@ def class_totals(queues):
     return out
 
 
-def class_drops(queues):
+def class_drops(queues: dict) -> dict:
     """{"ifname egress, class c": packets the class dropped} for every class
     that dropped any: loss the emulated network accounts for (the engine
     drops in BPF, before HTB, so the qdisc counters never see it)."""
@@ -32,7 +32,7 @@ def class_drops(queues):
     }
 
 
-def to_emulated(queues, n):
+def to_emulated(queues: dict, n: float) -> dict:
     """The queue record with its sample times in emulated time (bytes and
     counts are the same under time dilation)."""
     if not queues or n == 1:

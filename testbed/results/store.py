@@ -8,6 +8,7 @@ import math
 import os
 import tempfile
 from importlib import resources
+from typing import Any
 
 import jsonschema
 
@@ -56,7 +57,7 @@ def jsonable(obj: object) -> object:
 def write_results(out_dir: str, results: dict) -> dict[str, str]:
     """Write results.json and summary.md into `out_dir`; return their paths."""
     os.makedirs(out_dir, exist_ok=True)
-    data = jsonable(results)
+    data: Any = jsonable(results)
     paths = {"results": os.path.join(out_dir, RESULTS_JSON), "summary": os.path.join(out_dir, SUMMARY_MD)}
     atomic_write(paths["results"], json.dumps(data, indent=2, allow_nan=False) + "\n")
     atomic_write(paths["summary"], render_summary(data))
