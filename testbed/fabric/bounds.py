@@ -11,6 +11,7 @@ this package does not import) are held to it by unit tests.
 import math
 
 from .dilation import AUTO, MAX_DILATION
+from .model import Fabric
 from .problems import Problem, seconds
 from .units import format_rate, format_time, parse_time
 
@@ -85,7 +86,7 @@ CNP_INTERVAL_RANGE = ("0s", "1s")  # 0: a CNP for every marked packet
 # --- a scenario's products ---------------------------------------------------------------
 
 
-def cost_problems(file, doc, duration, jobs, fabric):
+def cost_problems(file: str, doc: dict, duration: float, jobs: list, fabric: Fabric | None) -> list[Problem]:
     """Every bound below that the scenario `doc` breaks (`duration` in
     seconds, `jobs` as scenario._job_entry made them, `fabric` None when it
     could not be built)."""
@@ -104,12 +105,12 @@ def cost_problems(file, doc, duration, jobs, fabric):
     return problems + planner_problems(file, jobs, fabric)
 
 
-def wall_seconds(duration, dilation):
+def wall_seconds(duration: float, dilation: float | str) -> float:
     """The run's longest time on the clock: 'auto' may choose MAX_DILATION."""
     return duration * (MAX_DILATION if dilation == AUTO else float(dilation))
 
 
-def wall_time_problems(file, duration, dilation, wall):
+def wall_time_problems(file: str, duration: float, dilation: float | str, wall: float) -> list[Problem]:
     factor = f"up to {MAX_DILATION:g} ('auto')" if dilation == AUTO else f"{float(dilation):g}"
     return [
         Problem(
@@ -122,7 +123,7 @@ def wall_time_problems(file, duration, dilation, wall):
     ]
 
 
-def sample_problems(file, fabric, classes, wall):
+def sample_problems(file: str, fabric: Fabric, classes: int, wall: float) -> list[Problem]:
     """The queue sampler keeps every port's classes at QUEUE_SAMPLE_HZ, the
     link sampler every port at LINK_SAMPLE_HZ, for the whole wall time."""
     ports = 2 * len(fabric.links)
@@ -155,7 +156,7 @@ def sample_problems(file, fabric, classes, wall):
     ]
 
 
-def capture_problems(file, capture, mtu):
+def capture_problems(file: str, capture: dict, mtu: int) -> list[Problem]:
     hosts, packets = len(capture["hosts"]), capture.get("packets", 1000)
     total = hosts * packets * mtu
     if total <= MAX_CAPTURE_BYTES:
@@ -180,7 +181,7 @@ def _size(nbytes):
 # --- planning ------------------------------------------------------------------------
 
 
-def planner_problems(file, jobs, fabric):
+def planner_problems(file: str, jobs: list, fabric: Fabric) -> list[Problem]:
     """At most one problem: the connections (announcement, path search)
     before the transfers (schedules)."""
     links = len(fabric.links)
@@ -213,7 +214,7 @@ def _group_sizes(job):
     return None if groups is None else [len(g) for g in groups]
 
 
-def transfers(collective, n, groups=None, microbatches=1):
+def transfers(collective: str, n: int, groups: list[int] | None = None, microbatches: int = 1) -> int:
     """Sends per iteration in the schedule of traffic/collectives.py (ring:
     2 passes of n-1 steps of n sends; halving-doubling: 2 log2(n) steps of n;
     hierarchical: per group its two ring passes and the shards folded into
@@ -231,7 +232,7 @@ def transfers(collective, n, groups=None, microbatches=1):
     return sum(2 * g * (g - 1) + 2 * (g - lanes) for g in sizes) + 2 * lanes * count * (count - 1)
 
 
-def connections(collective, n, groups=None, microbatches=1):
+def connections(collective: str, n: int, groups: list[int] | None = None, microbatches: int = 1) -> int:
     """Distinct (rank, peer) pairs that send, as testbed/drill/announce.py
     lists them."""
     if collective == "ring":
@@ -316,7 +317,7 @@ def _rate_field(fabric, link):
 # --- transport -------------------------------------------------------------------------
 
 
-def transport_problems(file, raw):
+def transport_problems(file: str, raw: dict | None) -> list[Problem]:
     """The agents' timers within the ranges above, as written."""
     raw = raw or {}
     checks = [("transport.rto", raw.get("rto"), RTO_RANGE)]

@@ -15,13 +15,19 @@ setting reaches (the kernel's TCP timers of iperf3 flows, the controller's
 reaction, Open vSwitch's own timers; see "Time dilation" in the README).
 """
 
+from __future__ import annotations
+
 import dataclasses
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # scenario.py imports this module
+    from .scenario import Scenario
 
 AUTO = "auto"
 MIN_DILATION, MAX_DILATION = 1.0, 64.0
 
 
-def parse_setting(text):
+def parse_setting(text: Any) -> float | str:
     """The value of `--dilation`: 'auto' or a number from 1 to 64;
     ValueError saying what was expected otherwise."""
     if str(text).strip() == AUTO:
@@ -37,7 +43,7 @@ def parse_setting(text):
     return n
 
 
-def dilate(sc, n):
+def dilate(sc: Scenario, n: float) -> Scenario:
     """A copy of Scenario `sc` to be played `n` times slower: its fabric
     shaped at rates /n and delays xn, its times xn, its bytes, expectations
     (emulated units) and transport knobs unchanged."""

@@ -100,7 +100,7 @@ def _yaml_message(err):
     return text
 
 
-def kind_of(value):
+def kind_of(value: object) -> str:
     """'a list', 'a string', ...: what a value is, without what it says."""
     if value is None or isinstance(value, (dict, list)):
         return describe(value)
@@ -109,7 +109,7 @@ def kind_of(value):
     )
 
 
-def load_yaml(path, within=None):
+def load_yaml(path, within=None) -> dict:
     """The mapping in the YAML file `path`; ConfigError with one problem if
     not. `within(real_path)`: whether the file, as opened, may be read (it
     is asked of the open file, so a link swapped in after a check on the
@@ -163,6 +163,6 @@ def _read_text(name, within=None):
         raise fail(name, TOP, f"not UTF-8 text (bad byte at offset {e.start})") from None
 
 
-def detect_kind(doc):
+def detect_kind(doc: object) -> str:
     """'scenario' for a mapping with a `topology` key, else 'topology'."""
     return SCENARIO if isinstance(doc, dict) and TOPOLOGY in doc else TOPOLOGY

@@ -31,7 +31,7 @@ class Problem:
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u2028-\u202e\u2066-\u2069]")
 
 
-def printable(text):
+def printable(text: object) -> str:
     """`text` with every control character shown as an escape (`\\x1b`), so
     that a name or message from a file cannot drive the terminal that
     prints it: no colours, no cursor moves, no line overwritten."""
@@ -46,14 +46,14 @@ class ConfigError(Exception):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
-def fail(file, field, message):
+def fail(file: object, field: str, message: str) -> ConfigError:
     return ConfigError([Problem(str(file), field, message)])
 
 
 # --- describing what a file holds ----------------------------------------------
 
 
-def describe(value):
+def describe(value: object) -> str:
     """A short phrase for a value found in a file."""
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -70,14 +70,14 @@ def describe(value):
     return f"a {type(value).__name__} ({value})"
 
 
-def show(value):
+def show(value: object) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def count(n, noun):
+def count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def seconds(x):
+def seconds(x: float) -> str:
     return f"{x:g}s"

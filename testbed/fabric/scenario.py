@@ -18,7 +18,7 @@ from . import bounds, queues, semantics
 from .build import ModelError, build_fabric
 from .loader import SCENARIO, TOPOLOGY, detect_kind, load_yaml
 from .model import Fabric
-from .problems import TOP, ConfigError, fail, show
+from .problems import TOP, ConfigError, Problem, fail, show
 from .records import Job
 from .schema import schema_problems
 from .units import parse_time
@@ -36,7 +36,7 @@ def load_fabric(path, topology_dirs=()):
     return TOPOLOGY, _topology_from_doc(path, doc)[1]
 
 
-def check_files(paths):
+def check_files(paths: list) -> list[Problem]:
     """Every problem in the given files, each validated by its detected kind."""
     problems = []
     for path in paths:
@@ -58,7 +58,7 @@ FABRIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 SHIPPED_TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 
 
-def fabric_name_from(path):
+def fabric_name_from(path) -> str:
     """The name of the fabric a topology file builds: its file name without
     the extension; ConfigError when that is not a plain name."""
     stem = Path(path).stem
@@ -73,7 +73,7 @@ def fabric_name_from(path):
     return stem
 
 
-def topology_roots(scenario_path, extra=()):
+def topology_roots(scenario_path, extra=()) -> list[Path]:
     """The folders a scenario's `topology:` may name a file in: the
     scenario's own folder tree, hpnlab's shipped topologies, and those given
     on the command line. Anything else (an absolute path, `..` out of the
@@ -84,7 +84,7 @@ def topology_roots(scenario_path, extra=()):
     ]
 
 
-def allowed_topology_path(scenario_path, topo, extra=()):
+def allowed_topology_path(scenario_path, topo: str, extra=()) -> Path | None:
     """The resolved path of `topo` when it lies under one of topology_roots,
     else None (then nothing about it was read)."""
     target = Path(os.path.realpath(Path(scenario_path).parent / topo))
@@ -156,13 +156,13 @@ class Scenario:
     probes: tuple = ()  # dicts: src, dst, rate (packets/s), flows (source ports)
 
     @property
-    def jobs_only(self):
+    def jobs_only(self) -> bool:
         """Training jobs and no iperf3 flows: the drill ends when the last
         job does (and every fault has been applied), duration is its limit."""
         return bool(self.jobs) and not self.traffic
 
 
-def load_scenario(path, topology_dirs=()):
+def load_scenario(path, topology_dirs=()) -> Scenario:
     """The Scenario in file `path`; ConfigError listing every problem if invalid.
     `topology_dirs`: see load_fabric."""
     return _scenario_from_doc(Path(path), load_yaml(path), topology_dirs)

@@ -59,7 +59,7 @@ def _validator(name):
     return _Validator(schemas[name], registry=registry)
 
 
-def schema_problems(file, doc, kind):
+def schema_problems(file, doc: object, kind: str) -> list[Problem]:
     """Problems of `doc` against the schema of `kind`, in document order."""
     errors = sorted(
         _said_once(_validator(kind).iter_errors(doc)), key=lambda e: _document_order(doc, e.absolute_path)
@@ -99,7 +99,7 @@ def _document_order(doc, path):
     return tuple(key)
 
 
-def format_path(steps):
+def format_path(steps) -> str:
     """('traffic', 0, 'dst') -> 'traffic[0].dst'; () -> '(top)'."""
     text = ""
     for step in steps:

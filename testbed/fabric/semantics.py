@@ -8,6 +8,7 @@ import dataclasses
 import re
 
 from . import bounds, queues
+from .model import Fabric
 from .problems import Problem, count, seconds, show
 from .units import parse_time
 from .vocabulary import CLASS_METRICS, JOB_METRICS
@@ -55,7 +56,7 @@ def _class_expect_problems(file, i, e, cls, class_names):
     return []
 
 
-def duration_problems(file, raw, duration):
+def duration_problems(file: str, raw: object, duration: float) -> list[Problem]:
     if duration <= 0:
         return [Problem(file, "duration", f"expected seconds > 0, got {show(raw)}")]
     if duration > MAX_DURATION_S:
@@ -82,7 +83,9 @@ def _host_summary(fabric):
     return f"hosts: {hosts[0]}..{hosts[-1]}"
 
 
-def traffic_problems(file, raws, entries, duration, fabric):
+def traffic_problems(
+    file: str, raws: list, entries: list, duration: float, fabric: Fabric | None
+) -> list[Problem]:
     problems = []
     flows = sum(t["parallel"] * len(t["dst"]) for t in entries)
     if flows > MAX_FLOWS:
@@ -119,7 +122,7 @@ def traffic_problems(file, raws, entries, duration, fabric):
     return problems
 
 
-def fault_problems(file, faults, duration, fabric):
+def fault_problems(file: str, faults: list, duration: float, fabric: Fabric | None) -> list[Problem]:
     problems, valid = [], []
     for i, f in enumerate(faults):
         here = f"faults[{i}]"
@@ -143,7 +146,7 @@ def fault_problems(file, faults, duration, fabric):
     )
 
 
-def controller_timeline_problems(file, timeline, duration):
+def controller_timeline_problems(file: str, timeline: list, duration: float) -> list[Problem]:
     """Each entry inside the run; the controller stops only while running
     and starts only while stopped (it runs when the drill begins)."""
     problems = []
@@ -244,7 +247,7 @@ def _fault_number(field):
     return int(re.search(r"\[(\d+)\]", field).group(1))
 
 
-def probe_problems(file, probes, fabric):
+def probe_problems(file: str, probes: list, fabric: Fabric | None) -> list[Problem]:
     problems = []
     for i, p in enumerate(probes):
         here = f"probes[{i}]"
@@ -391,7 +394,9 @@ def expect_problems(
     return problems
 
 
-def job_problems(file, raws, jobs, duration, fabric, has_queues=False):
+def job_problems(
+    file: str, raws: list, jobs: list, duration: float, fabric: Fabric, has_queues: bool = False
+) -> list[Problem]:
     problems, seen = [], set()
     for i, (_raw, j) in enumerate(zip(raws, jobs)):
         here = f"jobs[{i}]"
@@ -487,7 +492,7 @@ def job_problems(file, raws, jobs, duration, fabric, has_queues=False):
     return problems
 
 
-def capture_problems(file, capture, fabric):
+def capture_problems(file: str, capture: dict, fabric: Fabric) -> list[Problem]:
     problems = []
     for k, h in enumerate(capture["hosts"]):
         why = _host_problem(fabric, h)
@@ -496,7 +501,7 @@ def capture_problems(file, capture, fabric):
     return problems
 
 
-def transport_problems(file, raw):
+def transport_problems(file: str, raw: dict | None) -> list[Problem]:
     """The agents' timers in range (bounds.py); then DCQCN's alpha, which
     decays once per alpha period without a CNP: if the period is shorter
     than the receivers' CNP interval, alpha decays between the CNPs of a
@@ -519,14 +524,15 @@ def transport_problems(file, raw):
     return []
 
 
-def queue_problems(file, raw, fabric):
+def queue_problems(file: str, raw: dict | None, fabric: Fabric | None) -> list[Problem]:
     """Class names unique, each DSCP in one class at most, overrides naming
     classes that exist, and on every port a buffer of at least two frames
     with ECN thresholds inside it."""
     if raw is None or fabric is None:
         return []
     problems = []
-    names, owner = [c["name"] for c in raw["classes"]], {}
+    names = [c["name"] for c in raw["classes"]]
+    owner: dict = {}
     for i, c in enumerate(raw["classes"]):
         here = f"queues.classes[{i}]"
         if names.index(c["name"]) != i:
