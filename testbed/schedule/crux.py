@@ -31,8 +31,12 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
+
+Path = tuple  # a path: the ids of the links it crosses, in order
+Bandwidth = dict  # {link id: bytes per second}
 
 # Bounds on the correction factor k: a job that never suffers from waiting
 # keeps a sliver of its intensity so that such jobs still order among
@@ -98,14 +102,14 @@ def _is_nonempty_name(value) -> bool:
     return isinstance(value, str) and value != ""
 
 
-def validate_bandwidth(bandwidth) -> None:
+def validate_bandwidth(bandwidth: Bandwidth) -> None:
     """Every link rate must be a positive finite number of bytes/s."""
     for link, rate in bandwidth.items():
         if not _is_positive_number(rate):
             raise ValueError(f"link {link!r}: bandwidth must be a positive number of bytes/s, got {rate!r}")
 
 
-def validate_path(job, flow, path, bandwidth) -> None:
+def validate_path(job: Job, flow: Flow, path: Path, bandwidth: Bandwidth) -> None:
     """A path is a non-empty, loop-free sequence of links that all have a bandwidth."""
     where = f"job {job.name!r} flow {flow.name!r}"
     if not path:
@@ -117,7 +121,7 @@ def validate_path(job, flow, path, bandwidth) -> None:
             raise ValueError(f"{where}: path {list(path)!r} uses link {link!r}, which has no bandwidth")
 
 
-def validate_flow(job, flow, bandwidth) -> None:
+def validate_flow(job: Job, flow: Flow, bandwidth: Bandwidth) -> None:
     """A flow has a name, a positive size and at least one usable path."""
     if not _is_nonempty_name(flow.name):
         raise ValueError(f"job {job.name!r}: a flow name must be a non-empty string, got {flow.name!r}")
@@ -132,7 +136,7 @@ def validate_flow(job, flow, bandwidth) -> None:
         validate_path(job, flow, path, bandwidth)
 
 
-def validate_job(job, bandwidth) -> None:
+def validate_job(job: Job, bandwidth: Bandwidth) -> None:
     """A job has a name, positive compute, an overlap in 0..1 and valid flows
     with distinct names."""
     if not _is_nonempty_name(job.name):
@@ -159,7 +163,7 @@ def validate_job(job, bandwidth) -> None:
         validate_flow(job, flow, bandwidth)
 
 
-def validate_jobs(jobs, bandwidth) -> None:
+def validate_jobs(jobs: Sequence[Job], bandwidth: Bandwidth) -> None:
     """All jobs valid, with distinct names, over valid link rates."""
     validate_bandwidth(bandwidth)
     names = [job.name for job in jobs]
@@ -169,14 +173,14 @@ def validate_jobs(jobs, bandwidth) -> None:
             raise ValueError(f"job name {job.name!r} is used twice; expected distinct job names")
 
 
-def validate_levels(levels) -> None:
+def validate_levels(levels: int) -> None:
     """The number of hardware priority levels is a whole number, at least 1."""
     if isinstance(levels, bool) or not isinstance(levels, int) or levels < 1:
         raise ValueError(f"levels must be an integer >= 1 (hardware priority queues), got {levels!r}")
 
 
 # --- communication time and intensity ----------------------------------------
-def link_bytes(placements) -> dict:
+def link_bytes(placements: Iterable[tuple[Flow, Path]]) -> dict[str, float]:
     """Bytes per iteration on each link when every (flow, path) pair of
     `placements` sends the flow's bytes along its path."""
     load: dict = {}
@@ -185,13 +189,13 @@ def link_bytes(placements) -> dict:
     return load
 
 
-def add_flow(load, flow_bytes, path) -> None:
+def add_flow(load: dict[str, float], flow_bytes: float, path: Path) -> None:
     """Put `flow_bytes` more on every link of `path` in the load map `load`."""
     for link in path:
         load[link] = load.get(link, 0.0) + flow_bytes
 
 
-def chosen_placements(job, chosen) -> list:
+def chosen_placements(job: Job, chosen: dict[str, Path]) -> list[tuple[Flow, Path]]:
     """(flow, path) pairs of `job` under `chosen` ({flow name: path})."""
     placements = []
     for flow in job.flows:
@@ -203,7 +207,7 @@ def chosen_placements(job, chosen) -> list:
     return placements
 
 
-def communication_time(job, chosen, bandwidth) -> float:
+def communication_time(job: Job, chosen: dict[str, Path], bandwidth: Bandwidth) -> float:
     """t_j: seconds the job's own traffic keeps its busiest link busy per
     iteration, max over links e of M_{j,e} / B_e, with its flows on `chosen`."""
     load = link_bytes(chosen_placements(job, chosen))
@@ -213,14 +217,14 @@ def communication_time(job, chosen, bandwidth) -> float:
     return max(sent / bandwidth[link] for link, sent in load.items())
 
 
-def intensity(job, chosen, bandwidth) -> float:
+def intensity(job: Job, chosen: dict[str, Path], bandwidth: Bandwidth) -> float:
     """GPU intensity I_j = W_j / t_j of `job` with its flows on `chosen`
     ({flow name: path}): computation per second of communication."""
     return job.compute_s / communication_time(job, chosen, bandwidth)
 
 
 # --- step 1: path selection --------------------------------------------------
-def congestion(path, flow_bytes, load, bandwidth) -> tuple:
+def congestion(path: Path, flow_bytes: float, load: dict[str, float], bandwidth: Bandwidth) -> tuple:
     """How crowded `path` would be with `flow_bytes` more on it, as a sort key:
     the worst link's time to drain its bytes first, then the sum over the
     path's links, so that among equally bad bottlenecks the shorter or
@@ -229,7 +233,9 @@ def congestion(path, flow_bytes, load, bandwidth) -> tuple:
     return (max(drain), sum(drain))
 
 
-def place_job(job, load, bandwidth, keep=None) -> dict:
+def place_job(
+    job: Job, load: dict[str, float], bandwidth: Bandwidth, keep: dict[str, Path] | None = None
+) -> dict[str, Path]:
     """{flow name: path} for `job` on a network already carrying `load`.
 
     Larger flows choose first, and each counts the job's own flows placed
@@ -253,7 +259,7 @@ def place_job(job, load, bandwidth, keep=None) -> dict:
     return chosen
 
 
-def isolated_intensity(job, bandwidth) -> float:
+def isolated_intensity(job: Job, bandwidth: Bandwidth) -> float:
     """The job's intensity with its flows placed as above on an otherwise
     empty network: the neutral value that ranks jobs before any path is
     chosen (unlike each flow's first candidate, it does not depend on the
@@ -261,13 +267,13 @@ def isolated_intensity(job, bandwidth) -> float:
     return intensity(job, place_job(job, {}, bandwidth), bandwidth)
 
 
-def selection_order(jobs, bandwidth) -> list:
+def selection_order(jobs: Sequence[Job], bandwidth: Bandwidth) -> list[Job]:
     """Jobs in the order they choose paths: decreasing isolated intensity,
     then by name."""
     return sorted(jobs, key=lambda job: (-isolated_intensity(job, bandwidth), job.name))
 
 
-def select_paths(jobs, bandwidth, keep=None) -> dict:
+def select_paths(jobs: Sequence[Job], bandwidth: Bandwidth, keep: dict | None = None) -> dict:
     """{job name: {flow name: path}}: jobs in decreasing intensity each take
     the least congested candidates given the traffic of the jobs before them,
     so intense jobs get the emptiest paths. `keep` ({job name: {flow name:
@@ -399,7 +405,7 @@ def _utilization_between(start, end) -> list:
     return [(after - before) / span for before, after in zip(start_busy, end_busy)]
 
 
-def simulate_shared_link(specs) -> list:
+def simulate_shared_link(specs: Sequence[Periodic]) -> list:
     """Steady-state GPU utilization of each job in `specs` (highest priority
     first) when they share one link under strict priority.
 
@@ -432,7 +438,7 @@ def simulate_shared_link(specs) -> list:
         top_started = [runner.settle() for runner in runners][0]
 
 
-def utilization(first, second) -> PairUtilization:
+def utilization(first: Periodic, second: Periodic) -> PairUtilization:
     """GPU utilization when `first` and `second` (Periodic) share a link and
     `first` transmits first whenever both want it."""
     _validate_periodic(first, "first")
@@ -441,13 +447,15 @@ def utilization(first, second) -> PairUtilization:
     return PairUtilization(first_share, second_share)
 
 
-def waiting_loss(share_when_first, share_when_second) -> float:
+def waiting_loss(share_when_first: float, share_when_second: float) -> float:
     """Utilization a job loses by transmitting second instead of first
     (never below zero)."""
     return max(share_when_first - share_when_second, 0.0)
 
 
-def factor_from_losses(job_loss, job_intensity, reference_loss, reference_intensity):
+def factor_from_losses(
+    job_loss: float, job_intensity: float, reference_loss: float, reference_intensity: float
+) -> float:
     """k_j from the two jobs' losses: (L_j / I_j) / (L_r / I_r), bounded to
     [FACTOR_FLOOR, FACTOR_CEILING]; 1 when neither job loses anything."""
     if reference_loss <= _NEGLIGIBLE_LOSS:
@@ -456,7 +464,7 @@ def factor_from_losses(job_loss, job_intensity, reference_loss, reference_intens
     return min(max(factor, FACTOR_FLOOR), FACTOR_CEILING)
 
 
-def priority_factor(job, reference) -> float:
+def priority_factor(job: Periodic, reference: Periodic) -> float:
     """k_j for `job` against `reference` (both Periodic), such that equal
     priorities k_j * I_j = k_r * I_r (k_r = 1) mean both orders on a shared
     link give the same combined utilization.
@@ -492,17 +500,17 @@ class Priority:
     value: float
 
 
-def reference_job(jobs):
+def reference_job(jobs: Sequence[Job]) -> Job:
     """The job with the most traffic per iteration (k = 1); ties by name."""
     return min(jobs, key=lambda job: (-job.total_bytes, job.name))
 
 
-def as_periodic(job, chosen, bandwidth) -> Periodic:
+def as_periodic(job: Job, chosen: dict[str, Path], bandwidth: Bandwidth) -> Periodic:
     """The job as its busiest link sees it, with flows on `chosen`."""
     return Periodic(job.compute_s, communication_time(job, chosen, bandwidth), job.overlap)
 
 
-def assign_priorities(jobs, chosen, bandwidth) -> dict:
+def assign_priorities(jobs: Sequence[Job], chosen: dict, bandwidth: Bandwidth) -> dict:
     """{job name: Priority}: each job's intensity on its chosen paths
     (`chosen` is {job name: {flow name: path}}), corrected by the factor k
     measured against the reference job."""
@@ -540,17 +548,19 @@ class Compression(NamedTuple):
     cut: float
 
 
-def priority_order(priorities) -> list:
+def priority_order(priorities: dict[str, float]) -> list[str]:
     """Job names by decreasing priority value, ties by name."""
     return sorted(priorities, key=lambda name: (-priorities[name], name))
 
 
-def links_of(chosen_for_job) -> set:
+def links_of(chosen_for_job: dict[str, Path]) -> set[str]:
     """Links used by a job's chosen paths ({flow name: path})."""
     return {link for path in chosen_for_job.values() for link in path}
 
 
-def contention_dag(jobs, chosen, priorities, intensities) -> list:
+def contention_dag(
+    jobs: Sequence[Job], chosen: dict, priorities: dict[str, float], intensities: dict[str, float]
+) -> list[Edge]:
     """Edges high -> low between every two jobs whose chosen paths share a
     link, from the higher priority to the lower (`priorities` is
     {job name: P}), weighted by the higher job's intensity."""
@@ -565,12 +575,12 @@ def contention_dag(jobs, chosen, priorities, intensities) -> list:
     return edges
 
 
-def cut_value(edges, levels) -> float:
+def cut_value(edges: Sequence[Edge], levels: dict[str, int]) -> float:
     """Weight of the edges whose two jobs are on different levels."""
     return sum(weight for high, low, weight in edges if levels[high] != levels[low])
 
 
-def respects_order(edges, levels) -> bool:
+def respects_order(edges: Sequence[Edge], levels: dict[str, int]) -> bool:
     """No edge goes from a lower-priority level up to a higher one."""
     return all(levels[high] <= levels[low] for high, low, _ in edges)
 
@@ -587,7 +597,7 @@ def _validate_edges(jobs, edges) -> None:
             raise ValueError(f"edge {high!r} -> {low!r}: weight must be a finite number >= 0, got {weight!r}")
 
 
-def random_topological_order(jobs, edges, rng) -> list:
+def random_topological_order(jobs: Sequence[str], edges: Sequence[Edge], rng: random.Random) -> list[str]:
     """An order of `jobs` with every edge's high before its low, drawn by
     repeatedly taking a random job among those with no unplaced
     predecessor."""
@@ -672,7 +682,7 @@ def _levels_from_ends(order, ends) -> dict:
     return levels
 
 
-def split_order(order, edges, levels) -> Compression:
+def split_order(order: Sequence[str], edges: Sequence[Edge], levels: int) -> Compression:
     """The best cut of the topological order `order` into at most `levels`
     consecutive blocks (levels numbered from 0 without gaps)."""
     validate_levels(levels)
@@ -682,7 +692,13 @@ def split_order(order, edges, levels) -> Compression:
     return Compression(assignment, cut_value(edges, assignment))
 
 
-def compress(jobs, edges, levels, samples=10, rng=None) -> Compression:
+def compress(
+    jobs: Iterable[str],
+    edges: Sequence[Edge],
+    levels: int,
+    samples: int = 10,
+    rng: random.Random | None = None,
+) -> Compression:
     """Fold the priority order into `levels` hardware levels: split each of
     `samples` random topological orders of the contention DAG optimally into
     consecutive blocks and keep the best cut. `jobs` lists every job (also
@@ -701,7 +717,7 @@ def compress(jobs, edges, levels, samples=10, rng=None) -> Compression:
     return best
 
 
-def exhaustive_compression(jobs, edges, levels) -> Compression:
+def exhaustive_compression(jobs: Sequence[str], edges: Sequence[Edge], levels: int) -> Compression:
     """The true optimum over every order-respecting level assignment, by
     enumeration (small instances only). More levels than jobs are never
     needed, so at most len(jobs) levels are tried."""
@@ -770,7 +786,7 @@ class Plan:
         }
 
 
-def plan(jobs, bandwidth, levels, samples=10, seed=0) -> Plan:
+def plan(jobs: Sequence[Job], bandwidth: Bandwidth, levels: int, samples: int = 10, seed: int = 0) -> Plan:
     """Run the three steps for `jobs` over links of `bandwidth` (bytes/s)
     with `levels` hardware priority levels; `seed` fixes the sampled
     topological orders."""
