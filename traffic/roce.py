@@ -86,11 +86,11 @@ _LRH_STANDIN = b"\xff" * 8
 # about 1,000 CRCs of the frame, so it is built only for a length that
 # keeps coming (TABLE_AFTER_FRAMES frames hashed the long way).
 TABLE_AFTER_FRAMES = 64
-_psn_tables: dict[int, tuple] = {}  # bytes after the PSN word -> 4 tables
+_psn_tables: dict[int, list[list[int]]] = {}  # bytes after the PSN word -> 4 tables
 _psn_slow_frames: dict[int, int] = {}  # bytes after the PSN word -> frames hashed the long way
 
 
-def psn_tables(after):
+def psn_tables(after: int) -> list[list[int]]:
     """Per byte of the PSN word (first byte first), the ICRC change each of
     its 256 values makes, with `after` bytes following the word."""
     tables = _psn_tables.get(after)
@@ -109,13 +109,13 @@ def psn_tables(after):
     return tables
 
 
-def psn_change(tables, word):
+def psn_change(tables: list[list[int]], word: int) -> int:
     """How much a PSN word changes the ICRC, relative to a zero word."""
     t0, t1, t2, t3 = tables
     return t0[word >> 24] ^ t1[word >> 16 & 255] ^ t2[word >> 8 & 255] ^ t3[word & 255]
 
 
-def is_nak(syndrome):
+def is_nak(syndrome: int) -> bool:
     """True for any NAK syndrome (bits 6-5 == 11)."""
     return syndrome & 0x60 == 0x60
 
@@ -200,7 +200,14 @@ class FrameTemplate:
         self._crc_by_opcode[opcode] = crc
         return crc
 
-    def frame(self, psn, opcode=None, ackreq=False, syndrome=None, msn=None):
+    def frame(
+        self,
+        psn: int,
+        opcode: int | None = None,
+        ackreq: bool = False,
+        syndrome: int | None = None,
+        msn: int | None = None,
+    ) -> bytearray:
         """Patch PSN/opcode/ackreq (and AETH), recompute the ICRC, return self.buf.
 
         Every call writes all patchable fields, so an argument left at None
@@ -287,7 +294,7 @@ FRAME_OVERHEAD = 14 + 20 + 8 + 12 + 4  # Ethernet, IPv4, UDP, BTH, ICRC
 IB_MTUS = (4096, 2048, 1024, 512, 256)
 
 
-def payload_for_mtu(mtu):
+def payload_for_mtu(mtu: int) -> int:
     """The largest InfiniBand MTU (RoCE payload per packet) whose frame fits
     an IP MTU of `mtu` bytes: 4096 at MTU 9000, 1024 at MTU 1500."""
     for size in IB_MTUS:
@@ -299,19 +306,19 @@ def payload_for_mtu(mtu):
 # --- receiving side: the UDP payload (BTH ... ICRC) ------------------------
 
 
-def parse_bth(data):
+def parse_bth(data: bytes) -> tuple[int, int, int, bool, bool, bool]:
     """(opcode, dqpn, psn, ackreq, fecn, becn) from a UDP payload."""
     op, _flags, _pkey, w1, w2 = _BTH.unpack_from(data)
     return (op, w1 & PSN_MASK, w2 & PSN_MASK, bool(w2 >> 31), bool(w1 >> 31), bool(w1 >> 30 & 1))
 
 
-def parse_aeth(data):
+def parse_aeth(data: bytes) -> tuple[int, int]:
     """(syndrome, msn) from the AETH following the BTH."""
     v = _U32.unpack_from(data, BTH_LEN)[0]
     return v >> 24, v & PSN_MASK
 
 
-def payload_length(data):
+def payload_length(data: bytes) -> int:
     """Application payload bytes: after BTH[/AETH], without pad and ICRC."""
     op = data[0]
     hdr = BTH_LEN + (AETH_LEN if op == ACK else CNP_PAD_LEN if op == CNP else 0)
@@ -322,7 +329,7 @@ def payload_length(data):
 # --- whole frames: checks and dissection ------------------------------------
 
 
-def verify_icrc(frame_bytes):
+def verify_icrc(frame_bytes: bytes) -> bool:
     """True if a whole Ethernet frame is RoCEv2/IPv4 with a correct ICRC.
 
     Handles one 802.1Q tag and Ethernet padding (the IP total length says

@@ -7,7 +7,7 @@ from . import collectives, roce, transport
 from .nic import PORT_BURST
 
 
-def qp_number(job_id, iteration, tag_index):
+def qp_number(job_id: int, iteration: int, tag_index: int) -> int:
     """Destination QP: 1 | job (3 bits) | iteration mod 16 (4 bits) | transfer
     (16 bits). Both ends derive it from the same schedule, so no handshake
     is needed; the top bit keeps clear of InfiniBand's special QPs 0 and 1
@@ -15,11 +15,11 @@ def qp_number(job_id, iteration, tag_index):
     return 0x800000 | (job_id & 0x7) << 20 | (iteration & 0xF) << 16 | (tag_index & 0xFFFF)
 
 
-def qp_job(qp):
+def qp_job(qp: int) -> int:
     return (qp >> 20) & 0x7
 
 
-def flow_sport(job_id, peer, rank):
+def flow_sport(job_id: int, peer: int, rank: int) -> int:
     """The UDP source port of rank `rank`'s connection to rank `peer` of job
     `job_id`: flow entropy per connection, as a RoCE NIC sets it per QP. A
     connection's transfers take one path and stay in order, different peers
@@ -56,7 +56,7 @@ class OutFlow:
         self.port = None
         self.seq = (iteration, step.index)  # issue order: FIFO per peer
 
-    def opcode(self, psn):
+    def opcode(self, psn: int) -> int:
         if self.npackets == 1:
             return roce.SEND_ONLY
         if psn == 0:
@@ -129,7 +129,7 @@ class Job:
         }
         self.gap_events = []  # the first few gaps this rank saw: where loss showed up
 
-    def begin_iteration(self, now):
+    def begin_iteration(self, now: float) -> None:
         self.iter += 1
         self.t_start = now
         self.comm_start = now + (1.0 - self.overlap) * self.compute_s
@@ -162,7 +162,7 @@ class Job:
             self.begin_iteration(now)
         return rec
 
-    def results(self):
+    def results(self) -> dict:
         """What this rank measured, for the agent's results file."""
         return {
             "name": self.name,

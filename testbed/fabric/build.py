@@ -15,7 +15,7 @@ from .bounds import link_problem
 from .model import AGG, BORDER, CORE, HOST, IFNAME_MAX, TOR, Endpoint, Fabric, Link, Nic, Node
 from .units import format_rate, parse_rate, parse_time
 
-DEFAULTS = {
+DEFAULTS: dict[str, dict] = {
     "hpn": {
         "segments": 2,
         "hosts_per_segment": 4,
@@ -57,10 +57,10 @@ class ModelError(ValueError):
         self.field = field
 
 
-def with_defaults(params):
+def with_defaults(params: dict) -> dict:
     """A deep copy of `params` with every omitted field filled in."""
     kind = params.get("kind", "hpn")
-    out = copy.deepcopy(DEFAULTS.get(kind, {}))
+    out: dict = copy.deepcopy(DEFAULTS.get(kind, {}))
     for key, value in params.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
             out[key] = {**out[key], **value}
@@ -73,7 +73,7 @@ def with_defaults(params):
     return out
 
 
-def build_fabric(params, name="fabric"):
+def build_fabric(params: dict, name: str = "fabric") -> Fabric:
     """Build the model described by `params` (a topology mapping)."""
     p = with_defaults(params)
     fabric = Fabric(name=name, kind=p["kind"], scale=float(p["scale"]), mtu=int(p["mtu"]), params=p)

@@ -180,7 +180,9 @@ def _first_end(fabric, src_ifname):
     return None
 
 
-def enumerate_paths(fabric, routes, src_ifname, dst_ip, down_ports=frozenset(), max_hops=16):
+def enumerate_paths(
+    fabric: Fabric, routes: Routes, src_ifname: str, dst_ip: str, down_ports=frozenset(), max_hops: int = 16
+) -> list[tuple]:
     """Every path the tables allow from the NIC port `src_ifname` to
     `dst_ip`, one per combination of equal-cost branches: a list of tuples
     of (switch, output port) hops, the last one out of a ToR to the
@@ -210,13 +212,15 @@ def enumerate_paths(fabric, routes, src_ifname, dst_ip, down_ports=frozenset(), 
     return found
 
 
-def trace(fabric, routes, src_ifname, dst_ip, choose=min, max_hops=16):
+def trace(
+    fabric: Fabric, routes: Routes, src_ifname: str, dst_ip: str, choose=min, max_hops: int = 16
+) -> list[str] | None:
     """Follow the tables from a NIC port to `dst_ip`: the list of switches
     visited, ending with the destination host, or None when the packet would
     be dropped. `choose` picks one port among equal-cost ones."""
     by_end = _far_ends(fabric)
     end = _first_end(fabric, src_ifname)
-    path = []
+    path: list[str] = []
     while end is not None and len(path) < max_hops:
         node = fabric.nodes[end.node]
         if not node.is_switch:

@@ -41,9 +41,11 @@ _Validator = validators.extend(
 )
 
 
-def load_schema(name):
+def load_schema(name: str) -> dict:
     """The JSON Schema for 'topology' or 'scenario' files, as a dict."""
-    text = resources.files(__package__).joinpath("schemas", f"{name}.json").read_text(encoding="utf-8")
+    text = (
+        resources.files(__package__).joinpath("schemas").joinpath(f"{name}.json").read_text(encoding="utf-8")
+    )
     return json.loads(text)
 
 
