@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import threading
+from collections.abc import Callable
 
 MAX_REQUEST = 16 << 20  # bytes: a few thousand connections' worth
 
@@ -33,7 +34,7 @@ class Reply:
             self.conn.close()
 
 
-def serve(path, handle):
+def serve(path: str, handle: Callable[[dict, Callable[[dict], None]], None]) -> socket.socket:
     """Listen on `path` (a stale socket there is replaced) and call
     handle(request dict, reply) for every request, from a daemon thread."""
     directory, name = os.path.split(os.path.abspath(path))

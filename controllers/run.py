@@ -46,7 +46,7 @@ def _serve_unix_connections():
     controller.datapath_connection_factory = unix_connection
 
 
-def listen_on_unix_socket(path):
+def listen_on_unix_socket(path: str) -> None:
     """Prepare os-ken to listen on `path` (its StreamServer takes a path
     whose folder exists for a Unix socket). A socket left by the previous
     controller of this run is removed: only root can have put it there."""
@@ -56,7 +56,7 @@ def listen_on_unix_socket(path):
     _serve_unix_connections()
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fabric", required=True, help="fabric model JSON (hpnlab topo show --json)")
     where = ap.add_mutually_exclusive_group(required=True)

@@ -9,6 +9,8 @@ throughput comes from the receiver's 0.1 s intervals.
 
 from dataclasses import dataclass
 
+from testbed.fabric.model import Fabric
+
 BASE_PORT = 5201
 INTERVAL_S = 0.1
 
@@ -23,13 +25,13 @@ class PairSpec:
     port: int
     dscp: int = 0
 
-    def flow_ids(self):
+    def flow_ids(self) -> list[str]:
         return [f"{self.src}->{self.dst}#{k}" for k in range(self.parallel)]
 
 
-def plan_pairs(fabric, traffic):
+def plan_pairs(fabric: Fabric, traffic: list[dict]) -> list[PairSpec]:
     """Scenario traffic entries -> PairSpecs (one per src/dst pair)."""
-    pairs = []
+    pairs: list[PairSpec] = []
     for entry in traffic:
         src_nic = fabric.nics_of(entry["src"])[0]
         for dst in entry["dst"]:
@@ -48,12 +50,12 @@ def plan_pairs(fabric, traffic):
     return pairs
 
 
-def server_argv(pair):
+def server_argv(pair: PairSpec) -> list[str]:
     """A one-shot server on the pair's port, reporting JSON every interval."""
     return ["iperf3", "-s", "-1", "-J", "-i", str(INTERVAL_S), "-p", str(pair.port)]
 
 
-def client_argv(pair, duration):
+def client_argv(pair: PairSpec, duration: float) -> list[str]:
     """The client of `pair`, sending until the drill's `duration` is over."""
     length = max(1, int(round(duration - pair.start)))
     return [
@@ -74,12 +76,12 @@ def client_argv(pair, duration):
     ] + (["-S", str(pair.dscp << 2)] if pair.dscp else [])  # TOS byte: DSCP in its upper 6 bits
 
 
-def receiver_series(report, pair, offset):
+def receiver_series(report: dict | None, pair: PairSpec, offset: float) -> dict[str, list]:
     """{flow id: [(t_end, Mbit/s), ...]} from a server's JSON report, on the
     drill's clock (`offset`: when the client started). Streams beyond the
     pair's `parallel` are ignored; a missing report gives empty series."""
     ids = pair.flow_ids()
-    flows = {fid: [] for fid in ids}
+    flows: dict[str, list] = {fid: [] for fid in ids}
     for interval in (report or {}).get("intervals", []):
         for k, stream in enumerate(interval.get("streams", [])[: len(ids)]):
             flows[ids[k]].append((offset + stream["end"], stream["bits_per_second"] / 1e6))
