@@ -15,6 +15,7 @@ from testbed.results import (
     controller,
     counters,
     dilation,
+    emulator,
     expectations,
     pauses,
     plots,
@@ -148,7 +149,7 @@ def _run(sc, out_dir, log):
                     problems += agents.wait(timeout=15)
                 ran_s = sc.duration_s
         finally:
-            emulator = cost.stop() if cost.first else {}
+            emulation_cost = cost.stop() if cost.first else {}
             samp.stop()
             if qsamp:
                 qsamp.stop()
@@ -198,7 +199,7 @@ def _run(sc, out_dir, log):
             capture_files=capture_files,
             datapath=fnet.datapath,
             bringup_s=fnet.timings.get("routes"),
-            emulator=emulator,
+            emulator=emulation_cost,
             queues=qsamp.result() if qsamp else None,
             pauses=pause_record,
             controller_actions=controller_actions,
@@ -231,7 +232,7 @@ def _results(sc, run, started, dilation_choice=None):
     # (testbed/drill/cost.py): what to look at when loss is unexplained
     emulator_drops = {k: run.emulator.get(k) for k in ("ovs_socket_drops", "backlog_drops")}
     m["emulator_drops"] = emulator_drops
-    m["emulator_hold"] = trust.emulator_hold(fabric, run.emulator.get("ovs_held_bytes"))
+    m["emulator_hold"] = emulator.emulator_hold(fabric, run.emulator.get("ovs_held_bytes"))
     if run.queues:
         m["queue_drops"].update(queues.class_drops(run.queues))
         m["classes"] = queues.class_totals(run.queues)
@@ -247,11 +248,11 @@ def _results(sc, run, started, dilation_choice=None):
                 # how evenly the job's bytes spread over the links it could use
                 jm["link_load"] = counters.egress_bytes(run.samples, spread_over[name], *jm["window_s"])
                 jm["link_load_max_mean"] = counters.max_mean(jm["link_load"])
-        m["generators"] = trust.generator_metrics(
+        m["generators"] = emulator.generator_metrics(
             run.agent_results, pauses.paused_intervals(run.pauses) if run.pauses else None
         )
-        trust.fold_generators(m["fidelity"], m["generators"])
-        lost = trust.unexplained_loss(
+        emulator.fold_generators(m["fidelity"], m["generators"])
+        lost = emulator.unexplained_loss(
             m["jobs"], m["queue_drops"], faults, m["generators"]["rx_overflows"], emulator_drops
         )
         if lost:

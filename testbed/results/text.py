@@ -59,3 +59,15 @@ def text_table(header: list, rows: list) -> str:
         return "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip()
 
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+def count(x: object) -> object:
+    """Fabric sizes may come as counts or as lists of names."""
+    if isinstance(x, (list, tuple, dict)):
+        return len(x)
+    return x
+
+
+def mb(nbytes: float | None) -> float | None:
+    """Bytes as MB (10^6), 2 decimals; None stays None."""
+    return None if nbytes is None else round(nbytes / 1e6, 2)

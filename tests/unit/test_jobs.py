@@ -10,7 +10,7 @@ from testbed.drill import jobs
 from testbed.drill.jobs import agent_configs, rank_specs
 from testbed.fabric.build import build_fabric
 from testbed.fabric.records import Job
-from testbed.results import trust
+from testbed.results import emulator, trust
 from testbed.results.analytical import analytical_iteration_s, expected_bytes_per_rank
 from testbed.results.jobs import STALL_FACTOR, job_metrics
 
@@ -378,21 +378,21 @@ def test_clean_run_has_zero_ratio_and_no_gaps():
 
 def test_loss_is_unexplained_only_without_queue_drops_and_faults():
     jm = {"a": {"gaps_seen": 2}, "b": {"gaps_seen": 0}}
-    lost = trust.unexplained_loss(jm, {}, [])
+    lost = emulator.unexplained_loss(jm, {}, [])
     assert lost["gaps_seen"] == {"a": 2} and "emulator lost them" in lost["note"]
-    assert trust.unexplained_loss(jm, {"t0r0k0~a0n0 (t0r0k0-e5 egress)": 3}, []) is None
-    assert trust.unexplained_loss(jm, {}, [{"action": "link-down"}]) is None
-    assert trust.unexplained_loss({"a": {"gaps_seen": 0}}, {}, []) is None
+    assert emulator.unexplained_loss(jm, {"t0r0k0~a0n0 (t0r0k0-e5 egress)": 3}, []) is None
+    assert emulator.unexplained_loss(jm, {}, [{"action": "link-down"}]) is None
+    assert emulator.unexplained_loss({"a": {"gaps_seen": 0}}, {}, []) is None
 
 
 def test_frames_the_kernel_saw_dropped_outside_the_model_are_loss_even_without_gaps():
     # A frame lost at the end of a transfer leaves no gap, only a timeout.
     quiet = {"a": {"gaps_seen": 0}}
-    lost = trust.unexplained_loss(quiet, {}, [], 0, {"ovs_socket_drops": 17, "backlog_drops": 0})
+    lost = emulator.unexplained_loss(quiet, {}, [], 0, {"ovs_socket_drops": 17, "backlog_drops": 0})
     assert lost["dropped"] == {"ovs_socket_drops": 17}
     assert "Open vSwitch's packet sockets dropped 17 frames" in lost["note"]
     # known beside modeled drops and faults, which cannot explain them
-    assert trust.unexplained_loss(quiet, {"x": 3}, [{"action": "link-down"}], 0, {"backlog_drops": 2})
-    assert trust.unexplained_loss(quiet, {}, [], 0, {"ovs_socket_drops": 0, "backlog_drops": None}) is None
+    assert emulator.unexplained_loss(quiet, {"x": 3}, [{"action": "link-down"}], 0, {"backlog_drops": 2})
+    assert emulator.unexplained_loss(quiet, {}, [], 0, {"ovs_socket_drops": 0, "backlog_drops": None}) is None
     check = trust._loss_check({"jobs": quiet, "emulator_drops": {"ovs_socket_drops": 17}}, [])
     assert (check["ok"], check["value"]) == (False, 17) and "17" in check["reason"]

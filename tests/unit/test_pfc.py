@@ -12,7 +12,7 @@ from testbed.emulation import queues as engine
 from testbed.fabric import queues
 from testbed.fabric.problems import ConfigError
 from testbed.fabric.scenario import load_scenario
-from testbed.results import pauses, trust
+from testbed.results import emulator, pauses
 from traffic.transport import LineMeter
 
 LOSSLESS = """
@@ -214,11 +214,11 @@ def test_late_gaps_inside_a_pause_are_not_lost_time_but_gaps_outside_are():
             "jobs": [{"packets_sent": 100}],
         }
     }
-    g = trust.generator_metrics(agent, paused)
+    g = emulator.generator_metrics(agent, paused)
     port = g["ports"]["s0h1"]["s0h1-n0p0"]
     assert port["paused_s"] == pytest.approx(0.0303, abs=1e-4)
     assert port["lost_s"] == pytest.approx(0.06 - 0.0303, abs=1e-4)
-    assert trust.generator_metrics(agent)["ports"]["s0h1"]["s0h1-n0p0"]["lost_s"] == 0.06
+    assert emulator.generator_metrics(agent)["ports"]["s0h1"]["s0h1-n0p0"]["lost_s"] == 0.06
 
 
 def test_line_meter_notes_when_its_gaps_began_and_resyncs_on_a_held_queue():

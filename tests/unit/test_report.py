@@ -7,12 +7,13 @@ import os
 import pytest
 
 from testbed.results.compare import render_side_by_side
+from testbed.results.emulator import fold_generators, generator_metrics
 from testbed.results.expectations import evaluate
 from testbed.results.flows import compute_metrics
 from testbed.results.plots import plot_iterations, plot_throughput
 from testbed.results.store import jsonable, load_results, write_results
 from testbed.results.text import fmt
-from testbed.results.trust import assess, fold_generators, generator_metrics
+from testbed.results.trust import assess
 
 DT = 0.1
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

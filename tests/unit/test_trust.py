@@ -9,9 +9,10 @@ import pytest
 from testbed.drill import runner
 from testbed.drill.faults import link_switch_ports
 from testbed.fabric.scenario import load_scenario
-from testbed.results import analytical, counters, trust
+from testbed.results import analytical, counters, emulator, trust
+from testbed.results.emulator import generator_metrics
 from testbed.results.expectations import evaluate
-from testbed.results.trust import assess, generator_metrics, low_fidelity, reasons, verdict
+from testbed.results.trust import assess, low_fidelity, reasons, verdict
 
 HOSTS8 = ["s0h0", "s0h1", "s0h2", "s0h3", "s1h0", "s1h1", "s1h2", "s1h3"]
 
@@ -46,7 +47,7 @@ def metrics_with(agent_results, links=None, jobs=None, queue_drops=None, cpu=Non
     fid = {"links": links or {}, "min": None}
     if links:
         fid["min"] = min(v["fidelity"] for v in links.values())
-    trust.fold_generators(fid, gen)
+    emulator.fold_generators(fid, gen)
     return {
         "fidelity": fid,
         "generators": gen,
@@ -115,7 +116,7 @@ def test_ports_with_too_little_traffic_are_named_and_not_judged():
 def test_older_results_without_ports_are_judged_per_agent():
     results = agents(starved=("s1h2", 1), per_port=False)
     gen = generator_metrics(results)
-    assert gen["worst"]["host"] == "s1h2" and gen["worst"]["port"] == trust.ALL_PORTS
+    assert gen["worst"]["host"] == "s1h2" and gen["worst"]["port"] == emulator.ALL_PORTS
     assert gen["on_time"] == pytest.approx(6 / 10)
     out = assess(metrics_with(results))
     assert out["failed"] == ["generator_fidelity"]
@@ -540,9 +541,9 @@ def test_frames_open_vswitch_left_unread_are_a_delay_the_machine_added():
     assert packet_socket_backlog(text) == {0: 0, 29245: 250000, 29251: 0}
     fabric = build_fabric({"kind": "hpn"})
     port = "t0r0k0-e1"  # 40 Mbit/s (scaled) towards a host
-    hold = trust.emulator_hold(fabric, {port: 300_000, "t0r0k0-e2": 0})
+    hold = emulator.emulator_hold(fabric, {port: 300_000, "t0r0k0-e2": 0})
     assert hold["port"] == port and hold["worst_s"] == pytest.approx(300_000 * 8 / 40e6)
     check = trust._hold_check({"emulator_hold": hold})
     assert check["ok"] is False and port in check["reason"]
-    assert trust._hold_check({"emulator_hold": trust.emulator_hold(fabric, {port: 2_000})})["ok"] is True
+    assert trust._hold_check({"emulator_hold": emulator.emulator_hold(fabric, {port: 2_000})})["ok"] is True
     assert trust._hold_check({"emulator_hold": None})["ok"] is None  # the kernel datapath: not judged
