@@ -34,7 +34,6 @@ if TYPE_CHECKING:  # types only: routing stays free of the fabric at run time
 
 ECMP, FAILOVER = "ecmp", "failover"
 GROUP_KIND = {ECMP: "select", FAILOVER: "ff"}
-KINDS = ("route", "detour", "pin", "mark")  # also the order a program is sent in
 
 
 # --- matches -----------------------------------------------------------------
