@@ -9,6 +9,7 @@ sample (frames that waited for Open vSwitch rather than in a modeled
 queue: a delay no real switch adds)."""
 
 import os
+import re
 
 from testbed.emulation.capabilities import ovs_packet_sockets, ovs_socket_values
 from testbed.emulation.ledger import stat_fields
@@ -38,20 +39,44 @@ def backlog_drops():
 PACKET_SOCKETS = "/proc/net/packet"
 
 
-def packet_socket_backlog(text):
+def packet_socket_backlog(text, inodes=None):
     """{ifindex: bytes queued unread} summed over the packet sockets bound
     to each interface, from the text of /proc/net/packet (this network
-    namespace's sockets: sk RefCnt Type Proto Iface R Rmem User Inode)."""
+    namespace's sockets: sk RefCnt Type Proto Iface R Rmem User Inode);
+    only the sockets whose inode is in `inodes` when it is given."""
     out = {}
     for line in text.splitlines()[1:]:
         fields = line.split()
-        if len(fields) < 7:
+        if len(fields) < 9:
             continue
         try:
-            iface, rmem = int(fields[4]), int(fields[6])
+            iface, rmem, inode = int(fields[4]), int(fields[6]), int(fields[8])
         except ValueError:
             continue
-        out[iface] = out.get(iface, 0) + rmem
+        if inodes is None or inode in inodes:
+            out[iface] = out.get(iface, 0) + rmem
+    return out
+
+
+_SOCKET_LINK = re.compile(r"socket:\[(\d+)\]")
+
+
+def socket_inodes(pid):
+    """The inodes of the sockets a process holds open (from its fd links;
+    empty when it is gone). A capture's socket on a switch port is not
+    Open vSwitch's and must not count as frames it left unread."""
+    out = set()
+    try:
+        names = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return out
+    for name in names:
+        try:
+            m = _SOCKET_LINK.fullmatch(os.readlink(f"/proc/{pid}/fd/{name}"))
+        except OSError:
+            continue
+        if m:
+            out.add(int(m.group(1)))
     return out
 
 
@@ -82,20 +107,25 @@ class CostMeter:
         self.first = None
         self.ifindex = {}  # ifindex -> switch port name, known once started
         self.held = {}  # switch port -> most bytes its socket held unread at a sample
+        self.ovs_sockets = set()  # inodes of ovs-vswitchd's sockets, read at start
+        self.sampled = False  # a sample saw an ovs-vswitchd socket on a switch port
 
     def sample(self):
         """Note what Open vSwitch's socket of each switch port holds unread
         now (called at the link sampler's rate; cheap: one proc file)."""
-        if not self.ifindex:
+        if not self.ifindex or not self.ovs_sockets:
             return
         try:
             with open(PACKET_SOCKETS) as fh:
-                backlog = packet_socket_backlog(fh.read())
+                backlog = packet_socket_backlog(fh.read(), self.ovs_sockets)
         except OSError:
             return
         for index, nbytes in backlog.items():
             name = self.ifindex.get(index)
-            if name is not None and nbytes > self.held.get(name, 0):
+            if name is None:
+                continue
+            self.sampled = True
+            if nbytes > self.held.get(name, 0):
                 self.held[name] = nbytes
 
     def _read(self):
@@ -116,12 +146,16 @@ class CostMeter:
         except (OSError, ValueError):
             self.pid = None
         self.ifindex = {i: d for d in self.switch_ports if (i := _ifindex(d)) is not None}
+        # the userspace datapath opened one socket per port when the port was
+        # added (before start); the kernel datapath has none on them
+        self.ovs_sockets = socket_inodes(self.pid) if self.pid is not None else set()
         self.first = self._read()
 
     def stop(self):
         """What the emulation cost since start(): {"ovs_cpu_s", "switch_packet_hops",
         "ovs_socket_drops", "backlog_drops", "ovs_held_bytes" {switch port: most
-        bytes held unread}} (None where it could not be read)."""
+        bytes held unread}, None on the kernel datapath} (None where it could
+        not be read)."""
         cpu, packets, socket_drops, backlog = self._read()
         cpu0, packets0, socket_drops0, backlog0 = self.first
         cpu_s = _delta(cpu, cpu0)
@@ -130,5 +164,5 @@ class CostMeter:
             "switch_packet_hops": packets - packets0,
             "ovs_socket_drops": socket_drops - socket_drops0,
             "backlog_drops": _delta(backlog, backlog0),
-            "ovs_held_bytes": dict(sorted(self.held.items())),
+            "ovs_held_bytes": dict(sorted(self.held.items())) if self.sampled else None,
         }

@@ -4,6 +4,8 @@ untrustworthy, with the failed measurement named; results written before
 the checks existed still read the same. The last tests run the runner's
 judging half on synthetic recordings of the shipped scenarios."""
 
+import os
+
 import pytest
 
 from testbed.drill import runner
@@ -539,6 +541,8 @@ def test_frames_open_vswitch_left_unread_are_a_delay_the_machine_added():
         "000000005b0046a1 3      3    0003   29251 1 0      0      244414144\n"
     )
     assert packet_socket_backlog(text) == {0: 0, 29245: 250000, 29251: 0}
+    # a capture's socket on the same port is not Open vSwitch's
+    assert packet_socket_backlog(text, {244414144}) == {29251: 0}
     fabric = build_fabric({"kind": "hpn"})
     port = "t0r0k0-e1"  # 40 Mbit/s (scaled) towards a host
     hold = emulator.emulator_hold(fabric, {port: 300_000, "t0r0k0-e2": 0})
@@ -547,3 +551,15 @@ def test_frames_open_vswitch_left_unread_are_a_delay_the_machine_added():
     assert check["ok"] is False and port in check["reason"]
     assert trust._hold_check({"emulator_hold": emulator.emulator_hold(fabric, {port: 2_000})})["ok"] is True
     assert trust._hold_check({"emulator_hold": None})["ok"] is None  # the kernel datapath: not judged
+
+
+def test_the_sockets_a_process_holds_are_found_by_inode():
+    import socket
+
+    from testbed.drill.cost import socket_inodes
+
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        inode = os.fstat(s.fileno()).st_ino
+        assert inode in socket_inodes(os.getpid())
+    assert inode not in socket_inodes(os.getpid())
+    assert socket_inodes(2**22 + 7) == set()  # no such process
