@@ -233,7 +233,7 @@ def run_up(args):
 
 
 def _check(fnet, fabric, as_json):
-    from testbed.emulation.realize import unreachable
+    from testbed.emulation.reachability import unreachable
 
     t = time.monotonic()
     reach = fnet.check_reachability()

@@ -15,11 +15,13 @@ import subprocess
 import tempfile
 import time
 
-from . import capabilities, jobchannel, plans
+from . import capabilities, jobchannel, plans, reachability
 from .controller import ControllerProcess
+from .hostroutes import HostRoutes
+from .hostrun import first_failure, run_in_hosts
 from .ledger import Ledger, already_present
 from .pause_process import PauseProcess
-from .procs import end, signals_held
+from .procs import signals_held
 from .queues import QueueEngine, parse_ifindexes
 from .rundir import make_private_dir, write_private
 
@@ -30,11 +32,6 @@ class CapabilityError(RuntimeError):
 
 class NameTakenError(RuntimeError):
     """A bridge or interface the fabric needs already exists on this machine."""
-
-
-def unreachable(reach):
-    """'host ifname:ip' for every pair of check_reachability() with no reply."""
-    return [f"{h} {pair}" for h, d in reach.items() for pair, rtt in d.items() if rtt is None]
 
 
 JOBS_SOCKET = "jobs.sock"  # the controller's job channel, in the run directory
@@ -67,8 +64,7 @@ class FabricNet:
         self.datapath = None
         self.queues = None  # QueueEngine when the fabric has priority classes
         self.pauses = None  # PauseProcess when a class is lossless
-        self.overrides = {}  # host -> {dst ip: ports} applied now
-        self.route_errors = []  # host-route updates that failed (fail the run)
+        self.host_routes = HostRoutes(self.ns_argv)
         self.of_dir = None  # the folder of the controller's OpenFlow socket
         self.timings = {}
 
@@ -86,6 +82,36 @@ class FabricNet:
 
     def start(self):
         t0 = time.monotonic()
+        self._check_machine()
+        self._claim()
+        self._start_controller_process()
+        self._build_net()
+        self.timings["mininet_build"] = time.monotonic() - t0
+        self.net.build()
+        self.net.start()
+        self.timings["mininet_start"] = time.monotonic() - t0
+        self._configure_switch_ports()
+        self._connect_switches()
+        self._configure_hosts()
+        if self.queues is not None:
+            self._attach_queue_engine()
+        self.timings["configured"] = time.monotonic() - t0
+        f, n = self.fabric, len(self.fabric.switches())
+        self.controller.wait_for(
+            lambda e: e["event"] == "routes",
+            self.route_timeout,
+            f"all {n} switches to connect and acknowledge their routes",
+        )
+        self.timings["routes"] = time.monotonic() - t0
+        self.log(
+            f"fabric {f.name}: {len(f.hosts())} hosts, {n} switches ({self.datapath} "
+            f"datapath), {len(f.links)} links up in {self.timings['routes']:.1f} s"
+        )
+        return self
+
+    def _check_machine(self):
+        """Refuse a fabric this kernel cannot emulate; choose the datapath;
+        warn where Open vSwitch's buffers are smaller than the model needs."""
         feats = self.feats if self.feats is not None else capabilities.probe()
         missing = capabilities.missing_for(self.fabric, feats)
         if missing:
@@ -97,6 +123,11 @@ class FabricNet:
                 f"warning: {small.name}: {small.detail}: Open vSwitch may drop packets no "
                 "modeled queue dropped (run make setup while no fabric is up)"
             )
+
+    def _claim(self):
+        """Claim the machine in the ledger and record every name before
+        creating it, so a crash half-way through still leaves a complete
+        list for the sweep."""
         ledger = Ledger()
         ledger.claim(self.fabric.name, self.run_dir)  # refuses if another fabric runs
         self.ledger = ledger
@@ -109,34 +140,39 @@ class FabricNet:
                 f"{taken}; hpnlab did not create it and will not replace it: "
                 "remove or rename it, then try again"
             )
-        # Record every name before creating it, so a crash half-way through
-        # still leaves a complete list for the sweep.
         self.ledger.add("bridges", *bridges)
         self.ledger.add("interfaces", *interfaces)
         if f.queues is not None:
             self.queues = QueueEngine(f, self.ledger)
             self.queues.prepare()
 
+    def _start_controller_process(self):
+        """The controller, listening on a Unix socket in a folder only root
+        may enter, with the fabric's model written beside the run."""
         fabric_json = os.path.join(self.run_dir, "fabric.json")
-        write_private(fabric_json, json.dumps(f.to_dict(), indent=1))
+        write_private(fabric_json, json.dumps(self.fabric.to_dict(), indent=1))
         self.of_dir = of_dir = tempfile.mkdtemp(prefix="hpnlab-", dir=OVS_RUNDIR)
         self.ledger.add("dirs", of_dir)
         self.controller = ControllerProcess(
             fabric_json,
             os.path.join(self.run_dir, "controller.log"),
             listen=os.path.join(of_dir, OPENFLOW_SOCKET),
-            on_routes=self._apply_overrides,
+            on_routes=self.host_routes.apply,
             on_exit=self._controller_exited,
             jobs_socket=os.path.join(self.run_dir, JOBS_SOCKET),
         )
         self.ledger.add_process(self.controller.start(), self.controller.argv)
 
+    def _build_net(self):
+        """The Mininet model of the fabric: switches, hosts (each shell's PID
+        recorded: it holds the namespace), links with the NICs' addresses."""
         from mininet.link import Link
         from mininet.log import setLogLevel
         from mininet.net import Mininet
         from mininet.node import Host, OVSSwitch
 
         setLogLevel("error")
+        f = self.fabric
         # No controller for Mininet to configure: the switches get theirs
         # once built (_connect_switches), on a Unix socket.
         self.net = net = Mininet(
@@ -153,7 +189,7 @@ class FabricNet:
             )
         for h in f.hosts():
             node = net.addHost(h.name, cls=Host, ip=None)
-            self.ledger.add_process(node.pid, ["bash"])  # its shell holds the namespace
+            self.ledger.add_process(node.pid, ["bash"])
         macs = {p: nic.mac for nic in f.nics for p in nic.ports}
         for link in f.links:
             addrs = {k: macs[e.ifname] for k, e in (("addr1", link.a), ("addr2", link.b)) if e.ifname in macs}
@@ -166,28 +202,6 @@ class FabricNet:
                 intfName2=link.b.ifname,
                 **addrs,
             )
-        self.timings["mininet_build"] = time.monotonic() - t0
-        net.build()
-        net.start()
-        self.timings["mininet_start"] = time.monotonic() - t0
-        self._configure_switch_ports()
-        self._connect_switches()
-        self._configure_hosts()
-        if self.queues is not None:
-            self._attach_queue_engine()
-        self.timings["configured"] = time.monotonic() - t0
-        n = len(f.switches())
-        self.controller.wait_for(
-            lambda e: e["event"] == "routes",
-            self.route_timeout,
-            f"all {n} switches to connect and acknowledge their routes",
-        )
-        self.timings["routes"] = time.monotonic() - t0
-        self.log(
-            f"fabric {f.name}: {len(f.hosts())} hosts, {n} switches ({self.datapath} "
-            f"datapath), {len(f.links)} links up in {self.timings['routes']:.1f} s"
-        )
-        return self
 
     def _switch_ports(self):
         """Every switch-side interface of the fabric's links."""
@@ -225,24 +239,14 @@ class FabricNet:
         hosts at once. The script travels as an argument, never as a file
         that is run by path, and no path enters a shell: nothing can swap
         it or break its command line. A copy is kept for people to read."""
-        procs = {}
+        commands = {}
         for h in self.fabric.hosts():
             script = plans.host_script(self.fabric, h.name, self.queues, self._rps_mask())
             write_private(os.path.join(self.run_dir, f"host-{h.name}.sh"), script)
-            procs[h.name] = subprocess.Popen(
-                self.ns_argv(h.name, ["bash", "-c", script]),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                cwd="/",
-            )
-        failed = []
-        for name, proc in procs.items():
-            out, _ = proc.communicate()
-            if proc.returncode != 0:
-                failed.append(f"configuring host {name} failed: {out.strip()[-300:]}")
+            commands[h.name] = (["bash", "-c", script], None)
+        failed = first_failure(run_in_hosts(self.ns_argv, commands), "configuring the host")
         if failed:
-            raise RuntimeError(failed[0])
+            raise RuntimeError(failed)
 
     def _attach_queue_engine(self):
         """Load the queue engine on every port (hosts' from this mount
@@ -251,105 +255,31 @@ class FabricNet:
         switch_ifs = self._switch_ports()
         _batch(["tc", "-batch", "-"], self.queues.attach_lines(switch_ifs))
         ifindex = {i: socket.if_nametoindex(i) for i in switch_ifs}
-        procs = {}
-        for h in f.hosts():
-            ports = [p for nic in f.nics_of(h.name) for p in nic.ports]
-            procs[h.name] = (
-                ports,
-                subprocess.Popen(
-                    self.ns_argv(h.name, ["sh", "-c", "tc -batch - && ip -o link show"]),
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                ),
-            )
-        for host, (ports, proc) in procs.items():
-            out, err = proc.communicate("\n".join(self.queues.attach_lines(ports, host=True)) + "\n")
-            if proc.returncode != 0:
-                raise RuntimeError(f"attaching the queue engine in {host} failed: {err.strip()[-300:]}")
-            listed = parse_ifindexes(out)
-            ifindex.update({p: listed[p] for p in ports})
+        ports = {h.name: [p for nic in f.nics_of(h.name) for p in nic.ports] for h in f.hosts()}
+        load = ["sh", "-c", "tc -batch - && ip -o link show"]
+        commands = {h: (load, _lines(self.queues.attach_lines(p, host=True))) for h, p in ports.items()}
+        ran = run_in_hosts(self.ns_argv, commands)
+        failed = first_failure(ran, "attaching the queue engine")
+        if failed:
+            raise RuntimeError(failed)
+        for host, r in ran.items():
+            listed = parse_ifindexes(r.stdout)
+            ifindex.update({p: listed[p] for p in ports[host]})
         self.queues.configure(ifindex)
         if f.queues.lossless:
-            netns = {
-                p: f"/proc/{self.host_pid(h.name)}/ns/net"
-                for h in f.hosts()
-                for nic in f.nics_of(h.name)
-                for p in nic.ports
-            }
+            netns = {p: f"/proc/{self.host_pid(h)}/ns/net" for h, on in ports.items() for p in on}
             self.pauses = PauseProcess(self.queues.pause_targets(ifindex, netns), self.run_dir)
             self.ledger.add_process(self.pauses.start(), self.pauses.argv)
 
-    # --- host-side route updates (called from the controller reader) -------
-    def _apply_overrides(self, event):
-        """Install the controller's host-route overrides in every host that
-        needs a change, all hosts at once; stamp when they are in place.
-        An `overrides` event comes as soon as the controller has computed a
-        version, before the switches have it: only what narrows a host's
-        choice is taken then (it only stops using ports that no longer
-        reach); the `routes` event, once every switch confirmed, brings the
-        rest (a port in use again)."""
-        wanted = event.get("host_overrides", {})
-        early = event.get("event") == "overrides"
-        procs = {}
-        for host in sorted(set(wanted) | set(self.overrides)):
-            old = self.overrides.get(host, {})
-            new = {ip: tuple(p) for ip, p in wanted.get(host, {}).items()}
-            if early:
-                new = plans.narrowed_overrides(old, new)
-            lines = plans.override_lines(old, new)
-            if lines:
-                proc = subprocess.Popen(
-                    self.ns_argv(host, ["ip", "-batch", "-"]),
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                )
-                procs[host] = (proc, "\n".join(lines) + "\n")
-            self.overrides[host] = new
-        for host, (proc, text) in procs.items():
-            _, err = proc.communicate(text)
-            if proc.returncode != 0:
-                self.route_errors.append(
-                    f"host routes in {host} (routes version {event.get('version')}): {err.strip()}"
-                )
-        event["applied_t"] = time.monotonic()
+    @property
+    def route_errors(self):
+        """Host-route updates that failed (they fail the run)."""
+        return self.host_routes.errors
 
     # --- checks ------------------------------------------------------------
     def check_reachability(self, timeout=5.0):
-        """Every host to every other NIC of its rail, out of each of its
-        ports, all hosts at once. Returns {host: {"ifname:ip": rtt_ms|None}}."""
-        import sys
-
-        prober = os.path.join(os.path.dirname(__file__), "probe.py")
-        procs = {}
-        for h in self.fabric.hosts():
-            pairs = [
-                f"{port}:{dst.ip}"
-                for nic in self.fabric.nics_of(h.name)
-                for port in nic.ports
-                for dst in self.fabric.nics
-                if dst.host != h.name and dst.rail == nic.rail
-            ]
-            procs[h.name] = subprocess.Popen(
-                self.ns_argv(h.name, [sys.executable, "-I", prober, str(timeout)] + pairs),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        results = {}
-        try:
-            for host, proc in procs.items():
-                out, err = proc.communicate(timeout + 10)
-                if proc.returncode != 0:
-                    raise RuntimeError(f"reachability probe in {host} failed: {err.strip()[-300:]}")
-                results[host] = json.loads(out)
-        finally:
-            for proc in procs.values():  # on any failure or Ctrl-C: none is left running
-                end(proc, 1.0)
-        return results
+        """{host: {"ifname:ip": rtt_ms|None}} (see reachability.check)."""
+        return reachability.check(self.fabric, self.ns_argv, timeout)
 
     # --- helpers -----------------------------------------------------------
     def host_pid(self, host):
@@ -513,6 +443,11 @@ class FabricNet:
 def _batch(argv, lines):
     if not lines:
         return
-    r = subprocess.run(argv, input="\n".join(lines) + "\n", capture_output=True, text=True)
+    r = subprocess.run(argv, input=_lines(lines), capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"{argv[0]} -batch failed: {r.stderr.strip()}")
+
+
+def _lines(lines):
+    """A batch tool's input: one command a line."""
+    return "\n".join(lines) + "\n"

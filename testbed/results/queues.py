@@ -32,7 +32,7 @@ def class_drops(queues: dict) -> dict:
     }
 
 
-def to_emulated(queues: dict, n: float) -> dict:
+def to_emulated(queues: dict | None, n: float) -> dict | None:
     """The queue record with its sample times in emulated time (bytes and
     counts are the same under time dilation)."""
     if not queues or n == 1:

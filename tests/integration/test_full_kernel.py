@@ -13,7 +13,8 @@ import sys
 
 import pytest
 
-from testbed.emulation.realize import FabricNet, unreachable
+from testbed.emulation.reachability import unreachable
+from testbed.emulation.realize import FabricNet
 from testbed.fabric.build import build_fabric
 from testbed.fabric.scenario import load_scenario, load_topology
 

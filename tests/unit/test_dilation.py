@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from testbed.drill import runner
+from testbed.drill import measure
 from testbed.drill.faults import link_switch_ports
 from testbed.drill.jobs import agent_configs
 from testbed.emulation import plans
@@ -403,7 +403,7 @@ def test_the_runner_judges_a_dilated_run_in_emulated_time(tmp_path):
         {"event": "routes", "t": 20.02, "applied_t": 20.03, "down": link_switch_ports(sc.fabric, faults[0])},
         {"event": "routes", "t": 36.03, "applied_t": 36.04, "down": []},
     ]
-    run = runner._Run(
+    run = measure.RunRecord(
         t0=0.0,
         ran_s=40.0,
         faults=faults,
@@ -417,7 +417,7 @@ def test_the_runner_judges_a_dilated_run_in_emulated_time(tmp_path):
         datapath="user",
         bringup_s=1.0,
     )
-    results = runner._results(sc, run, "now", {"from": "command line"})
+    results = measure.results(sc, run, "now", {"from": "command line"})
     assert [f["converged_s"] for f in results["faults"]] == [0.005, 0.005]
     assert results["time_dilation"] == 4.0
     assert results["time_dilation_choice"] == {"from": "command line"}
