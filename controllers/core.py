@@ -140,14 +140,14 @@ class Controller:
         self.waiting: list[tuple[Callable, int]] = []  # (reply, routes version that answers it)
 
     # --- switches ----------------------------------------------------------
-    def switch_of(self, dpid: int, conn) -> str | None:
+    def switch_of(self, dpid: int, conn: object) -> str | None:
         """The switch `conn` is, when it is that switch's connection in use;
         None for a connection that was refused (or replaced): what it says
         is never heard."""
         name = self.by_dpid.get(dpid)
         return name if name is not None and self.connections.get(name) is conn else None
 
-    def connected(self, dpid: int, conn, is_active: Callable[[Any], bool]) -> list[Action]:
+    def connected(self, dpid: int, conn: object, is_active: Callable[[Any], bool]) -> list[Action]:
         """A switch connected (its features reply came). A datapath id the
         fabric does not have is left alone (the shim logs it)."""
         name = self.by_dpid.get(dpid)

@@ -32,6 +32,8 @@ import json
 import os
 import sys
 import threading
+from collections.abc import Callable
+from typing import Any
 
 from testbed.fabric.model import Fabric
 
@@ -58,7 +60,7 @@ from .compat import (
 CONNECTED = [CONFIG_DISPATCHER, MAIN_DISPATCHER]
 
 
-def emit(**event):
+def emit(**event: Any) -> None:
     sys.stdout.write(json.dumps(event, sort_keys=True) + "\n")
     sys.stdout.flush()
 
@@ -113,13 +115,13 @@ class HpnController(BaseApp):
         return self.core.switch_of(dp.id, dp)
 
     # --- the job channel ---------------------------------------------------
-    def on_announce(self, request, reply):
+    def on_announce(self, request: dict, reply: Callable[[dict], None]) -> None:
         with self.lock:
             self._carry_out(self.core.announced(request, reply))
 
     # --- connection --------------------------------------------------------
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
-    def on_features(self, ev):
+    def on_features(self, ev: Any) -> None:
         dp = ev.msg.datapath
         with self.lock:
             actions = self.core.connected(dp.id, dp, lambda conn: conn.is_active)
@@ -132,11 +134,11 @@ class HpnController(BaseApp):
             self._carry_out(actions)
 
     @set_ev_cls(ofp_event.EventOFPFlowStatsReply, CONNECTED)
-    def on_flow_stats(self, ev):
+    def on_flow_stats(self, ev: Any) -> None:
         self._gather(ev.msg, "flows")
 
     @set_ev_cls(ofp_event.EventOFPGroupDescStatsReply, CONNECTED)
-    def on_group_desc(self, ev):
+    def on_group_desc(self, ev: Any) -> None:
         self._gather(ev.msg, "groups")
 
     def _gather(self, msg, part):
@@ -159,7 +161,7 @@ class HpnController(BaseApp):
             self._carry_out(self.core.tables_read(name, have, flows, groups, strays))
 
     @set_ev_cls(ofp_event.EventOFPPortDescStatsReply, CONNECTED)
-    def on_port_desc(self, ev):
+    def on_port_desc(self, ev: Any) -> None:
         dp = ev.msg.datapath
         with self.lock:
             name = self._switch_of(dp)
@@ -169,7 +171,7 @@ class HpnController(BaseApp):
             self._carry_out(self.core.ports_read(name, ports))
 
     @set_ev_cls(ofp_event.EventOFPPortStatus, CONNECTED)
-    def on_port_status(self, ev):
+    def on_port_status(self, ev: Any) -> None:
         dp, p = ev.msg.datapath, ev.msg.desc
         with self.lock:
             name = self._switch_of(dp)
@@ -184,14 +186,14 @@ class HpnController(BaseApp):
         return not (p.state & ofp.OFPPS_LINK_DOWN or p.config & ofp.OFPPC_PORT_DOWN)
 
     @set_ev_cls(ofp_event.EventOFPBarrierReply, CONNECTED)
-    def on_barrier(self, ev):
+    def on_barrier(self, ev: Any) -> None:
         with self.lock:
             name = self._switch_of(ev.msg.datapath)
             if name is not None:
                 self._carry_out(self.core.barrier_answered(name, ev.msg.xid))
 
     @set_ev_cls(ofp_event.EventOFPErrorMsg, CONNECTED)
-    def on_error(self, ev):
+    def on_error(self, ev: Any) -> None:
         msg = ev.msg
         name = self._switch_of(msg.datapath)
         if name is not None:
@@ -199,7 +201,7 @@ class HpnController(BaseApp):
 
     # --- proxy ARP ---------------------------------------------------------
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
-    def on_packet_in(self, ev):
+    def on_packet_in(self, ev: Any) -> None:
         msg = ev.msg
         dp = msg.datapath
         if self._switch_of(dp) is None:

@@ -7,6 +7,9 @@ unit tests can drive it with a fake datapath that executes what would be
 sent.
 """
 
+from collections.abc import Collection, Iterable
+from typing import Any
+
 from .routing import Detour, FlowDel, FlowSet, GroupAdd, Mark, Output, Pin, Route, SetDscp, ToGroup
 
 COOKIE = 0x4850_4E00  # "HPN" + 0: marks the flows hpnlab installs
@@ -31,7 +34,7 @@ SHAPE = {
 }
 
 
-def base_flows(dp, have=frozenset()):
+def base_flows(dp: Any, have: Collection[str] = frozenset()) -> list:
     """Table 0's fixed flows, those not in `have` ({"arp", "next"}): ARP goes
     to the controller (proxy ARP), everything else on to table 1. What no
     route matches there is dropped by OpenFlow 1.3's default table-miss: no
@@ -62,7 +65,7 @@ def base_flows(dp, have=frozenset()):
     return out
 
 
-def state_requests(dp):
+def state_requests(dp: Any) -> list:
     """Ask a (re)connecting switch what it holds: our flows (by cookie) and
     its groups. A switch keeps its tables while no controller is connected
     (fail-mode secure), so a restarted controller starts from what is there
@@ -76,7 +79,7 @@ def state_requests(dp):
     ]
 
 
-def read_state(dp, flow_stats, group_descs):
+def read_state(dp: Any, flow_stats: Iterable, group_descs: Iterable) -> tuple[set, dict, dict, list]:
     """What a switch holds, from its flow-stats and group-desc replies:
     (the base flows it has ({"arp", "next"}), {Match: Output | ToGroup |
     SetDscp} (routing.py),
@@ -84,7 +87,7 @@ def read_state(dp, flow_stats, group_descs):
     [flows to remove: (priority, match)])."""
     ofp = dp.ofproto
     kinds = {ofp.OFPGT_SELECT: "select", ofp.OFPGT_FF: "ff"}
-    groups = {}
+    groups: dict = {}
     for g in sorted(group_descs, key=lambda g: g.group_id):
         ports = [a.port for b in g.buckets for a in b.actions if a.type == ofp.OFPAT_OUTPUT]
         if g.type in kinds and ports:
@@ -92,7 +95,9 @@ def read_state(dp, flow_stats, group_descs):
             key = (kinds[g.type], tuple(sorted(ports)) if g.type == ofp.OFPGT_SELECT else tuple(ports))
             groups.setdefault(key, g.group_id)
     known_gids = set(groups.values())
-    base, routes, strays = set(), {}, []
+    base: set = set()
+    routes: dict = {}  # Match -> Output | ToGroup | SetDscp
+    strays: list = []
     for f in flow_stats:
         fields = dict(f.match.items())
         actions = [a for i in f.instructions if i.type == ofp.OFPIT_APPLY_ACTIONS for a in i.actions]
@@ -150,7 +155,7 @@ def _route_action(ofp, actions):
     return None
 
 
-def remove_flows(dp, strays):
+def remove_flows(dp: Any, strays: Iterable[tuple]) -> list:
     """Delete flows of ours that fit no program (strict: only those, each in
     its own table: the same match and priority may be a kept flow elsewhere)."""
     ofp, parser = dp.ofproto, dp.ofproto_parser
@@ -170,7 +175,7 @@ def remove_flows(dp, strays):
     ]
 
 
-def messages_for(dp, ops):
+def messages_for(dp: Any, ops: Iterable) -> list:
     """The flow and group modifications that carry out routing's `ops`."""
     ofp, parser = dp.ofproto, dp.ofproto_parser
     msgs = []

@@ -269,7 +269,7 @@ def _ring_pairs(members):
 # --- links -----------------------------------------------------------------------------
 
 
-def link_problem(fabric):
+def link_problem(fabric: Fabric) -> tuple[str, str] | None:
     """(field, message) for the first link this machine cannot emulate, or
     None: every rate after scaling within [MIN_EMULATED_BPS,
     MAX_EMULATED_BPS], every delay within MAX_LINK_DELAY_S. The field is

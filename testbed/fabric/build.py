@@ -113,7 +113,7 @@ class _Builder:
                 "", f"this topology has more than {limit} {what}, the most hpnlab emulates: reduce {reduce}"
             )
 
-    def switch(self, name, kind, dc, **attrs):
+    def switch(self, name: str, kind: str, dc: int, **attrs) -> Node:
         self._count(
             "switches",
             len(self.f.nodes) - self.hosts,
@@ -126,7 +126,7 @@ class _Builder:
         self.next_port[name] = 1
         return node
 
-    def host(self, name, dc, segment):
+    def host(self, name: str, dc: int, segment: int | None) -> None:
         self._count("hosts", self.hosts, MAX_HOSTS, "segments, hosts_per_segment, k or fabrics")
         self.hosts += 1
         self.f.nodes[name] = Node(name, HOST, dc=dc, segment=segment)
@@ -142,24 +142,26 @@ class _Builder:
         self.next_port[sw] = port + 1
         return Endpoint(sw, port, f"{sw}-e{port}")
 
-    def link(self, a, b, kind, rate_bps, plane=None, delay_s=0.0):
+    def link(
+        self, a: str, b: str, kind: str, rate_bps: float, plane: int | None = None, delay_s: float = 0.0
+    ) -> None:
         """Switch-to-switch link."""
         self.f.links.append(Link(self._switch_end(a), self._switch_end(b), kind, rate_bps, delay_s, plane))
 
-    def access(self, host, rail, port, tor, rate_bps, plane):
+    def access(self, host: str, rail: int, port: int, tor: str, rate_bps: float, plane: int | None) -> str:
         ifname = f"{host}-n{rail}p{port}"
         self.f.links.append(
             Link(Endpoint(host, port, ifname), self._switch_end(tor), "access", rate_bps, 0.0, plane)
         )
         return ifname
 
-    def nic(self, host, rail, ip, ifnames):
+    def nic(self, host: str, rail: int, ip: str, ifnames: list[str]) -> None:
         octets = ipaddress.IPv4Address(ip).packed
         mac = "02:00:" + ":".join(f"{o:02x}" for o in octets)
         self.f.nics.append(Nic(host, rail, ip, mac, tuple(ifnames)))
 
     # --- kinds -------------------------------------------------------------
-    def datacenter(self, p, dc, prefix, path=""):
+    def datacenter(self, p: dict, dc: int, prefix: str, path: str = "") -> tuple[dict, float, float]:
         kind = p["kind"]
         if kind == "hpn":
             return self.hpn(p, dc, prefix, path)
@@ -179,7 +181,7 @@ class _Builder:
             return self.fat_tree(p, dc, prefix, path)
         raise ModelError(f"{path}kind", f"a datacenter must be hpn, clos or fat-tree, not {kind!r}")
 
-    def hpn(self, p, dc, prefix, path):
+    def hpn(self, p: dict, dc: int, prefix: str, path: str) -> tuple[dict, float, float]:
         S, H, R = p["segments"], p["hosts_per_segment"], p["rails"]
         P, A, dual = p["planes"], p["aggs_per_plane"], p["dual_tor"]
         if P == 2 and not dual:
@@ -222,7 +224,7 @@ class _Builder:
                 self.link(tor, agg, "fabric", up_rate, plane)
         return aggs, up_rate, H * S * R * host_rate
 
-    def fat_tree(self, p, dc, prefix, path):
+    def fat_tree(self, p: dict, dc: int, prefix: str, path: str) -> tuple[dict, float, float]:
         k = p["k"]
         if k < 2 or k % 2:
             raise ModelError(f"{path}k", f"k must be an even number >= 2, got {k}")
@@ -251,7 +253,7 @@ class _Builder:
         # DCI borders attach to the top tier: here the cores.
         return {0: cores}, rate, k**3 // 4 * rate
 
-    def region(self, p):
+    def region(self, p: dict) -> None:
         fabrics = p["fabrics"]
         if len(fabrics) < 2:
             raise ModelError("fabrics", f"a region joins at least 2 fabrics, got {len(fabrics)}")
@@ -305,7 +307,7 @@ class _Builder:
                     for _ in range(links):
                         self.link(borders[i, plane], borders[j, plane], "dci", rate, plane, delay)
 
-    def check_names(self):
+    def check_names(self) -> None:
         for link in self.f.links:
             for end in (link.a, link.b):
                 if len(end.ifname) > IFNAME_MAX:

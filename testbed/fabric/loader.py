@@ -10,6 +10,7 @@ than MAX_DEPTH (the composer recurses per level).
 
 import os
 import stat
+from os import PathLike
 
 import yaml
 
@@ -109,7 +110,7 @@ def kind_of(value: object) -> str:
     )
 
 
-def load_yaml(path, within=None) -> dict:
+def load_yaml(path: str | PathLike, within: str | PathLike | None = None) -> dict:
     """The mapping in the YAML file `path`; ConfigError with one problem if
     not. `within(real_path)`: whether the file, as opened, may be read (it
     is asked of the open file, so a link swapped in after a check on the

@@ -17,6 +17,7 @@ ECMP group by itself.
 """
 
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from .model import Fabric
@@ -38,7 +39,7 @@ class Routes:
     detours: dict = field(default_factory=dict)
 
 
-def live_links(fabric: Fabric, down_ports) -> list:
+def live_links(fabric: Fabric, down_ports: Collection[tuple[str, int]]) -> list:
     """Links whose switch ends are all up. `down_ports` holds (switch, port)."""
     out = []
     for link in fabric.links:
@@ -48,7 +49,7 @@ def live_links(fabric: Fabric, down_ports) -> list:
     return out
 
 
-def compute_routes(fabric: Fabric, down_ports=frozenset()) -> Routes:
+def compute_routes(fabric: Fabric, down_ports: Collection[tuple[str, int]] = frozenset()) -> Routes:
     links = live_links(fabric, down_ports)
     # Switch adjacency: switch -> [(neighbour switch, local port)]
     adj: dict[str, list] = {s.name: [] for s in fabric.switches()}

@@ -7,7 +7,9 @@ The schemas live in `schemas/`; problems come out in the order of the file.
 import difflib
 import json
 import math
+from collections.abc import Iterable
 from importlib import resources
+from os import PathLike
 
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import best_match
@@ -61,7 +63,7 @@ def _validator(name):
     return _Validator(schemas[name], registry=registry)
 
 
-def schema_problems(file, doc: object, kind: str) -> list[Problem]:
+def schema_problems(file: str | PathLike, doc: object, kind: str) -> list[Problem]:
     """Problems of `doc` against the schema of `kind`, in document order."""
     errors = sorted(
         _said_once(_validator(kind).iter_errors(doc)), key=lambda e: _document_order(doc, e.absolute_path)
@@ -101,7 +103,7 @@ def _document_order(doc, path):
     return tuple(key)
 
 
-def format_path(steps) -> str:
+def format_path(steps: Iterable[str | int]) -> str:
     """('traffic', 0, 'dst') -> 'traffic[0].dst'; () -> '(top)'."""
     text = ""
     for step in steps:

@@ -15,6 +15,8 @@ at least 1 s in all is judged, switch ports and host ports alike, each on
 its own.
 """
 
+from collections.abc import Iterable
+
 from testbed.fabric.model import Fabric
 
 BUSY_MIN_SAMPLES = 10  # an egress must be busy for >= 1 s in all to be judged
@@ -123,7 +125,9 @@ def cpu_summary(cpu: list, saturated: float = 0.95) -> dict:
     }
 
 
-def egress_bytes(samples: list, devs, start: float | None = None, end: float | None = None) -> dict:
+def egress_bytes(
+    samples: list, devs: Iterable[str], start: float | None = None, end: float | None = None
+) -> dict:
     """{dev: bytes its egress sent} for each of `devs` the samples hold,
     over the whole run or between the samples that bracket [start, end]."""
     if not samples:

@@ -3,6 +3,8 @@ traffic agents kept to their line-rate pacing, the frames the machine lost
 outside every modeled queue, and how long Open vSwitch left frames unread.
 results/trust.py holds these against its thresholds."""
 
+from testbed.fabric.model import Fabric
+
 from .text import fmt
 
 # A port must have had packets ready this long before its pacing is judged:
@@ -11,7 +13,7 @@ MIN_JUDGED_BACKLOG_S = 0.5
 ALL_PORTS = "all ports"  # results written before agents reported per port
 
 
-def paused_overlap(gaps, paused) -> float:
+def paused_overlap(gaps: list, paused: list) -> float:
     """Seconds of the late gaps [(start, length)] that fall in the port's
     paused intervals [(start, end)]: the line was held by a pause then, not
     left idle by a late agent."""
@@ -152,7 +154,7 @@ def unexplained_loss(
     }
 
 
-def emulator_hold(fabric, held_bytes: dict | None) -> dict | None:
+def emulator_hold(fabric: Fabric, held_bytes: dict | None) -> dict | None:
     """{"worst_s", "port", "ports": {switch port: s}}: the longest the
     frames held unread in Open vSwitch's socket of a switch port would take
     to come in at that link's rate (this machine's seconds, like every

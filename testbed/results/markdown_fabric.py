@@ -5,7 +5,7 @@ fabric itself."""
 from .text import count, fmt, md_table
 
 
-def section_queues(results):
+def section_queues(results: dict) -> str:
     """Per class: what every port together sent, dropped and marked, and the
     worst port's backlog; then the busiest ports; then the sampler's cost."""
     metrics = results.get("metrics") or {}
@@ -59,7 +59,7 @@ def _ms(stats):
     )
 
 
-def section_controller(ctl):
+def section_controller(ctl: dict) -> str:
     """When the controller went away and what each restart did."""
     rows = [
         [fmt(e["at"]), "exited" + ("" if e["asked"] else " (not asked: a crash)"), f"status {e['code']}"]
@@ -84,7 +84,7 @@ def section_controller(ctl):
     )
 
 
-def section_probes(probe):
+def section_probes(probe: dict) -> str:
     """The longest delivery gap around each named fault, and what it rests on."""
     rows = []
     for name, f in probe.get("faults", {}).items():
@@ -124,7 +124,7 @@ def section_probes(probe):
     )
 
 
-def section_pauses(results):
+def section_pauses(results: dict) -> str:
     """How often and how long each link was paused, and how fast pauses
     took hold and let go (testbed/results/pauses.py)."""
     pfc = (results.get("metrics") or {}).get("pfc") or {}
@@ -153,7 +153,7 @@ def section_pauses(results):
     return "\n\n".join(parts)
 
 
-def section_fabric(results):
+def section_fabric(results: dict) -> str:
     fabric = results.get("fabric") or {}
     if not fabric:
         return "No fabric description."

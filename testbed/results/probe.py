@@ -136,7 +136,7 @@ def _crossing_pps(samples, devs, start):
     return round(sent / FRAME_BYTES / (tb - ta), 1) if tb > ta else None
 
 
-def fmt_rate(x):
+def fmt_rate(x: float) -> str:
     return f"{x:.3g}"
 
 
@@ -144,6 +144,6 @@ def _ms(seconds):
     return None if seconds is None else round(seconds * 1000, 2)
 
 
-def gap_metrics(probe):
+def gap_metrics(probe: dict | None) -> dict:
     """{"<fault>_gap_ms": value} for the metrics' top level."""
     return {f"{name}_gap_ms": f["gap_ms"] for name, f in (probe or {}).get("faults", {}).items()}
