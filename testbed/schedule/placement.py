@@ -9,7 +9,7 @@ Two policies, chosen per job:
   chosen among all the paths of every plane so that concurrent connections
   use disjoint links where they can, the least loaded first. Jobs choose in
   decreasing GPU intensity and each flow the least congested path left
-  (Crux's path selection, `crux.select_paths`, is exactly that rule).
+  (Crux's path selection, `crux.paths.select_paths`, is exactly that rule).
 
 Priorities, chosen per job: `fixed` keeps the DSCP the job sends; `crux`
 ranks the crux jobs by Crux priority (intensity corrected for how much a
@@ -27,6 +27,8 @@ from testbed.fabric.model import Fabric
 from testbed.fabric.paths import Routes, enumerate_paths
 
 from . import crux
+from .crux.model import Flow, Job
+from .crux.paths import select_paths
 
 # Crux needs positive compute to rank jobs; a job that does not compute
 # between collectives ranks as nearly pure communication.
@@ -61,7 +63,7 @@ def path_links(names: dict, ifname: str, hops) -> tuple:
 
 
 def crux_jobs(fabric: Fabric, routes: Routes, announced: dict, down=frozenset()) -> tuple[list, dict, dict]:
-    """Crux's view of the announced jobs: ([crux.Job], bandwidth, {(job,
+    """Crux's view of the announced jobs: ([Job], bandwidth, {(job,
     flow name): {link tuple: (NIC port, hops)}}) for the flows that have at
     least one path; the rest are left out (and reported unreachable)."""
     names = egress_names(fabric)
@@ -74,11 +76,9 @@ def crux_jobs(fabric: Fabric, routes: Routes, announced: dict, down=frozenset())
                 options.setdefault(path_links(names, ifname, hops), (ifname, hops))
             if options:
                 by_links[(job["name"], flow["name"])] = options
-                flows.append(crux.Flow(flow["name"], flow["bytes"], tuple(options)))
+                flows.append(Flow(flow["name"], flow["bytes"], tuple(options)))
         if flows:
-            jobs.append(
-                crux.Job(job["name"], max(job["compute_s"], MIN_COMPUTE_S), tuple(flows), job["overlap"])
-            )
+            jobs.append(Job(job["name"], max(job["compute_s"], MIN_COMPUTE_S), tuple(flows), job["overlap"]))
     return jobs, egress_bandwidth(fabric), by_links
 
 
@@ -104,7 +104,7 @@ def place(
     again (around them)."""
     precise = {j["name"] for j in announced["jobs"] if j.get("paths") == "precise"}
     jobs, bandwidth, by_links = crux_jobs(fabric, routes, announced, down)
-    chosen = crux.select_paths([j for j in jobs if j.name in precise], bandwidth, keep)
+    chosen = select_paths([j for j in jobs if j.name in precise], bandwidth, keep)
     classes = crux_classes(announced, jobs, bandwidth)
     pins: dict = {}
     marks: dict = {}

@@ -9,26 +9,18 @@ import random
 
 import pytest
 
-from testbed.schedule.crux import (
-    FACTOR_FLOOR,
+from testbed.schedule.crux import plan
+from testbed.schedule.crux.compression import (
     Edge,
-    Flow,
-    Job,
-    Periodic,
-    assign_priorities,
-    communication_time,
     compress,
     contention_dag,
     exhaustive_compression,
-    intensity,
-    link_bytes,
-    plan,
-    priority_factor,
-    reference_job,
-    select_paths,
     split_order,
-    utilization,
 )
+from testbed.schedule.crux.model import Flow, Job, communication_time, intensity, link_bytes
+from testbed.schedule.crux.paths import select_paths
+from testbed.schedule.crux.priority import FACTOR_FLOOR, assign_priorities, priority_factor, reference_job
+from testbed.schedule.crux.shared_link import Periodic, utilization
 
 
 # --- helpers -----------------------------------------------------------------
