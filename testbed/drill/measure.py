@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from testbed.results import analytical, controller, counters, dilation, emulator, pauses, probe, queues
+from testbed.results.document import FabricSummary, Results
 from testbed.results.flows import SETTLE_S, compute_metrics
 from testbed.results.jobs import job_metrics
 from testbed.results.judge import judge
@@ -45,7 +46,7 @@ class RunRecord:
     announced: dict | None = None  # what the controller was told (drill/announce.py)
 
 
-def results(sc, run: RunRecord, started: str, dilation_choice: dict | None = None) -> dict:
+def results(sc, run: RunRecord, started: str, dilation_choice: dict | None = None) -> Results:
     """Measure what the run recorded, bring it back to emulated time, decide
     whether it can be trusted, and judge the expectations: the results dict."""
     fabric = sc.fabric
@@ -68,35 +69,35 @@ def results(sc, run: RunRecord, started: str, dilation_choice: dict | None = Non
     m["controller"] = controller.record(run.events, run.t0, run.controller_actions, run.ran_s, n)
     run.problems += controller.problems(m["controller"])
     verdict = judge(m, faults, sc.expect, run.problems)
-    return {
-        "scenario": sc.name,
-        "description": sc.description,
-        "scenario_file": sc.path,
-        "started": started,
-        "duration_s": emulated["duration_s"],
-        "duration_planned_s": emulated["duration_planned_s"],
-        "time_dilation": n,
-        "time_dilation_choice": dilation_choice or {"from": "given"},
-        "passed": verdict["passed"],
-        "trustworthy": verdict["trustworthy"],
-        "trust": verdict["trust"],
-        "fabric": {
-            "kind": fabric.kind,
-            "datapath": run.datapath,
-            "hosts": len(fabric.hosts()),
-            "switches": len(fabric.switches()),
-            "links": len(fabric.links),
-            "bringup_s": run.bringup_s,
-        },
-        "expectations": verdict["expectations"],
-        "metrics": m,
-        "faults": faults,
-        "series": series,
-        "queues": queues.to_emulated(run.queues, n),
-        "pauses": pause_recs,
-        "placement": run.placement,
-        "problems": run.problems,
-    }
+    return Results(
+        scenario=sc.name,
+        description=sc.description,
+        scenario_file=sc.path,
+        started=started,
+        duration_s=emulated["duration_s"],
+        duration_planned_s=emulated["duration_planned_s"],
+        time_dilation=n,
+        time_dilation_choice=dilation_choice or {"from": "given"},
+        passed=verdict["passed"],
+        trustworthy=verdict["trustworthy"],
+        trust=verdict["trust"],
+        fabric=FabricSummary(
+            kind=fabric.kind,
+            datapath=run.datapath,
+            hosts=len(fabric.hosts()),
+            switches=len(fabric.switches()),
+            links=len(fabric.links),
+            bringup_s=run.bringup_s,
+        ),
+        expectations=verdict["expectations"],
+        metrics=m,
+        faults=faults,
+        series=series,
+        queues=queues.to_emulated(run.queues, n),
+        pauses=pause_recs,
+        placement=run.placement,
+        problems=run.problems,
+    )
 
 
 def _measure(sc, run):

@@ -35,7 +35,7 @@ def run_scenario(sc, out_dir, log=print, dilation_choice=None):
     dilation was chosen, for the report. Returns the results dict."""
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     run = _run(sc, out_dir, log)
-    results = measure.results(sc, run, started, dilation_choice)
+    results = measure.results(sc, run, started, dilation_choice).to_dict()
     _write(sc, run, results, out_dir, log)
     return results
 

@@ -3,6 +3,7 @@ bytes kept), what the machine is told (shaping, queues, agent configs),
 and the measurements brought back to emulated time before they are judged
 and reported."""
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -417,7 +418,7 @@ def test_the_runner_judges_a_dilated_run_in_emulated_time(tmp_path):
         datapath="user",
         bringup_s=1.0,
     )
-    results = measure.results(sc, run, "now", {"from": "command line"})
+    results = measure.results(sc, run, "now", {"from": "command line"}).to_dict()
     assert [f["converged_s"] for f in results["faults"]] == [0.005, 0.005]
     assert results["time_dilation"] == 4.0
     assert results["time_dilation_choice"] == {"from": "command line"}
@@ -534,3 +535,14 @@ def test_a_scenario_too_long_to_dilate_is_refused(tmp_path):
     copy.write_text(yaml.safe_dump(doc))
     with pytest.raises(ConfigError, match="time_dilation"):
         load_scenario(copy)
+
+
+def test_the_results_record_and_the_published_schema_name_the_same_keys():
+    from testbed.results import document
+
+    schema = store.results_schema()
+    written_later = {"files", "plot_errors"}  # added as the report is written
+    assert document.keys() == schema["required"]
+    assert set(schema["properties"]) - written_later == set(document.keys())
+    fabric = schema["properties"]["fabric"]
+    assert [f.name for f in dataclasses.fields(document.FabricSummary)] == fabric["required"]

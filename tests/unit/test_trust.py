@@ -438,13 +438,13 @@ def ring():
 
 
 def test_a_clean_ring_run_passes(ring):
-    res = measure.results(ring, recorded(ring, agent_results=ring_agents(ring)), "now")
+    res = measure.results(ring, recorded(ring, agent_results=ring_agents(ring)), "now").to_dict()
     assert res["trustworthy"] is True and res["passed"] is True, res["trust"]
     assert res["metrics"]["jobs"]["ring8"]["bytes_per_rank_ratio"] == 1.0
 
 
 def test_a_starved_host_spoils_the_ring_run(ring):
-    res = measure.results(ring, recorded(ring, agent_results=ring_agents(ring, ("s1h2", 1))), "now")
+    res = measure.results(ring, recorded(ring, agent_results=ring_agents(ring, ("s1h2", 1))), "now").to_dict()
     assert res["passed"] is False and verdict(res) == "UNTRUSTWORTHY"
     assert res["trust"]["failed"] == ["generator_fidelity"]
     assert all(e["status"] == "untrustworthy" for e in res["expectations"])
@@ -452,7 +452,7 @@ def test_a_starved_host_spoils_the_ring_run(ring):
 
 
 def test_emulator_loss_spoils_the_ring_run(ring):
-    res = measure.results(ring, recorded(ring, agent_results=ring_agents(ring, gaps=2)), "now")
+    res = measure.results(ring, recorded(ring, agent_results=ring_agents(ring, gaps=2)), "now").to_dict()
     assert res["passed"] is False and res["trust"]["failed"] == ["emulator_loss"]
     assert "receivers saw 2 packet gaps (ring8: 2)" in reasons(res)[0]
 
@@ -503,7 +503,7 @@ def dual_tor_run(sc, lags=(0.005, 0.005), converge=(0.02, 0.02)):
 
 def test_the_dual_tor_drill_passes_when_the_timeline_held():
     sc = load_scenario("scenarios/dual-tor-link-failure.yaml")
-    res = measure.results(sc, dual_tor_run(sc), "now")
+    res = measure.results(sc, dual_tor_run(sc), "now").to_dict()
     assert res["trustworthy"] is True and res["passed"] is True, res["trust"]
     assert [f["converged_s"] for f in res["faults"]] == [0.02, 0.02]
     host = res["metrics"]["hosts"]["s0h0"]
@@ -514,7 +514,7 @@ def test_without_anything_busy_the_emulators_rate_is_unknown():
     sc = load_scenario("scenarios/dual-tor-link-failure.yaml")
     run = dual_tor_run(sc)
     run.samples = []
-    res = measure.results(sc, run, "now")
+    res = measure.results(sc, run, "now").to_dict()
     assert res["trust"]["failed"] == ["link_fidelity"]
     assert "fidelity is unknown" in reasons(res)[0]
     for e in res["expectations"]:
@@ -523,7 +523,7 @@ def test_without_anything_busy_the_emulators_rate_is_unknown():
 
 def test_the_slow_vm_dual_tor_run_is_untrustworthy():
     sc = load_scenario("scenarios/dual-tor-link-failure.yaml")
-    res = measure.results(sc, dual_tor_run(sc, lags=(0.39, 0.005), converge=(1.17, 0.02)), "now")
+    res = measure.results(sc, dual_tor_run(sc, lags=(0.39, 0.005), converge=(1.17, 0.02)), "now").to_dict()
     assert {"fault_lag", "convergence"} <= set(res["trust"]["failed"])
     said = " ".join(reasons(res))
     assert "fault 1 (link-down s0h0-t0r0k0) applied 390 ms late" in said
