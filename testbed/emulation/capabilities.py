@@ -108,49 +108,20 @@ QDISCS = {
 
 def probe():
     """Return a list of Features. Needs root for the kernel probes."""
-    feats = []
     ovs_mod = _modprobe("openvswitch")
-    feats.append(
+    feats = [
         Feature(
             "openvswitch module",
             ovs_mod,
             "loaded" if ovs_mod else "not loadable",
             "OVS kernel datapath (fast); without it the userspace datapath is used",
         )
-    )
+    ]
     if os.geteuid() == 0 and all(shutil.which(t) for t in ("ip", "tc", "unshare")):
-        for name, (module, args, enables) in QDISCS.items():
-            ok, detail = _qdisc_probe(module, args)
-            feats.append(Feature(name, ok, detail, enables))
-        ok, detail = _bpf_queue_probe()
-        feats.append(
-            Feature(
-                BPF_QUEUES, ok, detail, "priority classes, ECN marking and queue counters (scenario queues)"
-            )
-        )
-        _modprobe("bonding")
-        r = _in_fresh_netns("ip link add bond0 type bond")
-        feats.append(
-            Feature(
-                "bonding",
-                r.returncode == 0,
-                (r.stderr.strip() or "ok"),
-                "Linux bonding (not needed: NIC ports use multipath routes)",
-            )
-        )
+        feats += _kernel_queue_features()
     else:
         feats.append(Feature("kernel qdiscs", False, "not probed: needs root", "everything"))
-    _modprobe("tcp_dctcp")
-    try:
-        with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as fh:
-            ccs = fh.read().split()
-    except OSError:
-        ccs = []
-    feats.append(
-        Feature(
-            "dctcp", "dctcp" in ccs, " ".join(ccs) or "unknown", "DCTCP congestion control (ECN-reactive TCP)"
-        )
-    )
+    feats.append(_dctcp_feature())
     for tool, enables in (
         ("iperf3", "bulk TCP traffic (drills)"),
         ("ovs-vsctl", "Open vSwitch"),
@@ -176,6 +147,41 @@ def probe():
         ok = importlib.util.find_spec(mod) is not None
         feats.append(Feature(f"python: {mod}", ok, "importable" if ok else "missing", "hpnlab itself"))
     return feats
+
+
+def _kernel_queue_features():
+    """The qdiscs, the BPF queue engine and bonding, each tried in a fresh
+    network namespace (root only)."""
+    feats = []
+    for name, (module, args, enables) in QDISCS.items():
+        ok, detail = _qdisc_probe(module, args)
+        feats.append(Feature(name, ok, detail, enables))
+    ok, detail = _bpf_queue_probe()
+    feats.append(
+        Feature(BPF_QUEUES, ok, detail, "priority classes, ECN marking and queue counters (scenario queues)")
+    )
+    _modprobe("bonding")
+    r = _in_fresh_netns("ip link add bond0 type bond")
+    feats.append(
+        Feature(
+            "bonding",
+            r.returncode == 0,
+            (r.stderr.strip() or "ok"),
+            "Linux bonding (not needed: NIC ports use multipath routes)",
+        )
+    )
+    return feats
+
+
+def _dctcp_feature():
+    _modprobe("tcp_dctcp")
+    try:
+        with open("/proc/sys/net/ipv4/tcp_available_congestion_control") as fh:
+            ccs = fh.read().split()
+    except OSError:
+        ccs = []
+    enables = "DCTCP congestion control (ECN-reactive TCP)"
+    return Feature("dctcp", "dctcp" in ccs, " ".join(ccs) or "unknown", enables)
 
 
 # The userspace datapath sends every packet of every bridge through one
