@@ -39,7 +39,7 @@ import socket
 import sys
 import time
 
-from . import roce, transport
+from . import gobackn, roce, transport
 from .nic import Port, PortPicker
 from .transfers import InFlow, Job, OutFlow, flow_sport, qp_job, qp_number
 
@@ -82,7 +82,7 @@ class Agent:
         self.route_settle_s = ROUTE_SETTLE_S * d
         self.reroute_until = 0.0
         self.any_paced = False  # some flow is held below line rate by DCQCN
-        self.nak_retry_s = transport.DEFAULT_NAK_RETRY_S * d
+        self.nak_retry_s = gobackn.DEFAULT_NAK_RETRY_S * d
         dcqcn = dict(cfg.get("dcqcn", {}))
         for key in ("alpha_period_s", "increase_period_s", "cnp_interval_s"):
             dcqcn[key] = dcqcn.get(key, getattr(transport.DcqcnParams, key)) * d

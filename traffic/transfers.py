@@ -3,7 +3,7 @@ both ends derive from the schedule, a send step as a paced RoCE flow
 (OutFlow), a receive (InFlow), and one rank of one job (Job) with its
 iterations and counters."""
 
-from . import collectives, roce, transport
+from . import collectives, gobackn, roce, transport
 from .nic import PORT_BURST
 
 
@@ -45,7 +45,7 @@ class OutFlow:
             if tail == payload
             else agent.template(self.peer, job.dscp, tail).retarget(self.sport, self.qp)
         )
-        self.gbn = transport.GbnSender(self.npackets, agent.window, agent.rto_s)
+        self.gbn = gobackn.GbnSender(self.npackets, agent.window, agent.rto_s)
         # Rate control belongs to the queue pair (this job's connection to
         # the peer), not to one transfer: a new transfer keeps the rate the
         # last one reached instead of starting at line rate again.
@@ -73,7 +73,7 @@ class InFlow:
     def __init__(self, nbytes, payload, agent):
         self.nbytes = nbytes
         self.npackets = max(1, -(-nbytes // payload))
-        self.rx = transport.GbnReceiver(
+        self.rx = gobackn.GbnReceiver(
             self.npackets, cnp_interval_s=agent.dcqcn_params.cnp_interval_s, nak_retry_s=agent.nak_retry_s
         )
         self.bytes = 0

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from traffic import agent, transport
+from traffic import agent, gobackn
 
 
 def test_qp_numbers_avoid_special_qps_and_round_trip():
@@ -22,7 +22,7 @@ def test_qp_numbers_avoid_special_qps_and_round_trip():
 
 
 def _flow(peer, seq, npackets=4, sent=0):
-    gbn = transport.GbnSender(npackets, window=64, rto_s=0.25)
+    gbn = gobackn.GbnSender(npackets, window=64, rto_s=0.25)
     for psn in range(sent):
         gbn.on_sent(psn, 0.0)
     return SimpleNamespace(peer={"ip": peer}, seq=seq, gbn=gbn)
