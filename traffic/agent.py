@@ -41,10 +41,10 @@ import time
 
 from . import gobackn, roce, transport
 from .nic import Port, PortPicker
+from .roce import BTH_FIELDS
 from .transfers import InFlow, Job, OutFlow, flow_sport, qp_job, qp_number
 
 IP_RECVTOS = getattr(socket, "IP_RECVTOS", 13)
-_BTH = roce._BTH
 PSN_MASK = roce.PSN_MASK
 DATA_HEADER = roce.BTH_LEN + roce.ICRC_LEN  # a data frame's UDP payload beyond its payload
 ROUTE_SETTLE_S = 0.05  # after a link or route event, re-ask the kernel this long
@@ -468,7 +468,7 @@ class Agent:
             # Fast path, most frames: the next in-order data frame of a
             # transfer under way, not CE-marked, asking nothing back. It
             # reads the frame where it landed; only others are copied out.
-            op, _flags, _pkey, w1, w2 = _BTH.unpack_from(buf)
+            op, _flags, _pkey, w1, w2 = BTH_FIELDS.unpack_from(buf)
             if op == roce.SEND_MIDDLE and w2 < 0x80000000 and tos & 3 != roce.CE:
                 inflow = inflows.get((addr[0], w1 & PSN_MASK))
                 if inflow is not None and inflow.rx.in_order(w2 & PSN_MASK):
