@@ -6,8 +6,13 @@ import socket
 import struct
 import sys
 import termios
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from . import roce, transport
+
+if TYPE_CHECKING:
+    from .transfers import OutFlow
 
 PORT_BURST = 4  # frames of catch-up credit of a paced (below line rate) flow
 
@@ -26,12 +31,14 @@ _RTA = struct.Struct("=HH")
 _RTNH = struct.Struct("=HBBi")  # length, flags, hops, interface index
 
 
-def _attr(kind, payload):
+def _attr(kind: int, payload: bytes) -> bytes:
     size = _RTA.size + len(payload)
     return _RTA.pack(size, kind) + payload + bytes(-size % 4)
 
 
-def route_request(seq, src_ip, dst_ip, sport, dport, proto, flags=0):
+def route_request(
+    seq: int, src_ip: str, dst_ip: str, sport: int, dport: int, proto: int, flags: int = 0
+) -> bytes:
     """An RTM_GETROUTE message asking which way the kernel sends one 5-tuple
     (what `ip route get ... sport S dport D ipproto udp` asks); with
     RTM_F_FIB_MATCH in `flags`, which route entry it uses (`ip route get
@@ -47,7 +54,7 @@ def route_request(seq, src_ip, dst_ip, sport, dport, proto, flags=0):
     return _NLMSG.pack(_NLMSG.size + len(body), RTM_GETROUTE, NLM_F_REQUEST, seq, 0) + body
 
 
-def _route_attrs(reply):
+def _route_attrs(reply: bytes) -> tuple[int, list[tuple[int, bytes]]] | None:
     """(rtm_flags, [(attribute type, payload)]) of an RTM_NEWROUTE reply;
     None for anything else (an error reply: no route)."""
     length, kind, _flags, _seq, _pid = _NLMSG.unpack_from(reply)
@@ -64,7 +71,7 @@ def _route_attrs(reply):
     return rtm_flags, attrs
 
 
-def route_oif(reply):
+def route_oif(reply: bytes) -> int | None:
     """The output interface index in an RTM_NEWROUTE reply; None for an
     error reply (no route) or a reply without one."""
     parsed = _route_attrs(reply)
@@ -74,7 +81,7 @@ def route_oif(reply):
     return None
 
 
-def route_live_oifs(reply):
+def route_live_oifs(reply: bytes) -> set[int]:
     """The interface indexes of the next hops a route entry (a fibmatch
     reply) may use now: dead and link-down ones left out (the hosts ignore
     routes whose link is down). Empty for an error reply."""
@@ -108,19 +115,21 @@ class PortPicker:
     (`events`, a socket for select()); `changed()` drains them and drops
     the cache, so a failed port is left as soon as the kernel knows."""
 
-    def __init__(self, ports):
+    def __init__(self, ports: Iterable[str]) -> None:
         self.ports = list(ports)
-        self.index = {socket.if_nametoindex(p): p for p in self.ports}
+        # interface index -> port name (None, no interface, is never a key)
+        self.index: dict[int | None, str] = {socket.if_nametoindex(p): p for p in self.ports}
         self.query = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
         self.query.bind((0, 0))
         self.events = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
         self.events.bind((0, RTMGRP_LINK | RTMGRP_IPV4_ROUTE))
         self.events.setblocking(False)
-        self.cache = {}
+        # (peer ip, source port) -> port name or None; (peer ip, None) -> live ports
+        self.cache: dict[tuple[str, int | None], Any] = {}
         self.seq = 0
         self.lookups = 0
 
-    def pick(self, src_ip, dst_ip, sport, pinned=None):
+    def pick(self, src_ip: str, dst_ip: str, sport: int, pinned: int | None = None) -> str | None:
         """The port for a flow. A pinned port is a preference: kept while
         the route to the peer may use it, given up for the kernel's own
         choice once that port's link is down or an override leaves it out
@@ -135,7 +144,7 @@ class PortPicker:
             self.cache[key] = self._lookup(src_ip, dst_ip, sport)
         return self.cache[key]
 
-    def _ask(self, request):
+    def _ask(self, request: bytes) -> bytes | None:
         """Send one route query, return its reply (None when netlink fails)."""
         self.lookups += 1
         try:
@@ -147,20 +156,20 @@ class PortPicker:
         except OSError:
             return None
 
-    def _lookup(self, src_ip, dst_ip, sport):
+    def _lookup(self, src_ip: str, dst_ip: str, sport: int) -> str | None:
         self.seq += 1
         reply = self._ask(route_request(self.seq, src_ip, dst_ip, sport, roce.ROCE_PORT, 17))
         oif = None if reply is None else route_oif(reply)
         return self.index.get(oif)  # None: no route right now (every port down), or not ours
 
-    def _live(self, src_ip, dst_ip):
+    def _live(self, src_ip: str, dst_ip: str) -> set[str]:
         """Our ports the route entry to `dst_ip` may use now."""
         self.seq += 1
         reply = self._ask(route_request(self.seq, src_ip, dst_ip, 0, roce.ROCE_PORT, 17, RTM_F_FIB_MATCH))
         oifs = set() if reply is None else route_live_oifs(reply)
         return {self.index[o] for o in oifs if o in self.index}
 
-    def changed(self):
+    def changed(self) -> bool:
         """True if a link or route changed since the last call (cache dropped)."""
         seen = False
         while True:
@@ -175,7 +184,7 @@ class PortPicker:
             self.cache.clear()
         return seen
 
-    def close(self):
+    def close(self) -> None:
         self.query.close()
         self.events.close()
 
@@ -194,7 +203,9 @@ class Port:
     queue behind the data, as on a NIC port.
     """
 
-    def __init__(self, ifname, rate_bps, frame_bytes, queue_frames, max_gap_s):
+    def __init__(
+        self, ifname: str, rate_bps: float, frame_bytes: int, queue_frames: int, max_gap_s: float
+    ) -> None:
         self.ifname = ifname
         self.sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
         self.sock.bind((ifname, 0))
@@ -206,14 +217,14 @@ class Port:
         self.ctrl.bind((ifname, 0))
         self.ctrl.setblocking(False)
         self.meter = transport.LineMeter(rate_bps, max_gap_s)
-        self.flows = []
+        self.flows: list[OutFlow] = []
         self.rr = 0
         self.errors = 0
         self.ctrl_dropped = 0
         self.blocked = False  # the kernel queue is full: wait for select() to say writable
         self.backlogged = False  # frames were ready when the last send attempt stopped
 
-    def send(self, frame, now):
+    def send(self, frame: bytes | bytearray, now: float) -> bool | None:
         """True: queued; False: the queue is full (wait until writable);
         None: the port refused it (down): the flow moves at its next route refresh."""
         try:
@@ -232,11 +243,11 @@ class Port:
         self.meter.sent(len(frame), now, self.backlogged)
         return True
 
-    def queued_bytes(self):
+    def queued_bytes(self) -> int:
         """What the kernel still holds of this socket's frames (SIOCOUTQ)."""
         return struct.unpack("i", fcntl.ioctl(self.sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
 
-    def send_ctrl(self, frame):
+    def send_ctrl(self, frame: bytes | bytearray) -> bool:
         try:
             self.ctrl.send(frame)
             return True
@@ -244,6 +255,6 @@ class Port:
             self.ctrl_dropped += 1  # go-back-N repairs a lost ACK; a lost CNP is only late
             return False
 
-    def close(self):
+    def close(self) -> None:
         self.sock.close()
         self.ctrl.close()

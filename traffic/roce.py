@@ -73,7 +73,10 @@ CNP_PAD_LEN = 16
 BTH_OFF = ETH_LEN + IP_LEN + UDP_LEN  # 42: templates never carry IP options
 PSN_MASK = 0xFFFFFF
 
-_BTH = struct.Struct("!BBHII")
+# The BTH as struct fields: opcode, flags (pad count ...), partition key,
+# FECN/BECN + destination QP, ackreq + PSN. Receivers unpack frames with it
+# where they landed (parse_bth; the agent's receive fast path).
+BTH_FIELDS = struct.Struct("!BBHII")
 _U32 = struct.Struct("!I")
 _U32LE = struct.Struct("<I")
 _LRH_STANDIN = b"\xff" * 8
@@ -308,7 +311,7 @@ def payload_for_mtu(mtu: int) -> int:
 
 def parse_bth(data: bytes) -> tuple[int, int, int, bool, bool, bool]:
     """(opcode, dqpn, psn, ackreq, fecn, becn) from a UDP payload."""
-    op, _flags, _pkey, w1, w2 = _BTH.unpack_from(data)
+    op, _flags, _pkey, w1, w2 = BTH_FIELDS.unpack_from(data)
     return (op, w1 & PSN_MASK, w2 & PSN_MASK, bool(w2 >> 31), bool(w1 >> 31), bool(w1 >> 30 & 1))
 
 

@@ -1,10 +1,21 @@
-"""What a traffic agent keeps per rank and per transfer: queue-pair numbers
-both ends derive from the schedule, a send step as a paced RoCE flow
-(OutFlow), a receive (InFlow), and one rank of one job (Job) with its
-iterations and counters."""
+"""What a traffic agent keeps per transfer: queue-pair numbers both ends
+derive from the schedule, a send step as a paced RoCE flow (OutFlow), and a
+receive (InFlow). One rank of a job, whose steps these transfers carry out,
+is in job.py."""
 
-from . import collectives, roce, transport
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from . import roce, transport
+from .gobackn import GbnReceiver, GbnSender
 from .nic import PORT_BURST
+
+if TYPE_CHECKING:
+    from .collectives import Step
+    from .job import Job
 
 
 def qp_number(job_id: int, iteration: int, tag_index: int) -> int:
@@ -28,32 +39,59 @@ def flow_sport(job_id: int, peer: int, rank: int) -> int:
     return 49152 + ((job_id << 12 | peer) * 7919 + rank * 131) % 16384
 
 
-class OutFlow:
-    """One send step of one iteration: a RoCE flow to a peer."""
+@dataclass(frozen=True)
+class FlowSettings:
+    """What every send flow of an agent is given: its frames' payload size,
+    the go-back-N window and timeout, and the line rate below which DCQCN's
+    rate is paced in user space (with `burst_packets` of catch-up credit)."""
 
-    def __init__(self, agent, job, iteration, step, now):
+    payload: int  # bytes of payload in a full frame
+    window: int  # packets in flight at most
+    rto_s: float  # the go-back-N timeout (time-dilated)
+    line_rate_bps: float  # the NIC port's rate
+    burst_packets: int = PORT_BURST
+
+
+# (peer, dscp, payload length) -> a frame template toward that peer
+TemplateFor = Callable[[dict, int, int], roce.FrameTemplate]
+
+
+class OutFlow:
+    """One send step of one iteration: a RoCE flow to a peer.
+
+    `template` builds (or finds) the frame template for a peer, class and
+    payload length; `dcqcn` is the rate control of the queue pair the flow
+    belongs to (this job's connection to the peer), not of one transfer: a
+    new transfer keeps the rate the last one reached instead of starting at
+    line rate again."""
+
+    def __init__(
+        self,
+        settings: FlowSettings,
+        job: Job,
+        iteration: int,
+        step: Step,
+        template: TemplateFor,
+        dcqcn: transport.Dcqcn,
+    ) -> None:
         self.job, self.iteration, self.step = job, iteration, step
         self.peer = job.peers[step.peer]
         self.qp = qp_number(job.id, iteration, job.tag_index[step.tag])
         self.sport = flow_sport(job.id, step.peer, job.rank)
-        payload = agent.payload
+        payload = settings.payload
         self.npackets = max(1, -(-step.nbytes // payload))
         tail = step.nbytes - (self.npackets - 1) * payload
-        self.full = agent.template(self.peer, job.dscp, payload).retarget(self.sport, self.qp)
+        self.full = template(self.peer, job.dscp, payload).retarget(self.sport, self.qp)
         self.last = (
             self.full
             if tail == payload
-            else agent.template(self.peer, job.dscp, tail).retarget(self.sport, self.qp)
+            else template(self.peer, job.dscp, tail).retarget(self.sport, self.qp)
         )
-        self.gbn = transport.GbnSender(self.npackets, agent.window, agent.rto_s)
-        # Rate control belongs to the queue pair (this job's connection to
-        # the peer), not to one transfer: a new transfer keeps the rate the
-        # last one reached instead of starting at line rate again.
-        self.dcqcn = agent.qp_rate(self.peer["ip"], job.id)
-        self.pacer = transport.Pacer(self.dcqcn.rate, burst_packets=PORT_BURST)
-        self.paced = self.dcqcn.rate < agent.line_rate_bps  # below line rate: pace in user space
-        agent.any_paced |= self.paced
-        self.port = None
+        self.gbn = GbnSender(self.npackets, settings.window, settings.rto_s)
+        self.dcqcn = dcqcn
+        self.pacer = transport.Pacer(self.dcqcn.rate, burst_packets=settings.burst_packets)
+        self.paced = self.dcqcn.rate < settings.line_rate_bps  # below line rate: pace in user space
+        self.port: str | None = None
         self.seq = (iteration, step.index)  # issue order: FIFO per peer
 
     def opcode(self, psn: int) -> int:
@@ -63,114 +101,23 @@ class OutFlow:
             return roce.SEND_FIRST
         return roce.SEND_LAST if psn == self.npackets - 1 else roce.SEND_MIDDLE
 
-    def frame(self, psn):
+    def frame(self, psn: int) -> bytearray:
         tpl = self.last if psn == self.npackets - 1 else self.full
         ackreq = psn == self.npackets - 1 or psn % 8 == 7
         return tpl.frame(psn, opcode=self.opcode(psn), ackreq=ackreq)
 
 
 class InFlow:
-    def __init__(self, nbytes, payload, agent):
+    """One receive step of one iteration under way: go-back-N's receiving
+    end and what arrived."""
+
+    def __init__(
+        self, job: Job, nbytes: int, payload: int, cnp_interval_s: float, nak_retry_s: float
+    ) -> None:
+        self.job = job
         self.nbytes = nbytes
         self.npackets = max(1, -(-nbytes // payload))
-        self.rx = transport.GbnReceiver(
-            self.npackets, cnp_interval_s=agent.dcqcn_params.cnp_interval_s, nak_retry_s=agent.nak_retry_s
-        )
+        self.rx = GbnReceiver(self.npackets, cnp_interval_s=cnp_interval_s, nak_retry_s=nak_retry_s)
         self.bytes = 0
-        self.open_gap = None  # (psn awaited, gap event or None, time the gap was seen)
-
-
-class Job:
-    """One rank of one job: its schedule, iterations and counters."""
-
-    def __init__(self, spec, start_mono):
-        self.id = spec["id"]
-        self.name = spec["name"]
-        self.rank = spec["rank"]
-        self.peers = spec["peers"]
-        self.dscp = spec["dscp"]
-        self.port = spec.get("port")
-        # {peer rank: NIC port}: where the controller pinned this rank's
-        # connection to a peer (precise path selection); the rest spread
-        self.pins = {int(peer): port for peer, port in (spec.get("pins") or {}).items()}
-        self.compute_s = spec["compute_s"]
-        self.overlap = spec["overlap"]
-        self.iterations = spec["iterations"]
-        self.schedule = collectives.for_job(
-            spec["collective"],
-            len(self.peers),
-            spec["bytes"],
-            groups=spec.get("groups"),
-            port=self.port,
-            microbatches=spec.get("microbatches", 1),
-        )
-        self.steps = self.schedule.steps[self.rank]
-        tags = sorted({s.tag for steps in self.schedule.steps.values() for s in steps})
-        self.tag_index = {t: i for i, t in enumerate(tags)}
-        self.warmed = False  # its paths set up just before its start (Agent.warm)
-        self.start_mono = start_mono + spec.get("start", 0.0)
-        self.iter = -1
-        self.records = []
-        self.trace = []
-        self.done = False
-        self.status = {}
-        self.pending = []
-        self.counters = {
-            "bytes_sent": 0,
-            "bytes_received": 0,
-            "packets_sent": 0,
-            "retransmitted": 0,
-            "timeouts": 0,
-            "naks_received": 0,
-            "cnps_received": 0,
-            "cnps_sent": 0,
-            "ce_marks": 0,
-            "gaps_seen": 0,
-        }
-        self.gap_events = []  # the first few gaps this rank saw: where loss showed up
-
-    def begin_iteration(self, now: float) -> None:
-        self.iter += 1
-        self.t_start = now
-        self.comm_start = now + (1.0 - self.overlap) * self.compute_s
-        self.compute_end = now + self.compute_s
-        self.status = {s.index: "wait" for s in self.steps}
-        self.pending = list(self.steps)  # steps not done yet, in schedule order
-        self.iter_bytes = {"sent": 0, "received": 0}
-        self.first_comm = None
-
-    def end_iteration(self, now):
-        """Record the iteration that ends now and begin the next one (or
-        finish). Returns the record."""
-        comm = now - self.first_comm if self.first_comm else 0.0
-        rec = {
-            "job": self.name,
-            "rank": self.rank,
-            "iter": self.iter,
-            "start": self.t_start - self.start_mono,
-            "end": now - self.start_mono,
-            "compute_s": self.compute_s,
-            "comm_s": comm,
-            "iter_s": now - self.t_start,
-            "bytes_sent": self.iter_bytes["sent"],
-            "bytes_received": self.iter_bytes["received"],
-        }
-        self.records.append(rec)
-        if self.iter + 1 >= self.iterations:
-            self.done = True
-        else:
-            self.begin_iteration(now)
-        return rec
-
-    def results(self) -> dict:
-        """What this rank measured, for the agent's results file."""
-        return {
-            "name": self.name,
-            "rank": self.rank,
-            "iterations_planned": self.iterations,
-            "iterations": self.records,
-            **self.counters,
-            "bytes_per_iteration_planned": self.schedule.bytes_sent(self.rank),
-            "gap_events": self.gap_events,
-            "trace": self.trace,
-        }
+        # (psn awaited, gap event or None, time the gap was seen)
+        self.open_gap: tuple[int, dict | None, float] | None = None

@@ -9,7 +9,7 @@ emulated time together (results/dilation.py)."""
 from testbed.fabric.model import Fabric
 from testbed.fabric.paths import compute_routes, trace
 from testbed.fabric.records import Job
-from traffic import collectives, roce
+from traffic import collectives, makespan, roce
 
 
 def schedule_of(job: Job) -> collectives.Schedule:
@@ -73,6 +73,6 @@ def analytical_iteration_s(job: Job, port_rate_bps: float, latency_s: float = 0.
     """Iteration time on an idle fabric: compute plus the schedule's
     communication time at one port's rate (one flow per transfer), with the
     overlapped share of compute hidden."""
-    comm = collectives.analytical_time(schedule_of(job), port_rate_bps, latency_s)
+    comm = makespan.analytical_time(schedule_of(job), port_rate_bps, latency_s)
     compute = job.compute_s
     return max(compute, (1.0 - job.overlap) * compute + comm)

@@ -1,11 +1,15 @@
 """Pure pieces of the traffic agent (the agent itself runs in the
-integration tier, inside emulated hosts)."""
+integration tier, inside emulated hosts): its transfers, a job's progress
+through its steps, and the sending and receiving sides with fake sockets."""
 
+import json
 from types import SimpleNamespace
 
 import pytest
 
-from traffic import agent, transport
+from traffic import agent, gobackn, receiver, roce, sender, transfers, transport
+from traffic.job import IDLE, Job
+from traffic.transfers import FlowSettings, InFlow, OutFlow, flow_sport
 
 
 def test_qp_numbers_avoid_special_qps_and_round_trip():
@@ -13,16 +17,16 @@ def test_qp_numbers_avoid_special_qps_and_round_trip():
     for job in range(8):
         for it in range(20):
             for tag in (0, 1, 2, 65535):
-                qp = agent.qp_number(job, it, tag)
+                qp = transfers.qp_number(job, it, tag)
                 assert qp >= 0x800000 and qp < 1 << 24  # never QP 0/1 (MAD)
-                assert agent.qp_job(qp) == job
+                assert transfers.qp_job(qp) == job
                 assert (qp >> 16) & 0xF == it % 16 and qp & 0xFFFF == tag
                 seen.add((job, it % 16, tag, qp))
     assert len({s[3] for s in seen}) == len(seen)
 
 
 def _flow(peer, seq, npackets=4, sent=0):
-    gbn = transport.GbnSender(npackets, window=64, rto_s=0.25)
+    gbn = gobackn.GbnSender(npackets, window=64, rto_s=0.25)
     for psn in range(sent):
         gbn.on_sent(psn, 0.0)
     return SimpleNamespace(peer={"ip": peer}, seq=seq, gbn=gbn)
@@ -33,27 +37,27 @@ def test_heads_are_fifo_per_peer_and_skip_flows_with_nothing_to_send():
     b = _flow("10.0.0.3", (0, 3))
     done = _flow("10.0.0.4", (0, 1), npackets=2, sent=2)  # all sent, awaiting ACKs
     port = SimpleNamespace(flows=[a_new, b, done, a_old])
-    heads = agent.Agent._heads(port, 0.0)
+    heads = sender.Sender.heads(port, 0.0)
     assert heads == [a_old, b]  # oldest transfer per peer; peers in a stable order
     a_old.gbn.on_sent(0, 0.0)
     a_old.gbn.on_sent(1, 0.0)
     a_old.gbn.on_sent(2, 0.0)
     a_old.gbn.on_sent(3, 0.0)
-    assert agent.Agent._heads(port, 0.0) == [a_new, b]  # the next chunk to that peer goes on
+    assert sender.Sender.heads(port, 0.0) == [a_new, b]  # the next chunk to that peer goes on
 
 
 def test_gaps_are_counted_and_the_first_few_kept_with_sender_and_psns():
-    Agent, MAX_GAP_EVENTS = agent.Agent, agent.MAX_GAP_EVENTS
+    Receiver, MAX_GAP_EVENTS = receiver.Receiver, receiver.MAX_GAP_EVENTS
     rank = SimpleNamespace(peer_by_ip={"10.0.0.2": {"host": "s0h1"}})
     job = SimpleNamespace(counters={"gaps_seen": 0}, gap_events=[], start_mono=100.0)
-    qp = agent.qp_number(1, 3, 5)
+    qp = transfers.qp_number(1, 3, 5)
     for k in range(MAX_GAP_EVENTS + 5):
-        Agent._note_gap(rank, job, "10.0.0.2", qp, 7, 9 + k, 100.5 + k)
+        Receiver._note_gap(rank, job, "10.0.0.2", qp, 7, 9 + k, 100.5 + k)
     assert job.counters["gaps_seen"] == MAX_GAP_EVENTS + 5
     assert len(job.gap_events) == MAX_GAP_EVENTS
     assert job.gap_events[0] == {"t": 0.5, "from": "s0h1", "iter": 3, "expected_psn": 7, "got_psn": 9}
     other = SimpleNamespace(counters={"gaps_seen": 0}, gap_events=[], start_mono=0.0)
-    Agent._note_gap(rank, other, "10.9.9.9", qp, 0, 1, 1.0)
+    Receiver._note_gap(rank, other, "10.9.9.9", qp, 0, 1, 1.0)
     assert other.gap_events[0]["from"] == "10.9.9.9"  # an unknown sender: its address
 
 
@@ -67,10 +71,10 @@ SNMP = (
 
 
 def test_receive_buffer_drops_are_read_from_the_udp_counters():
-    assert agent.parse_udp_rcvbuf_errors(SNMP) == 17  # Udp's, not UdpLite's
-    assert agent.parse_udp_rcvbuf_errors("Ip: a\nIp: 1\n") is None
-    assert agent.parse_udp_rcvbuf_errors("Udp: InDatagrams\nUdp: 5\n") is None
-    assert agent._delta(30, 17) == 13 and agent._delta(None, 17) is None
+    assert receiver.parse_udp_rcvbuf_errors(SNMP) == 17  # Udp's, not UdpLite's
+    assert receiver.parse_udp_rcvbuf_errors("Ip: a\nIp: 1\n") is None
+    assert receiver.parse_udp_rcvbuf_errors("Udp: InDatagrams\nUdp: 5\n") is None
+    assert receiver._delta(30, 17) == 13 and receiver._delta(None, 17) is None
 
 
 def test_the_receive_buffer_is_granted_past_rmem_max_for_root():
@@ -81,11 +85,11 @@ def test_the_receive_buffer_is_granted_past_rmem_max_for_root():
         pytest.skip("SO_RCVBUFFORCE needs root (CAP_NET_ADMIN)")
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         # the kernel reports twice what was asked (its bookkeeping overhead)
-        assert agent.receive_buffer(s, agent.RX_BUFFER) >= agent.RX_BUFFER
+        assert receiver.receive_buffer(s, receiver.RX_BUFFER) >= receiver.RX_BUFFER
 
 
-def _warming_agent():
-    """An agent stand-in with what Agent.warm touches: a picker that answers
+def _warming_sender():
+    """A sender stand-in with what Sender.warm touches: a picker that answers
     port p1 for the pinned path and p0 otherwise, ports that keep the frames."""
     sent = {"p0": [], "p1": []}
     picks = []
@@ -101,41 +105,38 @@ def _warming_agent():
         picker=SimpleNamespace(pick=pick),
         ports=ports,
         frames={"warm_sent": 0},
-        warm_lead_s=0.4,
     )
-    fake.template = lambda *a, **k: agent.Agent.template(fake, *a, **k)
-    fake.warm = lambda job: agent.Agent.warm(fake, job)
+    fake.template = lambda *a, **k: sender.Sender.template(fake, *a, **k)
+    fake.warm = lambda job: sender.Sender.warm(fake, job)
     return fake, sent, picks
 
 
-def _warm_job(start_mono=10.0):
-    peers = [{"ip": f"10.0.0.{i + 1}", "mac": f"02:00:0a:00:00:0{i + 1}"} for i in range(3)]
-    steps = [
-        SimpleNamespace(kind="send", peer=1),
-        SimpleNamespace(kind="recv", peer=2),
-        SimpleNamespace(kind="send", peer=1),
-    ]
-    return SimpleNamespace(
-        id=2,
-        rank=0,
-        peers=peers,
-        steps=steps,
-        dscp=26,
-        pins={1: "p1"},
-        port=None,
-        start_mono=start_mono,
-        warmed=False,
-        done=False,
-        wake_at=0.0,
-    )
+def _peers(n):
+    return [{"host": f"h{i}", "ip": f"10.0.0.{i + 1}", "mac": f"02:00:0a:00:00:0{i + 1}"} for i in range(n)]
+
+
+def _spec(rank, n=3, **kw):
+    """A ring AllReduce rank: with 3 ranks, rank 0 sends to rank 1 and receives from rank 2."""
+    spec = {
+        "id": 2,
+        "name": "train",
+        "rank": rank,
+        "peers": _peers(n),
+        "collective": "ring",
+        "bytes": 3000,
+        "compute_s": 1.0,
+        "overlap": 0.0,
+        "iterations": 2,
+        "dscp": 26,
+        "port": None,
+        "pins": {"1": "p1"} if rank == 0 else {},
+    }
+    return {**spec, **kw}
 
 
 def test_warming_sends_one_frame_down_each_path_of_the_job():
-    from traffic import roce
-    from traffic.transfers import flow_sport
-
-    fake, sent, picks = _warming_agent()
-    agent.Agent.warm(fake, _warm_job())
+    fake, sent, picks = _warming_sender()
+    sender.Sender.warm(fake, Job(_spec(0), 10.0))
     # data connection to rank 1 (its own source port, pinned to p1); control
     # connections (source port 4791) to both peers, unpinned
     assert sorted(picks) == sorted(
@@ -150,16 +151,20 @@ def test_warming_sends_one_frame_down_each_path_of_the_job():
     f = roce.dissect(data)
     assert f["UDP"].sport == flow_sport(2, 1, 0) and f["IP"].tos >> 2 == 26
     opcode, qp, *_ = roce.parse_bth(data[roce.BTH_OFF :])
-    assert opcode == roce.ACK and qp == agent.WARM_QP
+    assert opcode == roce.ACK and qp == sender.WARM_QP
     # a receiver finds no transfer under that QP: the frame changes nothing
-    rx = SimpleNamespace(outflows={}, job_by_id={})
-    agent.Agent._dispatch(rx, data[roce.BTH_OFF :], "10.0.0.1", 0, 0.0)
-    assert agent.WARM_QP < 0x800000 <= agent.qp_number(0, 0, 0)  # never a transfer's QP
+    outgoing = SimpleNamespace(outflows={})
+    outgoing.on_ack = lambda *a: sender.Sender.on_ack(outgoing, *a)
+    advanced = []
+    rx = SimpleNamespace(sender=outgoing, job_by_id={}, advance=lambda job, now: advanced.append(job))
+    receiver.Receiver._dispatch(rx, data[roce.BTH_OFF :], "10.0.0.1", 0, 0.0)
+    assert advanced == []
+    assert sender.WARM_QP < 0x800000 <= transfers.qp_number(0, 0, 0)  # never a transfer's QP
 
 
 def test_a_later_job_warms_its_paths_just_before_it_starts(monkeypatch):
-    fake, sent, _ = _warming_agent()
-    job = _warm_job(start_mono=10.0)
+    fake, sent, _ = _warming_sender()
+    job = Job(_spec(0, start=10.0), 0.0, warm_lead_s=0.4)
     # the start time given, the loop first wakes for the job one lead before it
     fake.jobs, fake.cfg = [job], {"deadline_s": 100.0}
     monkeypatch.setattr(agent.time, "monotonic", lambda: 1000.0)
@@ -167,24 +172,209 @@ def test_a_later_job_warms_its_paths_just_before_it_starts(monkeypatch):
     agent.Agent.set_start(fake, 5000.0)
     assert job.wake_at == pytest.approx(1009.6)
     job.start_mono, job.wake_at = 10.0, 0.0
-    agent.Agent._advance(fake, job, 5.0)
+    job.advance(5.0, fake)
     assert job.wake_at == pytest.approx(9.6) and not job.warmed and fake.frames["warm_sent"] == 0
-    agent.Agent._advance(fake, job, 9.6)
+    job.advance(9.6, fake)
     assert job.warmed and fake.frames["warm_sent"] == 3 and job.wake_at == 10.0
-    agent.Agent._advance(fake, job, 9.8)  # once only
+    job.advance(9.8, fake)  # once only
     assert fake.frames["warm_sent"] == 3
 
 
 @pytest.mark.parametrize("control_dscp, expected", [(None, 26), (48, 48)])
 def test_control_frames_ride_the_jobs_class_or_their_own(control_dscp, expected):
-    from traffic import roce
-
-    fake, sent, _ = _warming_agent()
+    fake, sent, _ = _warming_sender()
     fake.control_dscp = control_dscp
     fake.ctrl = {}
     fake.peer_by_ip = {"10.0.0.2": {"ip": "10.0.0.2", "mac": "02:00:0a:00:00:02"}}
     fake.frames["ctrl_sent"] = 0
     for opcode in (roce.ACK, roce.CNP):
-        agent.Agent._send_ctrl(fake, "10.0.0.2", 0x800001, 26, opcode, 5, syndrome=roce.ACK_SYNDROME)
+        sender.Sender.send_ctrl(fake, "10.0.0.2", 0x800001, 26, opcode, 5, syndrome=roce.ACK_SYNDROME)
     assert fake.frames["ctrl_sent"] == 2
     assert [roce.dissect(f)["IP"].tos >> 2 for f in sent["p0"]] == [expected, expected]
+
+
+def test_an_out_flow_is_given_its_settings_templates_and_rate():
+    fake, _, _ = _warming_sender()
+    job = Job(_spec(0, bytes=30000), 0.0)
+    job.begin_iteration(0.0)
+    step = job.steps[0]  # 10,000 bytes to rank 1
+    settings = FlowSettings(payload=4096, window=16, rto_s=0.5, line_rate_bps=1e9, burst_packets=3)
+    params = transport.DcqcnParams(line_rate_bps=1e9)
+    flow = OutFlow(settings, job, job.iter, step, fake.template, transport.Dcqcn(params))
+    assert (flow.npackets, flow.gbn.window, flow.gbn.rto_s) == (3, 16, 0.5)
+    assert flow.pacer.burst_packets == 3 and not flow.paced  # at line rate: the kernel paces
+    assert flow.qp == transfers.qp_number(2, 0, job.tag_index[step.tag]) and flow.sport == flow_sport(2, 1, 0)
+    assert [roce.payload_length(bytes(flow.frame(p))[roce.BTH_OFF :]) for p in range(3)] == [4096, 4096, 1808]
+    assert [flow.opcode(p) for p in range(3)] == [roce.SEND_FIRST, roce.SEND_MIDDLE, roce.SEND_LAST]
+    slowed = transport.Dcqcn(params)
+    slowed.on_cnp(0.0)  # the queue pair's rate, not the transfer's: a new flow starts paced
+    assert OutFlow(settings, job, job.iter, step, fake.template, slowed).paced
+    inflow = InFlow(job, 10000, 4096, cnp_interval_s=0.01, nak_retry_s=0.02)
+    assert inflow.npackets == 3 and (inflow.rx.cnp_interval_s, inflow.rx.nak_retry_s) == (0.01, 0.02)
+
+
+class _Driver:
+    """A StepDriver whose transfers end when the test says so."""
+
+    def __init__(self):
+        self.started, self.finished, self.records, self.warmed = [], set(), [], 0
+
+    def warm(self, job):
+        self.warmed += 1
+
+    def start_send(self, job, step, now):
+        self.started.append((job.iter, step.index))
+
+    def step_done(self, job, step):
+        return (job.iter, step.index) in self.finished
+
+    def progress(self, record):
+        self.records.append(record)
+
+
+def test_a_job_computes_then_runs_its_steps_as_their_deps_finish():
+    job = Job(_spec(0, overlap=0.25), 0.0)
+    driver = _Driver()
+    job.advance(0.0, driver)  # iteration 0 begins: compute, communication from 0.75 s
+    assert job.iter == 0 and job.wake_at == 0.75 and driver.started == []
+    job.advance(0.75, driver)
+    sends = [s.index for s in job.steps if s.kind == "send"]
+    first = [s.index for s in job.steps if s.kind == "send" and not s.deps]
+    assert [i for _, i in driver.started] == first and job.wake_at == IDLE  # waits for transfers
+    for _ in range(len(job.steps)):  # each transfer ends in turn; each send waits for its deps
+        for s in job.pending:
+            driver.finished.add((0, s.index))
+            break
+        job.advance(0.8, driver)
+    assert sorted(i for _, i in driver.started) == sends and not job.pending
+    assert job.iter == 0 and job.wake_at == 1.0  # the compute phase is not over yet
+    job.advance(1.0, driver)
+    assert [r["iter"] for r in driver.records] == [0] and job.iter == 1
+    assert driver.records[0]["comm_s"] == pytest.approx(0.25) and job.wake_at == 1.75
+    driver.finished |= {(1, s.index) for s in job.steps}
+    job.advance(1.75, driver)
+    job.advance(2.0, driver)
+    assert job.done and job.wake_at == IDLE and [r["iter"] for r in driver.records] == [0, 1]
+    assert driver.warmed == 0  # it started at once: nothing to warm again
+
+
+class _Port:
+    """A NIC port whose frames go into a list (the wire)."""
+
+    def __init__(self):
+        self.flows, self.blocked, self.rr, self.backlogged, self.out = [], False, 0, False, []
+
+    def send(self, frame, now):
+        self.out.append(bytes(frame))
+        return True
+
+    def send_ctrl(self, frame):
+        self.out.append(bytes(frame))
+        return True
+
+
+class _RxSocket:
+    """The receive socket: hands over the queued frames' UDP payloads, with
+    their TOS byte and source address, as recvmsg_into does."""
+
+    def __init__(self):
+        self.queue = []
+
+    def recvmsg_into(self, bufs, space):
+        if not self.queue:
+            raise BlockingIOError
+        frame = self.queue.pop(0)
+        payload = frame[roce.BTH_OFF :]
+        bufs[0][: len(payload)] = payload
+        src = ".".join(str(b) for b in frame[26:30])  # the IPv4 source address
+        return len(payload), [(0, 1, frame[15:16])], 0, (src, roce.ROCE_PORT)
+
+
+def _host(spec):
+    """One host's agent with its sending and receiving sides, sockets faked
+    (their state as Sender/Receiver/Agent.__init__ set it up)."""
+    job = Job(spec, 0.0)
+    me = spec["peers"][spec["rank"]]
+    peer_by_ip = {p["ip"]: p for p in spec["peers"]}
+    frames = {"data_sent": 0, "ctrl_sent": 0, "warm_sent": 0, "received": 0}
+    host = object.__new__(agent.Agent)
+    out = object.__new__(sender.Sender)
+    vars(out).update(
+        nic={"ip": me["ip"], "mac": me["mac"]},
+        settings=FlowSettings(payload=1000, window=64, rto_s=0.25, line_rate_bps=1e9),
+        line_rate_bps=1e9,
+        dcqcn_params=transport.DcqcnParams(line_rate_bps=1e9),
+        control_dscp=None,
+        peer_by_ip=peer_by_ip,
+        frames=frames,
+        ports={"p0": _Port()},
+        picker=SimpleNamespace(pick=lambda *a: "p0", cache={}),
+        outflows={},
+        qps={},
+        ctrl={},
+        templates={},
+        any_paced=False,
+    )
+    rx_buf = bytearray(receiver.MAX_FRAME)
+    into = object.__new__(receiver.Receiver)
+    vars(into).update(
+        sender=out,
+        advance=host.advance,
+        peer_by_ip=peer_by_ip,
+        frames=frames,
+        payload=1000,
+        cnp_interval_s=4e-3,
+        nak_retry_s=0.05,
+        job_by_id={job.id: job},
+        qp_map=receiver.expected_receives([job]),
+        rx=_RxSocket(),
+        rx_buf=rx_buf,
+        rx_bufs=[rx_buf],
+        rx_view=memoryview(rx_buf),
+        inflows={},
+        completed={},
+    )
+    vars(host).update(jobs=[job], sender=out, receiver=into, frames=frames)
+    return host
+
+
+@pytest.mark.parametrize("lose", [None, 2])
+def test_two_agents_carry_a_job_over_a_fake_wire(lose, capsys):
+    """A 2-rank ring AllReduce of 5-packet transfers, both agents' sending
+    and receiving sides wired back to back; with `lose`, the frame with that
+    PSN of the first transfer is lost once and go-back-N repairs it."""
+    a, b = (_host(_spec(r, n=2, bytes=10000, compute_s=0.0, iterations=1, pins={})) for r in (0, 1))
+    lost = []
+    t = 0.0
+    for _ in range(500):
+        for host in (a, b):
+            host.sender.tick(t, False)
+            for job in host.jobs:
+                if t >= job.wake_at:
+                    job.advance(t, host)
+            host.sender.pump(t)
+        for src, dst in ((a, b), (b, a)):
+            for frame in src.sender.ports["p0"].out:
+                opcode, qp, psn, *_ = roce.parse_bth(frame[roce.BTH_OFF :])
+                if opcode in roce.DATA_OPCODES and psn == lose and not lost:
+                    lost.append(psn)
+                    continue
+                dst.receiver.rx.queue.append(frame)
+            src.sender.ports["p0"].out.clear()
+        for host in (a, b):
+            host.receiver.receive(t)
+        if all(j.done for h in (a, b) for j in h.jobs):
+            break
+        t += 0.001
+    for host in (a, b):
+        (job,) = host.jobs
+        assert job.done and [r["iter"] for r in job.records] == [0]
+        c = job.counters
+        assert c["bytes_sent"] == c["bytes_received"] == 10000 and c["packets_sent"] >= 10
+        assert not host.sender.outflows and not host.receiver.inflows
+    gaps = a.jobs[0].counters["gaps_seen"] + b.jobs[0].counters["gaps_seen"]
+    naks = a.jobs[0].counters["naks_received"] + b.jobs[0].counters["naks_received"]
+    assert (gaps, naks) == ((0, 0) if lose is None else (1, 1))
+    assert a.frames["received"] > 0 and a.frames["ctrl_sent"] > 0
+    progress = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert sorted(r["rank"] for r in progress) == [0, 1]  # one line per finished iteration

@@ -9,7 +9,6 @@ from traffic.collectives import (
     Schedule,
     Step,
     all_to_all,
-    analytical_time,
     compile,
     crossing_bytes,
     halving_doubling_allreduce,
@@ -17,6 +16,7 @@ from traffic.collectives import (
     pipeline,
     ring_allreduce,
 )
+from traffic.makespan import analytical_time
 
 NS = [2, 3, 4, 8, 16]
 POW2 = [2, 4, 8, 16]

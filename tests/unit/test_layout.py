@@ -1,14 +1,25 @@
 """The package layout keeps data flowing one way: fabric -> emulation ->
 drill -> results, the capacity plan on the pure fabric and results, the
 pure scheduling (Crux, placement) on the pure fabric alone, and controllers
-and traffic beside them importing only the pure fabric and scheduling. Read
-from the import statements of every module."""
+and traffic beside them importing only the pure fabric and scheduling;
+inside traffic, the agent's process over its sides over its jobs, and the
+pure transport and schedules apart from the agent. Read from the import
+statements of every module."""
 
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("testbed", "controllers", "traffic")
+
+AGENT_PARTS = (
+    "traffic.agent",
+    "traffic.sender",
+    "traffic.receiver",
+    "traffic.job",
+    "traffic.transfers",
+    "traffic.nic",
+)
 
 # package (as a dotted prefix) -> project packages it must never import
 FORBIDDEN = {
@@ -51,6 +62,24 @@ FORBIDDEN = {
         "testbed.cli",
         "controllers",
     ),
+    # Inside the traffic agent: the process (agent) over its sending and
+    # receiving sides (sender, receiver), over a rank's progress (job) and
+    # the transfers; the pure state machines, frames and schedules import
+    # none of the agent's parts.
+    "traffic.receiver": ("traffic.agent",),
+    "traffic.sender": ("traffic.agent", "traffic.receiver"),
+    "traffic.job": ("traffic.agent", "traffic.sender", "traffic.receiver"),
+    "traffic.transfers": ("traffic.agent", "traffic.sender", "traffic.receiver"),
+    **{
+        pure: AGENT_PARTS
+        for pure in (
+            "traffic.collectives",
+            "traffic.makespan",
+            "traffic.transport",
+            "traffic.gobackn",
+            "traffic.roce",
+        )
+    },
 }
 
 
@@ -113,6 +142,10 @@ def test_a_wrong_arrow_is_caught():
     # The shared scheduling code importing the controller is exactly what the rule forbids.
     names = imported("testbed.schedule.placement", "from controllers import openflow\n")
     rules = [bad for owner, bad in FORBIDDEN.items() if _within("testbed.schedule.placement", owner)]
+    assert any(_within(n, prefix) for n in names for bad in rules for prefix in bad)
+    # and inside traffic: a rank's progress reaching for the sending side
+    names = imported("traffic.job", "from .sender import Sender\n")
+    rules = [bad for owner, bad in FORBIDDEN.items() if _within("traffic.job", owner)]
     assert any(_within(n, prefix) for n in names for bad in rules for prefix in bad)
 
 

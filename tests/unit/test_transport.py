@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from traffic.transport import RATE_SNAP, Dcqcn, DcqcnParams, GbnReceiver, GbnSender, Pacer, recovery_bound_s
+from traffic.gobackn import GbnReceiver, GbnSender
+from traffic.transport import RATE_SNAP, Dcqcn, DcqcnParams, Pacer, recovery_bound_s
 
 LINE = 40e6
 

@@ -1,0 +1,205 @@
+"""One rank of one training job, as a traffic agent plays it: its schedule,
+iterations and counters, and what comes next (`Job.advance`): the warm-up
+before its start, each iteration's compute phase, and the collective's
+steps as their dependencies finish. The transfers themselves are the
+agent's to carry out (`StepDriver`)."""
+
+from __future__ import annotations
+
+import os
+from typing import Protocol
+
+from . import collectives
+from .collectives import Step
+from .transfers import qp_number
+
+IDLE = float("inf")
+
+
+class StepDriver(Protocol):
+    """What a job needs of the agent to make progress."""
+
+    def warm(self, job: Job) -> None:
+        """Set up the switches' entries for every path of the job."""
+
+    def start_send(self, job: Job, step: Step, now: float) -> None:
+        """Begin the transfer of a send step of the current iteration."""
+
+    def step_done(self, job: Job, step: Step) -> bool:
+        """Whether a started step's transfer has finished (it is then
+        accounted to the job and forgotten)."""
+
+    def progress(self, record: dict) -> None:
+        """An iteration ended: its record."""
+
+
+class Job:
+    """One rank of one job: its schedule, iterations and counters.
+
+    Times are on the agent's monotonic clock once `set_clock` has been
+    called; `wake_at` is when the job next needs the clock (IDLE: only a
+    transfer's end moves it on)."""
+
+    def __init__(self, spec: dict, start_mono: float, warm_lead_s: float = 0.0) -> None:
+        self.id = spec["id"]
+        self.name = spec["name"]
+        self.rank = spec["rank"]
+        self.peers = spec["peers"]
+        self.dscp = spec["dscp"]
+        self.port = spec.get("port")
+        # {peer rank: NIC port}: where the controller pinned this rank's
+        # connection to a peer (precise path selection); the rest spread
+        self.pins = {int(peer): port for peer, port in (spec.get("pins") or {}).items()}
+        self.compute_s = spec["compute_s"]
+        self.overlap = spec["overlap"]
+        self.iterations = spec["iterations"]
+        self.schedule = collectives.for_job(
+            spec["collective"],
+            len(self.peers),
+            spec["bytes"],
+            groups=spec.get("groups"),
+            port=self.port,
+            microbatches=spec.get("microbatches", 1),
+        )
+        self.steps = self.schedule.steps[self.rank]
+        tags = sorted({s.tag for steps in self.schedule.steps.values() for s in steps})
+        self.tag_index = {t: i for i, t in enumerate(tags)}
+        self.warmed = False  # its paths set up just before its start (StepDriver.warm)
+        self.warm_lead_s = warm_lead_s  # how long before its start it warms them again
+        self.start_mono = start_mono + spec.get("start", 0.0)
+        self.wake_at = 0.0
+        self.iter = -1
+        self.records: list[dict] = []
+        self.trace: list[tuple] = []
+        self.done = False
+        self.status: dict[int, str] = {}
+        self.pending: list[Step] = []
+        self.first_comm: float | None = None  # when the iteration's first step started
+        self.counters = {
+            "bytes_sent": 0,
+            "bytes_received": 0,
+            "packets_sent": 0,
+            "retransmitted": 0,
+            "timeouts": 0,
+            "naks_received": 0,
+            "cnps_received": 0,
+            "cnps_sent": 0,
+            "ce_marks": 0,
+            "gaps_seen": 0,
+        }
+        self.gap_events: list[dict] = []  # the first few gaps this rank saw: where loss showed up
+
+    def set_clock(self, start_mono: float) -> None:
+        """Put the job's start on the monotonic clock whose origin is
+        `start_mono`; it first wakes one warm-up lead before it."""
+        self.start_mono += start_mono
+        self.wake_at = self.start_mono - self.warm_lead_s  # see advance: warm, then start
+
+    def transfer_key(self, step: Step) -> tuple[str, int]:
+        """(peer ip, QP number) of a step's transfer in the current iteration."""
+        return (self.peers[step.peer]["ip"], qp_number(self.id, self.iter, self.tag_index[step.tag]))
+
+    def advance(self, now: float, driver: StepDriver) -> None:
+        """Start what may start and finish what is done; set when the job
+        next needs the clock (its start, a compute phase ending)."""
+        if self.done:
+            self.wake_at = IDLE
+            return
+        if now < self.start_mono:
+            warm_at = self.start_mono - self.warm_lead_s
+            if not self.warmed and now >= warm_at:
+                driver.warm(self)
+                self.warmed = True
+            self.wake_at = self.start_mono if self.warmed else warm_at
+            return
+        if self.iter < 0:
+            self.begin_iteration(now)
+        while True:
+            self._run_steps(now, driver)
+            if now >= self.compute_end and not self.pending:
+                driver.progress(self.end_iteration(now))
+                if self.done:
+                    self.wake_at = IDLE
+                    return
+                continue
+            break
+        if now < self.comm_start:
+            self.wake_at = self.comm_start
+        elif now < self.compute_end and not self.pending:
+            self.wake_at = self.compute_end
+        else:
+            self.wake_at = IDLE  # waits for transfers: their events advance it
+
+    def _run_steps(self, now: float, driver: StepDriver) -> None:
+        """Start the steps whose dependencies are done and close the ones
+        whose transfers are, until nothing more changes."""
+        status = self.status
+        progressed = True
+        while progressed:
+            # Only the steps still open are looked at: a pass over the
+            # whole schedule on every finished transfer cost more than
+            # the transfers' frames. Only a step that ends can let a
+            # waiting one start, so only that calls for another pass.
+            progressed = False
+            still = []
+            for s in self.pending:
+                st = status[s.index]
+                if st == "wait" and now >= self.comm_start and all(status[d] == "done" for d in s.deps):
+                    self.first_comm = self.first_comm or now
+                    if s.kind == "send":
+                        driver.start_send(self, s, now)
+                    status[s.index] = st = "active"
+                if st == "active" and driver.step_done(self, s):
+                    status[s.index] = "done"
+                    if os.environ.get("HPNLAB_TRACE"):
+                        self.trace.append((self.iter, s.index, s.kind, round(now - self.start_mono, 4)))
+                    progressed = True
+                    continue
+                still.append(s)
+            self.pending = still
+
+    def begin_iteration(self, now: float) -> None:
+        self.iter += 1
+        self.t_start = now
+        self.comm_start = now + (1.0 - self.overlap) * self.compute_s
+        self.compute_end = now + self.compute_s
+        self.status = {s.index: "wait" for s in self.steps}
+        self.pending = list(self.steps)  # steps not done yet, in schedule order
+        self.iter_bytes = {"sent": 0, "received": 0}
+        self.first_comm = None
+
+    def end_iteration(self, now: float) -> dict:
+        """Record the iteration that ends now and begin the next one (or
+        finish). Returns the record."""
+        comm = now - self.first_comm if self.first_comm else 0.0
+        rec = {
+            "job": self.name,
+            "rank": self.rank,
+            "iter": self.iter,
+            "start": self.t_start - self.start_mono,
+            "end": now - self.start_mono,
+            "compute_s": self.compute_s,
+            "comm_s": comm,
+            "iter_s": now - self.t_start,
+            "bytes_sent": self.iter_bytes["sent"],
+            "bytes_received": self.iter_bytes["received"],
+        }
+        self.records.append(rec)
+        if self.iter + 1 >= self.iterations:
+            self.done = True
+        else:
+            self.begin_iteration(now)
+        return rec
+
+    def results(self) -> dict:
+        """What this rank measured, for the agent's results file."""
+        return {
+            "name": self.name,
+            "rank": self.rank,
+            "iterations_planned": self.iterations,
+            "iterations": self.records,
+            **self.counters,
+            "bytes_per_iteration_planned": self.schedule.bytes_sent(self.rank),
+            "gap_events": self.gap_events,
+            "trace": self.trace,
+        }
