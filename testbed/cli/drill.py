@@ -10,7 +10,8 @@ from testbed.plan import budget, calibration
 from testbed.results import store
 from testbed.results.compare import render_side_by_side
 from testbed.results.text import fmt
-from testbed.results.trust import WARN, failed_checks, verdict
+from testbed.results.trust import WARN
+from testbed.results.verdicts import failed_checks, verdict
 
 from .common import (
     CANNOT_RUN_HERE,

@@ -17,7 +17,8 @@ from .markdown_fabric import (
 )
 from .markdown_jobs import section_jobs, section_paths
 from .text import fmt, md_table, md_text, pct
-from .trust import FIDELITY_THRESHOLD, low_fidelity, reasons, verdict
+from .trust import FIDELITY_THRESHOLD
+from .verdicts import low_fidelity, reasons, verdict
 
 
 def _headline(results):
