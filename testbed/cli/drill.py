@@ -10,7 +10,8 @@ from testbed.plan import budget, calibration
 from testbed.results import store
 from testbed.results.compare import render_side_by_side
 from testbed.results.text import fmt
-from testbed.results.trust import WARN, failed_checks, verdict
+from testbed.results.trust import WARN
+from testbed.results.verdicts import failed_checks, verdict
 
 from .common import (
     CANNOT_RUN_HERE,
@@ -32,7 +33,7 @@ from .plan import add_calibration_option, dilation_arg
 # --- run / compare ----------------------------------------------------------
 
 
-def add_run(sub):
+def add_run(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "run",
         help="run a drill scenario and write its report",
@@ -60,7 +61,7 @@ def add_run(sub):
     p.set_defaults(run=run_run)
 
 
-def run_run(args):
+def run_run(args: argparse.Namespace) -> int:
     try:
         emulated = load_scenario(args.scenario, args.topology_dir)
         n, choice = budget.resolve(
@@ -101,7 +102,7 @@ def run_run(args):
     return run_status(results)
 
 
-def outcome_text(results, summary_path):
+def outcome_text(results: dict, summary_path: str) -> str:
     """What a drill found, for the terminal: each expectation, problem and
     failed trust check, then the verdict. Names and messages come from the
     scenario file: shown, never obeyed (no control characters pass)."""
@@ -118,7 +119,7 @@ def outcome_text(results, summary_path):
     return "\n".join(printable(line) for line in lines)
 
 
-def run_status(results):
+def run_status(results: dict) -> int:
     """The exit status a drill's results call for (see common.py)."""
     if results["passed"]:
         return OK
@@ -156,13 +157,13 @@ def _calibrate_from_first_run(results, path, out):
     print(f"stored this machine's calibration in {path}, from this run: {cal.describe()}")
 
 
-def add_compare(sub):
+def add_compare(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="print several drill results side by side")
     p.add_argument("dirs", nargs="+", metavar="DIR")
     p.set_defaults(run=run_compare)
 
 
-def run_compare(args):
+def run_compare(args: argparse.Namespace) -> int:
     results = []
     for d in args.dirs:
         try:

@@ -4,17 +4,26 @@ filled in and its job sizes scaled.
 
 Checking happens in two phases: the JSON Schemas first (shape, types,
 ranges; schema.py), then, only when the shape is right, the checks that
-need the built fabric (semantics.py). Every problem found is reported, one
+need the built fabric (semantics.py and its semantics_* siblings). Every problem found is reported, one
 line each; nothing is built from a file with problems.
 """
 
 import dataclasses
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import bounds, queues, semantics
+from . import (
+    bounds,
+    queues,
+    semantics,
+    semantics_expect,
+    semantics_jobs,
+    semantics_queues,
+    semantics_timeline,
+)
 from .build import ModelError, build_fabric
 from .loader import SCENARIO, TOPOLOGY, detect_kind, load_yaml
 from .model import Fabric
@@ -23,10 +32,13 @@ from .records import Job
 from .schema import schema_problems
 from .units import parse_time
 
+# A file's path as the callers give it (a command line's string, a Path)
+PathArg = str | os.PathLike
+
 # --- whole files -------------------------------------------------------------
 
 
-def load_fabric(path, topology_dirs=()):
+def load_fabric(path: PathArg, topology_dirs: Sequence[PathArg] = ()) -> tuple[str, Fabric]:
     """(kind, Fabric) for a topology or scenario file; kind says which it was.
     `topology_dirs`: folders a scenario's `topology:` may name files in,
     besides its own folder and hpnlab's topologies (see topology_roots)."""
@@ -36,7 +48,7 @@ def load_fabric(path, topology_dirs=()):
     return TOPOLOGY, _topology_from_doc(path, doc)[1]
 
 
-def check_files(paths: list) -> list[Problem]:
+def check_files(paths: list[PathArg]) -> list[Problem]:
     """Every problem in the given files, each validated by its detected kind."""
     problems = []
     for path in paths:
@@ -58,7 +70,7 @@ FABRIC_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 SHIPPED_TOPOLOGIES = Path(__file__).resolve().parents[2] / "topologies"
 
 
-def fabric_name_from(path) -> str:
+def fabric_name_from(path: PathArg) -> str:
     """The name of the fabric a topology file builds: its file name without
     the extension; ConfigError when that is not a plain name."""
     stem = Path(path).stem
@@ -73,7 +85,7 @@ def fabric_name_from(path) -> str:
     return stem
 
 
-def topology_roots(scenario_path, extra=()) -> list[Path]:
+def topology_roots(scenario_path: PathArg, extra: Sequence[PathArg] = ()) -> list[Path]:
     """The folders a scenario's `topology:` may name a file in: the
     scenario's own folder tree, hpnlab's shipped topologies, and those given
     on the command line. Anything else (an absolute path, `..` out of the
@@ -84,7 +96,7 @@ def topology_roots(scenario_path, extra=()) -> list[Path]:
     ]
 
 
-def allowed_topology_path(scenario_path, topo: str, extra=()) -> Path | None:
+def allowed_topology_path(scenario_path: PathArg, topo: str, extra: Sequence[PathArg] = ()) -> Path | None:
     """The resolved path of `topo` when it lies under one of topology_roots,
     else None (then nothing about it was read)."""
     target = Path(os.path.realpath(Path(scenario_path).parent / topo))
@@ -115,7 +127,7 @@ def _build(file, params, name, prefix):
         raise fail(file, prefix or TOP, f"cannot build this topology ({type(e).__name__}: {e})") from None
 
 
-def load_topology(path):
+def load_topology(path: PathArg) -> tuple[dict, Fabric]:
     """(params, Fabric) for a topology file; params is the mapping as written.
 
     The fabric is named after the file; `fabric.params` holds the parameters
@@ -162,14 +174,52 @@ class Scenario:
         return bool(self.jobs) and not self.traffic
 
 
-def load_scenario(path, topology_dirs=()) -> Scenario:
+def load_scenario(path: PathArg, topology_dirs: Sequence[PathArg] = ()) -> Scenario:
     """The Scenario in file `path`; ConfigError listing every problem if invalid.
     `topology_dirs`: see load_fabric."""
     return _scenario_from_doc(Path(path), load_yaml(path), topology_dirs)
 
 
-def _scenario_from_doc(path, doc, topology_dirs=()):
+def _scenario_from_doc(path: Path, doc: dict, topology_dirs: Sequence[PathArg] = ()) -> Scenario:
     file = str(path)
+    topo_path, params = _shape_checked(file, path, doc, topology_dirs)
+    parts = _Parts.of(doc)
+    fabric, problems = _scenario_fabric(file, doc, params, topo_path)
+    jobs, found = _semantic_problems(file, doc, parts, fabric)
+    problems += found
+    capture = doc.get("capture")
+    if capture is not None and fabric is not None:
+        capture = {"hosts": list(capture["hosts"]), "packets": capture.get("packets", 1000)}
+    problems += bounds.cost_problems(file, doc, parts.duration, jobs, fabric)
+    if problems:
+        raise ConfigError(problems)
+    if doc.get("queues"):
+        fabric = dataclasses.replace(fabric, queues=queues.profile_from(doc["queues"]))
+
+    return Scenario(
+        name=doc["name"],
+        description=doc.get("description", ""),
+        path=file,
+        topology_params=params,
+        fabric=fabric,
+        duration_s=parts.duration,
+        traffic=parts.traffic,
+        faults=sorted(parts.faults, key=lambda f: f["at"]),
+        expect=parts.expect,
+        topology_path=None if topo_path is None else str(topo_path),
+        jobs=tuple(jobs),
+        capture=capture,
+        transport=_transport_entry(doc.get("transport")),
+        time_dilation=_dilation_entry(doc.get("time_dilation", 1)),
+        controller_timeline=sorted(parts.controller_timeline, key=lambda e: e["at"]),
+        probes=tuple(parts.probes),
+    )
+
+
+def _shape_checked(file, path, doc, topology_dirs):
+    """(the topology file or None when inline, its mapping as written) of
+    a scenario whose shape, and its topology file's, pass the schemas;
+    ConfigError listing every schema problem otherwise."""
     problems = schema_problems(file, doc, SCENARIO)
     topo = doc.get(TOPOLOGY)
     topo_path, params = None, topo
@@ -182,78 +232,78 @@ def _scenario_from_doc(path, doc, topology_dirs=()):
             problems += e.problems
     if problems:
         raise ConfigError(problems)
+    return topo_path, params
 
-    duration = parse_time(doc["duration"])
-    traffic = [_traffic_entry(t) for t in doc.get("traffic", [])]
-    faults = [_fault_entry(f) for f in doc.get("faults", [])]
-    controller_timeline = [
-        {"at": parse_time(e["at"]), "action": e["action"]} for e in doc.get("controller_timeline", [])
-    ]
-    expect = [_expect_entry(e) for e in doc.get("expect", [])]
-    probes = [
-        {"src": p["src"], "dst": p["dst"], "rate": p.get("rate", 1000), "flows": p.get("flows", 8)}
-        for p in doc.get("probes", [])
-    ]
 
-    fabric = None
+@dataclass(frozen=True)
+class _Parts:
+    """A schema-checked scenario's entries: times in seconds, defaults filled in."""
+
+    duration: float
+    traffic: list
+    faults: list
+    controller_timeline: list
+    expect: list
+    probes: list
+
+    @classmethod
+    def of(cls, doc: dict) -> "_Parts":
+        return cls(
+            duration=parse_time(doc["duration"]),
+            traffic=[_traffic_entry(t) for t in doc.get("traffic", [])],
+            faults=[_fault_entry(f) for f in doc.get("faults", [])],
+            controller_timeline=[
+                {"at": parse_time(e["at"]), "action": e["action"]} for e in doc.get("controller_timeline", [])
+            ],
+            expect=[_expect_entry(e) for e in doc.get("expect", [])],
+            probes=[
+                {"src": p["src"], "dst": p["dst"], "rate": p.get("rate", 1000), "flows": p.get("flows", 8)}
+                for p in doc.get("probes", [])
+            ],
+        )
+
+
+def _scenario_fabric(file, doc, params, topo_path):
+    """(the Fabric or None, the problems building it): inline topologies
+    are named after the scenario, files after their file name."""
     try:
         if topo_path is None:
-            fabric = _build(file, params, doc["name"], prefix=TOPOLOGY)
-        else:
-            fabric = _build(str(topo_path), params, fabric_name_from(topo_path), prefix="")
+            return _build(file, params, doc["name"], prefix=TOPOLOGY), []
+        return _build(str(topo_path), params, fabric_name_from(topo_path), prefix=""), []
     except ConfigError as e:
-        problems += e.problems
-    problems += semantics.duration_problems(file, doc["duration"], duration)
-    problems += semantics.traffic_problems(file, doc.get("traffic", []), traffic, duration, fabric)
+        return None, e.problems
+
+
+def _semantic_problems(file, doc, parts, fabric):
+    """(the jobs, none without a fabric; every semantic problem of the
+    scenario, part by part in the order of the format)."""
+    duration = parts.duration
+    problems = semantics.duration_problems(file, doc["duration"], duration)
+    problems += semantics.traffic_problems(file, doc.get("traffic", []), parts.traffic, duration, fabric)
     jobs = []
     if fabric is not None:
         jobs = [_job_entry(j, fabric) for j in doc.get("jobs", [])]
-        problems += semantics.job_problems(
+        problems += semantics_jobs.job_problems(
             file, doc.get("jobs", []), jobs, duration, fabric, has_queues=bool(doc.get("queues"))
         )
-    problems += semantics.fault_problems(file, faults, duration, fabric)
-    problems += semantics.controller_timeline_problems(file, controller_timeline, duration)
-    problems += semantics.probe_problems(file, probes, fabric)
+    problems += semantics_timeline.fault_problems(file, parts.faults, duration, fabric)
+    problems += semantics_timeline.controller_timeline_problems(file, parts.controller_timeline, duration)
+    problems += semantics.probe_problems(file, parts.probes, fabric)
     classes = [c["name"] for c in (doc.get("queues") or {}).get("classes", [])] or None
-    problems += semantics.expect_problems(
+    problems += semantics_expect.expect_problems(
         file,
-        expect,
+        parts.expect,
         fabric,
         {j.name for j in jobs},
         classes,
-        {f["name"] for f in faults if f.get("name")},
-        bool(probes),
+        {f["name"] for f in parts.faults if f.get("name")},
+        bool(parts.probes),
     )
     problems += semantics.transport_problems(file, doc.get("transport"))
-    problems += semantics.queue_problems(file, doc.get("queues"), fabric)
-    capture = doc.get("capture")
-    if capture is not None and fabric is not None:
-        problems += semantics.capture_problems(file, capture, fabric)
-        capture = {"hosts": list(capture["hosts"]), "packets": capture.get("packets", 1000)}
-    problems += bounds.cost_problems(file, doc, duration, jobs, fabric)
-    if problems:
-        raise ConfigError(problems)
-    if doc.get("queues"):
-        fabric = dataclasses.replace(fabric, queues=queues.profile_from(doc["queues"]))
-
-    return Scenario(
-        name=doc["name"],
-        description=doc.get("description", ""),
-        path=file,
-        topology_params=params,
-        fabric=fabric,
-        duration_s=duration,
-        traffic=traffic,
-        faults=sorted(faults, key=lambda f: f["at"]),
-        expect=expect,
-        topology_path=None if topo_path is None else str(topo_path),
-        jobs=tuple(jobs),
-        capture=capture,
-        transport=_transport_entry(doc.get("transport")),
-        time_dilation=_dilation_entry(doc.get("time_dilation", 1)),
-        controller_timeline=sorted(controller_timeline, key=lambda e: e["at"]),
-        probes=tuple(probes),
-    )
+    problems += semantics_queues.queue_problems(file, doc.get("queues"), fabric)
+    if doc.get("capture") is not None and fabric is not None:
+        problems += semantics.capture_problems(file, doc["capture"], fabric)
+    return jobs, problems
 
 
 def _dilation_entry(raw):

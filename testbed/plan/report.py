@@ -3,17 +3,33 @@ switches ask, what the machine has, and the dilation that fits."""
 
 from testbed.results.text import fmt, text_table
 
-from .budget import CPU_SHARE, HOST_SHARE
+from .budget import CPU_SHARE, HOST_SHARE, Plan
 
 
 def _rate(x):
     return f"{x:,.0f}"
 
 
-def render_plan(plan, dilation=None):
+def render_plan(plan: Plan, dilation: float | None = None) -> str:
     """The plan as text; `dilation` (a number) adds how that one would fare."""
-    peak, cal = plan.peak, plan.calibration
-    load = peak.load
+    load = plan.peak.load
+    when = f"t = {fmt(load.t)} s" if len(plan.costs) > 1 else "while the traffic runs"
+    lines = [
+        f"capacity plan for {plan.scenario} at time dilation 1: the busiest moment "
+        f"({when}, emulated time), every sender then communicating",
+        "",
+        _senders_table(plan),
+        "",
+    ]
+    lines += _cores_lines(plan)
+    lines.append("")
+    lines += _dilation_lines(plan, dilation)
+    return "\n".join(lines)
+
+
+def _senders_table(plan):
+    """What each sender asks at the busiest moment, or '(no traffic)'."""
+    cal = plan.calibration
     rows = [
         [
             s.host,
@@ -23,21 +39,19 @@ def render_plan(plan, dilation=None):
             fmt(s.switch_hops),
             fmt(s.pps * cal.agent_us_per_packet / 1e6),
         ]
-        for s in load.senders
+        for s in plan.peak.load.senders
     ]
-    when = f"t = {fmt(load.t)} s" if len(plan.costs) > 1 else "while the traffic runs"
-    lines = [
-        f"capacity plan for {plan.scenario} at time dilation 1: the busiest moment "
-        f"({when}, emulated time), every sender then communicating",
-        "",
-    ]
-    if rows:
-        lines.append(text_table(["host", "sends", "frame B", "packets/s", "switch hops", "host cores"], rows))
-    else:
-        lines.append("(no traffic)")
+    if not rows:
+        return "(no traffic)"
+    return text_table(["host", "sends", "frame B", "packets/s", "switch hops", "host cores"], rows)
+
+
+def _cores_lines(plan):
+    """The cores the hosts and switches ask, against the budget and the capacity."""
+    peak, cal = plan.peak, plan.calibration
+    load = peak.load
     host_cores = peak.host_cores()
-    lines += [
-        "",
+    lines = [
         f"hosts:    {_rate(load.total_pps)} packets/s in all: {fmt(peak.agent_cores)} cores "
         f"at {cal.agent_us_per_packet:g} us per packet",
         f"switches: {_rate(load.packet_hops_per_s)} packet-hops/s ({fmt(load.mean_switch_hops)} "
@@ -54,21 +68,25 @@ def render_plan(plan, dilation=None):
             "          (no calibration stored on this machine: "
             "run 'sudo hpnlab doctor --calibrate' to measure it)"
         )
-    lines.append("")
-    n = plan.dilation
+    return lines
+
+
+def _dilation_lines(plan, dilation):
+    """The recommended dilation, and how `dilation` would fare when given."""
+    n, cores = plan.dilation, plan.peak.cores
     if plan.fits and n == 1:
-        lines.append("recommended time dilation: 1 (none: this machine keeps up)")
+        lines = ["recommended time dilation: 1 (none: this machine keeps up)"]
     elif plan.fits:
-        lines.append(
+        lines = [
             f"recommended time dilation: {n:g} (rates /{n:g}, times x{n:g} on this "
-            f"machine): {fmt(peak.cores / n)} cores asked"
-        )
+            f"machine): {fmt(cores / n)} cores asked"
+        ]
     else:
-        lines.append(
-            f"does not fit even at time dilation {n:g}: {fmt(peak.cores / n)} cores "
+        lines = [
+            f"does not fit even at time dilation {n:g}: {fmt(cores / n)} cores "
             "asked; use a smaller fabric or a larger machine"
-        )
+        ]
     if dilation is not None and dilation != n:
         verdict = "fits" if plan.fits_at(dilation) else "does NOT fit the budget"
-        lines.append(f"at time dilation {dilation:g}: {fmt(peak.cores / dilation)} cores asked, {verdict}")
-    return "\n".join(lines)
+        lines.append(f"at time dilation {dilation:g}: {fmt(cores / dilation)} cores asked, {verdict}")
+    return lines

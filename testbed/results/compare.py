@@ -3,7 +3,7 @@
 from testbed.fabric.problems import printable
 
 from .text import fmt, pct, text_table
-from .trust import fidelity_min, verdict
+from .verdicts import fidelity_min, verdict
 
 
 def _run_name(results):

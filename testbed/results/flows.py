@@ -1,8 +1,9 @@
 """Turn a drill's sampled throughput into the numbers its expectations judge.
 
 Pure: no I/O, no clocks. The runner hands over what it measured (a time
-series per flow, the faults it applied, per-link fidelity samples) and gets
-back one plain dict that goes straight into results.json.
+series per flow, the faults it applied, per-link fidelity samples; their
+records in flow_inputs.py) and gets back one plain dict that goes straight
+into results.json.
 
 Conventions used throughout:
   * Every sample i covers the interval (t[i] - interval_s, t[i]]: `t` holds
@@ -18,8 +19,21 @@ Conventions used throughout:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass
 from statistics import median
+
+from .flow_inputs import (
+    LINK_DOWN,
+    LINK_UP,
+    Fault,
+    Flow,
+    Series,
+    as_faults,
+    as_flows,
+    as_link_fidelity,
+    as_series,
+)
 
 WARMUP_S = 1.0  # ignored at the start of traffic (TCP slow start)
 SETTLE_S = 1.0  # ignored after each link-down / link-up edge
@@ -29,127 +43,8 @@ SILENCE_FLOOR_MBIT = 0.01  # below this a sample is silent, whatever the flow
 SILENCE_FRACTION = 0.01  # ... or below 1% of the flow's own median rate
 _EPS = 1e-6  # tolerance for float sample times (0.1 * 3 != 0.3)
 
-LINK_DOWN, LINK_UP = "link-down", "link-up"
-
-
-# ---------------------------------------------------------------- inputs
-
-
-@dataclass
-class Flow:
-    id: str
-    src: str | None
-    dst: str | None
-
-
-@dataclass
-class Fault:
-    at: float  # scheduled, seconds since traffic start
-    applied_at: float | None  # measured; None if the runner recorded no time
-    action: str  # LINK_DOWN or LINK_UP
-    link: tuple[str, str]
-    index: int = 0  # which of several parallel links between the two
-
-    @property
-    def time(self) -> float:
-        """When the fault really happened (scheduled time if not measured)."""
-        return self.at if self.applied_at is None else self.applied_at
-
-    @property
-    def link_key(self) -> tuple:
-        # A link is undirected: ["a", "b"] and ["b", "a"] are the same cable;
-        # parallel cables between the same pair differ by their index.
-        return tuple(sorted(self.link)) + ((self.index,) if self.index else ())
-
-
-@dataclass
-class Series:
-    interval_s: float
-    t: list[float]
-    flows: dict[str, list[float | None]] = field(default_factory=dict)
-
-    def values(self, flow_id: str) -> list:
-        """The flow's samples, padded with None to the length of `t`."""
-        return pad(self.flows.get(flow_id, []), len(self.t))
-
-
-@dataclass
-class LinkFidelity:
-    configured_mbit: float
-    achieved_mbit: float | None
-    measured: float | None = None  # fidelity measured directly (counters.fidelity)
-    details: dict = field(default_factory=dict)  # carried into the report as is
-
-    @property
-    def fidelity(self) -> float | None:
-        if self.measured is not None:
-            return self.measured
-        if self.achieved_mbit is None or not self.configured_mbit:
-            return None
-        return self.achieved_mbit / self.configured_mbit
-
-
-def as_series(obj: Series | dict) -> Series:
-    """Accept a Series or its dict form ({interval_s, t, flows})."""
-    if isinstance(obj, Series):
-        return obj
-    return Series(interval_s=float(obj["interval_s"]), t=list(obj["t"]), flows=dict(obj.get("flows", {})))
-
-
-def as_flows(obj) -> list[Flow]:
-    """Accept a list of Flow / {id, src, dst} dicts, or {id: {src, dst}}."""
-    if isinstance(obj, dict):
-        return [Flow(fid, info.get("src"), info.get("dst")) for fid, info in obj.items()]
-    return [f if isinstance(f, Flow) else Flow(f["id"], f.get("src"), f.get("dst")) for f in obj or []]
-
-
-def as_faults(objs) -> list[Fault]:
-    """Accept Fault objects or the runner's dicts; order by real time."""
-    faults = [
-        f
-        if isinstance(f, Fault)
-        else Fault(
-            at=float(f["at"]),
-            applied_at=_opt_float(f.get("applied_at")),
-            action=f["action"],
-            link=tuple(f["link"]),
-            index=int(f.get("index") or 0),
-        )
-        for f in objs or []
-    ]
-    return sorted(faults, key=lambda f: f.time)
-
-
-def as_link_fidelity(links) -> dict:
-    """Accept {name: LinkFidelity} or {name: {configured_mbit, achieved_mbit,
-    fidelity?, ...}}; other keys ride along into the report."""
-    out = {}
-    for name, item in (links or {}).items():
-        if not isinstance(item, LinkFidelity):
-            rest = {
-                k: v for k, v in item.items() if k not in ("configured_mbit", "achieved_mbit", "fidelity")
-            }
-            item = LinkFidelity(
-                float(item["configured_mbit"]),
-                _opt_float(item.get("achieved_mbit")),
-                _opt_float(item.get("fidelity")),
-                rest,
-            )
-        out[name] = item
-    return out
-
-
-def _opt_float(x):
-    return None if x is None else float(x)
-
 
 # ---------------------------------------------------------- series helpers
-
-
-def pad(values: list, length: int) -> list:
-    """`values` cut or padded with None to exactly `length` samples."""
-    values = list(values)[:length]
-    return values + [None] * (length - len(values))
 
 
 def infer_interval(t: list) -> float:
@@ -237,7 +132,7 @@ def max_silence_s(values: list, interval_s: float) -> float | None:
 # ----------------------------------------------------------------- faults
 
 
-def link_outages(faults: list, duration: float) -> list[dict]:
+def link_outages(faults: Iterable[Fault | dict] | None, duration: float) -> list[dict]:
     """Outage windows as [{link, start, end, restored}], ordered by start.
 
     A window runs from a link-down to the next link-up of the same link
@@ -261,7 +156,7 @@ def link_outages(faults: list, duration: float) -> list[dict]:
     return sorted(windows, key=lambda w: (w["start"], w["end"]))
 
 
-def fault_windows(faults: list, duration: float) -> list[tuple[float, float]]:
+def fault_windows(faults: Iterable[Fault | dict] | None, duration: float) -> list[tuple[float, float]]:
     """Outage windows as (start, end) tuples, one per link outage."""
     return [(w["start"], w["end"]) for w in link_outages(faults, duration)]
 
@@ -277,7 +172,7 @@ class Periods:
     last_up: float | None  # the link-up that recovery is timed from
 
 
-def fault_periods(faults: list, duration: float) -> Periods:
+def fault_periods(faults: Iterable[Fault | dict] | None, duration: float) -> Periods:
     """Split the run into before / during / after the faults."""
     faults = as_faults(faults)
     windows = link_outages(faults, duration)
@@ -396,7 +291,7 @@ def flow_metrics(series: Series, flows: list[Flow]) -> dict:
     }
 
 
-def fidelity_metrics(fidelity_links) -> dict:
+def fidelity_metrics(fidelity_links: dict | None) -> dict:
     """{links: {name: {configured_mbit, achieved_mbit, fidelity, ...}}, min}."""
     links = {
         name: {
@@ -411,7 +306,7 @@ def fidelity_metrics(fidelity_links) -> dict:
     return {"links": links, "min": min(measured) if measured else None}
 
 
-def _all_flows(series, flows):
+def _all_flows(series: Series, flows: list[Flow]) -> list[Flow]:
     """The caller's flows, plus any flow seen only in the series.
 
     Unlisted flows have no known source host; they still count overall so
@@ -421,7 +316,13 @@ def _all_flows(series, flows):
     return flows + [Flow(fid, None, None) for fid in series.flows if fid not in known]
 
 
-def compute_metrics(series, flows, faults, duration: float, fidelity_links) -> dict:
+def compute_metrics(
+    series: Series | dict,
+    flows: list | dict | None,
+    faults: Iterable[Fault | dict] | None,
+    duration: float,
+    fidelity_links: dict | None,
+) -> dict:
     """All metrics of one drill as a JSON-ready dict.
 
     Keys: flows, hosts, overall, fidelity, outages, settings. The names in

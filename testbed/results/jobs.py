@@ -4,7 +4,10 @@ bytes, retransmissions, PSN gaps, the GPU-utilization proxy, and iteration
 times before, during and after the faults."""
 
 import statistics
+from collections.abc import Iterable, Sequence
 
+from testbed.fabric.model import Fabric
+from testbed.fabric.records import Job
 from traffic import collectives
 
 from .analytical import analytical_iteration_s, expected_bytes_per_rank, path_latency_s, schedule_of
@@ -15,13 +18,13 @@ STALL_FACTOR = 3.0  # an iteration this many times the job's median counts as st
 
 
 def job_metrics(
-    jobs,
+    jobs: Sequence[Job],
     agent_results: dict,
     port_rate_bps: float,
-    faults=(),
+    faults: Iterable[dict] = (),
     duration: float | None = None,
     dc_of: dict | None = None,
-    fabric=None,
+    fabric: Fabric | None = None,
 ) -> dict:
     """Per job: iteration times (job-level: iteration k ends when its last
     rank ends it), completion time, bytes, retransmissions, GPU-utilization
@@ -47,44 +50,47 @@ def job_metrics(
 
 
 def _one_job(job, ranks, port_rate_bps, windows, latency_s=0.0):
-    n = len(job.hosts)
-    iters = job.iterations
+    complete, job_end, times = _iteration_ends(job, ranks)
+    steady = times[1:] if len(times) > 1 else times  # the first includes start-up skew
+    median = statistics.median(steady) if steady else None
+    analytical = analytical_iteration_s(job, port_rate_bps, latency_s)
+    return {
+        "ranks": len(job.hosts),
+        "collective": job.collective,
+        "bytes_per_iteration": job.bytes,
+        "iterations_planned": job.iterations,
+        **_iteration_times(job, complete, job_end, times, steady, median),
+        "analytical_iteration_s": analytical,
+        "path_latency_s": latency_s,
+        "iteration_time_vs_analytical": (statistics.mean(steady) / analytical)
+        if steady and analytical
+        else None,
+        **_transfers(job, ranks),
+        "gpu_utilization": _gpu_utilization(ranks),
+        "stalled_iterations": sum(1 for t in times if median and t > STALL_FACTOR * median),
+        **_phases(complete, job_end, times, windows),
+    }
+
+
+def _iteration_ends(job, ranks):
+    """(the iterations every rank completed, when each ended on the drill's
+    clock, how long each took): iteration k ends when its last rank ends it."""
     ends = {}
     for r in ranks:
         for rec in r["iterations"]:
             ends.setdefault(rec["iter"], []).append(rec["end"])
-    complete = sorted(k for k, v in ends.items() if len(v) == n)
+    complete = sorted(k for k, v in ends.items() if len(v) == len(job.hosts))
     # Agents time a job from its own start; put it on the drill's clock
     # (traffic start = 0), where faults and the other jobs live.
     job_end = [max(ends[k]) + job.start for k in complete]
     times = [b - a for a, b in zip([job.start] + job_end, job_end)]
-    steady = times[1:] if len(times) > 1 else times  # the first includes start-up skew
-    median = statistics.median(steady) if steady else None
-    analytical = analytical_iteration_s(job, port_rate_bps, latency_s)
-    # Measured at the receivers: payload bytes that arrived in order, per
-    # rank and iteration, against the volume the algorithm's formula
-    # requires. Only a formula independent of the schedule is a reference:
-    # the schedule's own volume is what the senders were told to send, and
-    # comparing with it would only check the schedule against itself.
-    expected = expected_bytes_per_rank(job)
-    ratios = [rec["bytes_received"] / expected for r in ranks for rec in r["iterations"]] if expected else []
-    util = [
-        sum(x["compute_s"] for x in r["iterations"]) / sum(x["iter_s"] for x in r["iterations"])
-        for r in ranks
-        if r["iterations"] and sum(x["iter_s"] for x in r["iterations"]) > 0
-    ]
-    retransmitted = sum(r["retransmitted"] for r in ranks)
-    sent = sum(r["packets_sent"] for r in ranks)
-    phases = _by_phase(complete, job_end, times, windows)
-    if phases.get("iteration_during_s") and phases.get("iteration_before_s"):
-        phases["fault_iteration_slowdown"] = phases["iteration_during_s"] / phases["iteration_before_s"]
-    elif windows:
-        phases["fault_iteration_slowdown"] = None
+    return complete, job_end, times
+
+
+def _iteration_times(job, complete, job_end, times, steady, median):
+    """Iterations completed, their times and ends, their mean, p50 and p99
+    (`steady`: without the first), and the job's completion time."""
     return {
-        "ranks": n,
-        "collective": job.collective,
-        "bytes_per_iteration": job.bytes,
-        "iterations_planned": iters,
         "iterations_completed": len(complete),
         "iteration_times_s": [round(t, 4) for t in times],
         "iteration_ends_s": [round(t, 4) for t in job_end],
@@ -92,12 +98,23 @@ def _one_job(job, ranks, port_rate_bps, windows, latency_s=0.0):
         "iteration_time_s": statistics.mean(steady) if steady else None,
         "iteration_time_p50_s": median,
         "iteration_time_p99_s": _percentile(steady, 99) if steady else None,
-        "job_completion_s": job_end[-1] - job.start if len(complete) == iters else None,
-        "analytical_iteration_s": analytical,
-        "path_latency_s": latency_s,
-        "iteration_time_vs_analytical": (statistics.mean(steady) / analytical)
-        if steady and analytical
-        else None,
+        "job_completion_s": job_end[-1] - job.start if len(complete) == job.iterations else None,
+    }
+
+
+def _transfers(job, ranks):
+    """What the ranks sent and received: bytes (against the algorithm's
+    formula), retransmissions, PSN gaps, timeouts and congestion marks."""
+    # Measured at the receivers: payload bytes that arrived in order, per
+    # rank and iteration, against the volume the algorithm's formula
+    # requires. Only a formula independent of the schedule is a reference:
+    # the schedule's own volume is what the senders were told to send, and
+    # comparing with it would only check the schedule against itself.
+    expected = expected_bytes_per_rank(job)
+    ratios = [rec["bytes_received"] / expected for r in ranks for rec in r["iterations"]] if expected else []
+    retransmitted = sum(r["retransmitted"] for r in ranks)
+    sent = sum(r["packets_sent"] for r in ranks)
+    return {
         "bytes_sent": sum(r["bytes_sent"] for r in ranks),
         "bytes_received": sum(r["bytes_received"] for r in ranks),
         "bytes_per_rank_expected": expected,
@@ -113,10 +130,28 @@ def _one_job(job, ranks, port_rate_bps, windows, latency_s=0.0):
         "timeouts": sum(r["timeouts"] for r in ranks),
         "cnps": sum(r["cnps_received"] for r in ranks),
         "ce_marks": sum(r["ce_marks"] for r in ranks),
-        "gpu_utilization": statistics.mean(util) if util else None,
-        "stalled_iterations": sum(1 for t in times if median and t > STALL_FACTOR * median),
-        **phases,
     }
+
+
+def _gpu_utilization(ranks):
+    """The ranks' mean share of iteration time spent computing (a proxy)."""
+    util = [
+        sum(x["compute_s"] for x in r["iterations"]) / sum(x["iter_s"] for x in r["iterations"])
+        for r in ranks
+        if r["iterations"] and sum(x["iter_s"] for x in r["iterations"]) > 0
+    ]
+    return statistics.mean(util) if util else None
+
+
+def _phases(complete, job_end, times, windows):
+    """Iteration times before, during and after the outages, and the
+    slowdown during them (None when there were faults but no ratio)."""
+    phases = _by_phase(complete, job_end, times, windows)
+    if phases.get("iteration_during_s") and phases.get("iteration_before_s"):
+        phases["fault_iteration_slowdown"] = phases["iteration_during_s"] / phases["iteration_before_s"]
+    elif windows:
+        phases["fault_iteration_slowdown"] = None
+    return phases
 
 
 def _by_phase(complete, ends, times, windows):

@@ -17,7 +17,8 @@ from .markdown_fabric import (
 )
 from .markdown_jobs import section_jobs, section_paths
 from .text import fmt, md_table, md_text, pct
-from .trust import FIDELITY_THRESHOLD, low_fidelity, reasons, verdict
+from .trust import FIDELITY_THRESHOLD
+from .verdicts import low_fidelity, reasons, verdict
 
 
 def _headline(results):
@@ -54,7 +55,7 @@ def _scope(e):
     return e.get("host") or "(all)"
 
 
-def section_expectations(results):
+def section_expectations(results: dict) -> str:
     exps = results.get("expectations") or []
     if not exps:
         return "No expectations were declared."
@@ -78,7 +79,7 @@ def _link_text(link):
     return " - ".join(str(n) for n in link) if link else "-"
 
 
-def section_faults(results):
+def section_faults(results: dict) -> str:
     faults = results.get("faults") or []
     if not faults:
         return "No faults were injected."
@@ -116,7 +117,7 @@ def _no_iperf_flows(metrics):
     return bool(metrics.get("jobs")) and not metrics.get("flows")
 
 
-def section_hosts(metrics):
+def section_hosts(metrics: dict) -> str:
     if _no_iperf_flows(metrics):
         return NO_FLOWS
     hosts = metrics.get("hosts") or {}
@@ -159,7 +160,7 @@ def section_hosts(metrics):
     )
 
 
-def section_flows(metrics):
+def section_flows(metrics: dict) -> str:
     if _no_iperf_flows(metrics):
         return NO_FLOWS
     flows = metrics.get("flows") or {}
@@ -249,7 +250,7 @@ def _ports_table(ports):
     )
 
 
-def section_trust(results):
+def section_trust(results: dict) -> str:
     """The checks that decide trust, then the measurements behind them."""
     metrics = results.get("metrics") or {}
     fid = metrics.get("fidelity") or {}
@@ -362,17 +363,31 @@ def render_summary(results: dict) -> str:
         )
     if low_fidelity(results):
         parts.append(_warning_block(results))
-    run_rows = [
+    parts.append(_run_table(results))
+    plot = (results.get("files") or {}).get("plot")
+    if plot:
+        parts.append(f"![throughput]({os.path.basename(plot)})")
+    for title, body in _sections(results, metrics):
+        parts.append(f"## {title}\n\n{body}")
+    notes = metrics.get("settings")
+    if notes:
+        parts.append(_settings_note(notes))
+    return "\n\n".join(parts) + "\n"
+
+
+def _run_table(results):
+    rows = [
         ["scenario file", md_text(results.get("scenario_file") or "-")],
         ["started", results.get("started") or "-"],
         ["traffic duration (s)", _duration_text(results)],
     ]
     if results.get("time_dilation") is not None:
-        run_rows.append(["time dilation", _dilation_text(results)])
-    parts.append(md_table(["run", ""], run_rows))
-    plot = (results.get("files") or {}).get("plot")
-    if plot:
-        parts.append(f"![throughput]({os.path.basename(plot)})")
+        rows.append(["time dilation", _dilation_text(results)])
+    return md_table(["run", ""], rows)
+
+
+def _sections(results, metrics):
+    """(title, body) of every section the results have something for, in order."""
     sections = [
         ("Expectations", section_expectations(results)),
         ("Fault timeline", section_faults(results)),
@@ -390,22 +405,21 @@ def render_summary(results: dict) -> str:
     ctl = metrics.get("controller") or {}
     if ctl.get("exits") or ctl.get("restarts"):
         sections.append(("Controller", section_controller(ctl)))
-    sections += [
+    return sections + [
         ("Per-host throughput", section_hosts(metrics)),
         ("Per-flow", section_flows(metrics)),
         ("Trust", section_trust(results)),
         ("Fabric", section_fabric(results)),
     ]
-    for title, body in sections:
-        parts.append(f"## {title}\n\n{body}")
-    notes = metrics.get("settings")
-    if notes:
-        parts.append(
-            f"_Before/during/after skip the first {fmt(notes.get('warmup_s'))} s of traffic "
-            f"(TCP slow start) and {fmt(notes.get('settle_s'))} s after every fault edge; "
-            f"recovery is the time until the aggregate is back to "
-            f"{fmt(100 * (notes.get('recovered_fraction') or 0))}% of before; end/before is "
-            f"the throughput over the run's last {fmt(notes.get('recovery_window_s'))} s over "
-            f"before, once every failed link is back._"
-        )
-    return "\n\n".join(parts) + "\n"
+
+
+def _settings_note(notes):
+    """How the before/during/after aggregates and recovery were taken."""
+    return (
+        f"_Before/during/after skip the first {fmt(notes.get('warmup_s'))} s of traffic "
+        f"(TCP slow start) and {fmt(notes.get('settle_s'))} s after every fault edge; "
+        f"recovery is the time until the aggregate is back to "
+        f"{fmt(100 * (notes.get('recovered_fraction') or 0))}% of before; end/before is "
+        f"the throughput over the run's last {fmt(notes.get('recovery_window_s'))} s over "
+        f"before, once every failed link is back._"
+    )

@@ -7,94 +7,19 @@ from .jobs import STALL_FACTOR
 from .text import fmt, mb, md_table, pct
 
 
-def section_jobs(results):
+def section_jobs(results: dict) -> str:
     """Training jobs: one row per job, the fault phases, the aggregates."""
     metrics = results.get("metrics") or {}
     jobs = metrics.get("jobs") or {}
-    rows = []
-    for name, j in jobs.items():
-        rows.append(
-            [
-                name,
-                j.get("collective") or "-",
-                j.get("ranks"),
-                f"{fmt(j.get('iterations_completed'))}/{fmt(j.get('iterations_planned'))}",
-                j.get("iteration_time_s"),
-                j.get("iteration_time_p50_s"),
-                j.get("iteration_time_p99_s"),
-                j.get("analytical_iteration_s"),
-                j.get("iteration_time_vs_analytical"),
-                j.get("job_completion_s"),
-                j.get("bytes_per_rank_expected"),
-                j.get("bytes_per_rank_ratio"),
-                j.get("retransmissions"),
-                j.get("timeouts"),
-                pct(j.get("gpu_utilization")),
-                j.get("stalled_iterations"),
-            ]
-        )
-    parts = [
-        md_table(
-            [
-                "job",
-                "collective",
-                "ranks",
-                "iterations",
-                "mean iter (s)",
-                "p50 (s)",
-                "p99 (s)",
-                "analytical (s)",
-                "measured/analytical",
-                "completion (s)",
-                "bytes/rank/iter expected",
-                "bytes ratio (worst)",
-                "retransmissions",
-                "timeouts",
-                "GPU util",
-                "stalled",
-            ],
-            rows,
-        )
-    ]
-    parts.append(
-        "*iter*: job-level iteration time (an iteration ends when its last rank "
-        "ends it); mean, p50 and p99 skip the first iteration (start-up skew). "
-        "*bytes ratio*: the payload bytes receivers counted in the rank-iteration "
-        "furthest from the algorithm's formula, over the formula (no formula, no "
-        "ratio). *GPU util*: compute time over iteration "
-        f"time (a proxy). *stalled*: iterations longer than {fmt(STALL_FACTOR)}x the "
-        "median."
-    )
-    for name, j in jobs.items():
-        events = j.get("gap_events") or []
-        if events:
-            lines = [
-                f"- {fmt(e['t'], ' s')}: {e['from']} -> {e['to']}, iteration {e['iter']}, "
-                f"expected PSN {e['expected_psn']}, got {e['got_psn']}"
-                for e in events[:5]
-            ]
-            parts.append(
-                f"Packet gaps seen by the receivers of {name} "
-                f"({fmt(j.get('gaps_seen'))} in all; first {len(lines)}):\n\n" + "\n".join(lines)
-            )
+    parts = [_jobs_table(jobs), _JOBS_NOTE]
+    parts += _gap_events(jobs)
     phased = {
         name: j
         for name, j in jobs.items()
         if any(f"iteration_{k}_s" in j for k in ("before", "during", "after"))
     }
     if phased:
-        rows = []
-        for name, j in phased.items():
-            before, during = j.get("iteration_before_s"), j.get("iteration_during_s")
-            slowdown = j.get("fault_iteration_slowdown")
-            if slowdown is None and before and during is not None:
-                slowdown = during / before
-            rows.append([name, before, during, j.get("iteration_after_s"), slowdown])
-        parts.append(
-            "Iteration time around the faults (mean of the iterations that ended "
-            "before the first outage, overlapped one, or started after the last):\n\n"
-            + md_table(["job", "before (s)", "during (s)", "after (s)", "during/before"], rows)
-        )
+        parts.append(_phases_text(phased))
     if any(j.get("dci_bytes") or j.get("crossing_bytes_per_iteration") for j in jobs.values()):
         rows = [[name, j.get("dci_bytes"), j.get("crossing_bytes_per_iteration")] for name, j in jobs.items()]
         parts.append(
@@ -110,7 +35,96 @@ def section_jobs(results):
     return "\n\n".join(parts)
 
 
-def section_paths(results):
+_JOBS_HEADER = [
+    "job",
+    "collective",
+    "ranks",
+    "iterations",
+    "mean iter (s)",
+    "p50 (s)",
+    "p99 (s)",
+    "analytical (s)",
+    "measured/analytical",
+    "completion (s)",
+    "bytes/rank/iter expected",
+    "bytes ratio (worst)",
+    "retransmissions",
+    "timeouts",
+    "GPU util",
+    "stalled",
+]
+
+_JOBS_NOTE = (
+    "*iter*: job-level iteration time (an iteration ends when its last rank "
+    "ends it); mean, p50 and p99 skip the first iteration (start-up skew). "
+    "*bytes ratio*: the payload bytes receivers counted in the rank-iteration "
+    "furthest from the algorithm's formula, over the formula (no formula, no "
+    "ratio). *GPU util*: compute time over iteration "
+    f"time (a proxy). *stalled*: iterations longer than {fmt(STALL_FACTOR)}x the "
+    "median."
+)
+
+
+def _jobs_table(jobs):
+    rows = [
+        [
+            name,
+            j.get("collective") or "-",
+            j.get("ranks"),
+            f"{fmt(j.get('iterations_completed'))}/{fmt(j.get('iterations_planned'))}",
+            j.get("iteration_time_s"),
+            j.get("iteration_time_p50_s"),
+            j.get("iteration_time_p99_s"),
+            j.get("analytical_iteration_s"),
+            j.get("iteration_time_vs_analytical"),
+            j.get("job_completion_s"),
+            j.get("bytes_per_rank_expected"),
+            j.get("bytes_per_rank_ratio"),
+            j.get("retransmissions"),
+            j.get("timeouts"),
+            pct(j.get("gpu_utilization")),
+            j.get("stalled_iterations"),
+        ]
+        for name, j in jobs.items()
+    ]
+    return md_table(_JOBS_HEADER, rows)
+
+
+def _gap_events(jobs):
+    """Per job whose receivers saw packet gaps, the first five of them."""
+    parts = []
+    for name, j in jobs.items():
+        events = j.get("gap_events") or []
+        if events:
+            lines = [
+                f"- {fmt(e['t'], ' s')}: {e['from']} -> {e['to']}, iteration {e['iter']}, "
+                f"expected PSN {e['expected_psn']}, got {e['got_psn']}"
+                for e in events[:5]
+            ]
+            parts.append(
+                f"Packet gaps seen by the receivers of {name} "
+                f"({fmt(j.get('gaps_seen'))} in all; first {len(lines)}):\n\n" + "\n".join(lines)
+            )
+    return parts
+
+
+def _phases_text(phased):
+    """Iteration time before, during and after the faults, per job."""
+    rows = []
+    for name, j in phased.items():
+        before, during = j.get("iteration_before_s"), j.get("iteration_during_s")
+        slowdown = j.get("fault_iteration_slowdown")
+        if slowdown is None and before and during is not None:
+            slowdown = during / before
+        rows.append([name, before, during, j.get("iteration_after_s"), slowdown])
+    return (
+        "Iteration time around the faults (mean of the iterations that ended "
+        "before the first outage, overlapped one, or started after the last):\n\n"
+        + md_table(["job", "before (s)", "during (s)", "after (s)", "during/before"], rows)
+    )
+
+
+def section_paths(results: dict) -> str:
     """Where the controller put each job's connections (its answer on the
     job channel) and the bytes each link the jobs could use carried."""
     placement = results.get("placement") or {}

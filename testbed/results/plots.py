@@ -6,7 +6,8 @@ import io
 import os
 
 from .dilation import note
-from .flows import aggregate, as_faults, as_series, link_outages
+from .flow_inputs import Series, as_faults, as_series
+from .flows import aggregate, link_outages
 from .store import atomic_write
 from .text import fmt
 
@@ -112,12 +113,17 @@ def _titled(title, time_dilation):
 
 
 def plot_throughput(
-    out_dir: str, series, faults, title: str, flow_info: dict | None = None, time_dilation: float = 1
+    out_dir: str,
+    series: Series | dict,
+    faults: list | None,
+    title: str,
+    flow_info: dict | None = None,
+    time_dilation: float = 1,
 ) -> str | None:
     """Write throughput.png into `out_dir` and return its path.
 
     `series` is the results' series dict ({interval_s, t, flows, flow_info})
-    or a flows.Series, in emulated time (results/dilation.py);
+    or a flow_inputs.Series, in emulated time (results/dilation.py);
     `time_dilation` is only stated in the title.
     """
     if flow_info is None:

@@ -26,8 +26,11 @@ A worst case, not an average: one starved host among eight spoils a
 synchronous job however well the other seven did. Any failed check makes
 the run untrustworthy and no expectation can pass; the report names the
 checks that failed. When neither links nor generators were busy enough to
-be judged, the emulator's rate is unknown and that fails too.
+be judged, the emulator's rate is unknown and that fails too. The runner
+writes the decision into results.json; verdicts.py reads it back.
 """
+
+from collections.abc import Sequence
 
 from .emulator import ALL_PORTS, unexplained_loss
 from .text import fmt
@@ -400,7 +403,7 @@ def _cpu_check(metrics):
     )
 
 
-def assess(metrics: dict, faults=()) -> dict:
+def assess(metrics: dict, faults: Sequence[dict] = ()) -> dict:
     """Every check of the run and the decision: {trustworthy, failed (names
     of the failed checks), warnings (names), checks: [{name, measures, value,
     threshold, expected, ok (None: not judged), severity, reason, note}]}."""
@@ -424,49 +427,8 @@ def assess(metrics: dict, faults=()) -> dict:
     return {"trustworthy": not failed, "failed": failed, "warnings": warnings, "checks": checks}
 
 
-# --- deciding, from a results dict --------------------------------------------
-
-
 def is_trustworthy(fidelity_min: float | None) -> bool:
-    """Fidelity good enough to believe the run? Unknown fidelity is not."""
+    """Does a fidelity reach FIDELITY_THRESHOLD? Unknown fidelity does not.
+    A single number never decides a run: assess holds the worst egress and
+    the worst agent port to this threshold, beside the other checks."""
     return fidelity_min is not None and fidelity_min >= FIDELITY_THRESHOLD
-
-
-def fidelity_min(results: dict) -> float | None:
-    return (((results.get("metrics") or {}).get("fidelity")) or {}).get("min")
-
-
-def failed_checks(results: dict) -> list[dict]:
-    """The checks that failed, then the warnings."""
-    checks = (results.get("trust") or {}).get("checks") or []
-    bad = [c for c in checks if c.get("ok") is False]
-    return [c for c in bad if c.get("severity") != WARN] + [c for c in bad if c.get("severity") == WARN]
-
-
-NO_CHECKS = (
-    "These results carry no trust checks (an hpnlab older than the checks wrote "
-    "them): nothing in them was judged."
-)
-
-
-def low_fidelity(results: dict) -> bool:
-    """True when the run is not to be believed. Results without trust checks
-    (older ones) are not believed either: nothing judged them."""
-    trust = results.get("trust")
-    return not trust or results.get("trustworthy") is False or trust.get("trustworthy") is False
-
-
-def reasons(results: dict) -> list[str]:
-    """Sentences saying why a run is not trustworthy: each failed check
-    names its measurement, then a warning that may explain it."""
-    if not results.get("trust"):
-        return [NO_CHECKS]
-    causes = [f"{c['name']}: {c['reason']}." for c in failed_checks(results) if c.get("reason")]
-    return causes or ["The run was marked untrustworthy."]
-
-
-def verdict(results: dict) -> str:
-    """PASSED / FAILED / UNTRUSTWORTHY (the latter never counts as a pass)."""
-    if low_fidelity(results):
-        return "UNTRUSTWORTHY"
-    return "PASSED" if results.get("passed") else "FAILED"

@@ -3,10 +3,8 @@
 import pytest
 
 from testbed.results.expectations import evaluate
+from testbed.results.flow_inputs import Fault, Flow, Series
 from testbed.results.flows import (
-    Fault,
-    Flow,
-    Series,
     aggregate,
     compute_metrics,
     fault_periods,

@@ -11,10 +11,11 @@ import pytest
 from testbed.drill import measure
 from testbed.drill.faults import link_switch_ports
 from testbed.fabric.scenario import load_scenario
-from testbed.results import analytical, counters, emulator, trust
+from testbed.results import analytical, counters, emulator, trust, verdicts
 from testbed.results.emulator import generator_metrics
 from testbed.results.expectations import evaluate
-from testbed.results.trust import assess, low_fidelity, reasons, verdict
+from testbed.results.trust import assess
+from testbed.results.verdicts import low_fidelity, reasons, verdict
 
 HOSTS8 = ["s0h0", "s0h1", "s0h2", "s0h3", "s1h0", "s1h1", "s1h2", "s1h3"]
 
@@ -342,7 +343,7 @@ def test_results_without_trust_checks_are_not_believed():
     # Written before the checks existed: nothing judged them, whatever they say.
     old = {"passed": True, "trustworthy": True, "metrics": {"fidelity": {"links": {}, "min": 0.97}}}
     assert verdict(old) == "UNTRUSTWORTHY" and low_fidelity(old)
-    assert reasons(old) == [trust.NO_CHECKS]
+    assert reasons(old) == [verdicts.NO_CHECKS]
     judged = assess(metrics_with(agents()))
     good = {"passed": True, "trustworthy": judged["trustworthy"], "trust": judged}
     assert judged["trustworthy"] and verdict(good) == "PASSED" and not low_fidelity(good)
