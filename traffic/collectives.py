@@ -20,7 +20,7 @@ received). A ring all-reduce therefore sends 2B - c[i] - c[i+1] bytes from
 member i and receives 2B - c[i-1] - c[i].
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 KINDS = ("send", "recv")
@@ -156,12 +156,12 @@ class _Builder:
         self.steps = {r: [] for r in range(n)}
         self.port = port
 
-    def add(self, rank: int, kind: str, peer: int, nbytes: int, tag: str, deps, phase: str) -> int:
+    def add(self, rank: int, kind: str, peer: int, nbytes: int, tag: str, deps: Iterable, phase: str) -> int:
         idx = len(self.steps[rank])
         self.steps[rank].append(Step(idx, kind, peer, nbytes, tag, tuple(sorted(deps)), phase, self.port))
         return idx
 
-    def xfer(self, src: int, dst: int, nbytes: int, tag: str, phase: str, deps=()) -> int:
+    def xfer(self, src: int, dst: int, nbytes: int, tag: str, phase: str, deps: Iterable[int] = ()) -> int:
         """One transfer: a send on src (after deps) and a passive recv on dst.
         Returns the recv's index on dst."""
         self.add(src, "send", dst, nbytes, tag, deps, phase)

@@ -29,7 +29,7 @@ HEADER = struct.Struct("!IId")  # flow, sequence number in the flow, send time
 PAYLOAD = 64  # bytes of UDP payload: small, like a keepalive
 
 
-def receive(bind, port, out):
+def receive(bind: str, port: int, out: str) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)
     sock.bind((bind, port))
@@ -54,7 +54,9 @@ def receive(bind, port, out):
     _write(out, {"arrivals": {str(k): v for k, v in sorted(arrivals.items())}})
 
 
-def send(src, dst, port, sport, rate, flows, start, until, out):
+def send(
+    src: str, dst: str, port: int, sport: int, rate: float, flows: int, start: float, until: float, out: str
+) -> None:
     socks = []
     for i in range(flows):
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -92,7 +94,7 @@ def _write(path, doc):
         json.dump(doc, fh)
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="mode", required=True)
     r = sub.add_parser("recv")

@@ -37,6 +37,7 @@ with `parse_bth` / `parse_aeth` / `payload_length` (struct, no scapy).
 
 import struct
 import zlib
+from typing import Any
 
 from scapy.contrib import roce as _scapy_roce
 from scapy.contrib.roce import AETH, BTH  # also binds UDP dport 4791 -> BTH
@@ -138,18 +139,18 @@ class FrameTemplate:
 
     def __init__(
         self,
-        src_mac,
-        dst_mac,
-        src_ip,
-        dst_ip,
-        sport,
-        dqpn,
-        dscp,
-        payload_len,
-        opcode=SEND_MIDDLE,
-        ecn=ECT0,
-        aeth=False,
-    ):
+        src_mac: str,
+        dst_mac: str,
+        src_ip: str,
+        dst_ip: str,
+        sport: int,
+        dqpn: int,
+        dscp: int,
+        payload_len: int,
+        opcode: int = SEND_MIDDLE,
+        ecn: int = ECT0,
+        aeth: bool = False,
+    ) -> None:
         if aeth != (opcode == ACK):
             raise ValueError("an AETH goes with (and only with) the ACK opcode")
         if not 0 <= dscp < 64 or not 0 <= ecn < 4:
@@ -158,7 +159,15 @@ class FrameTemplate:
             raise ValueError("dqpn is a 24-bit number")
         if payload_len < 0:
             raise ValueError("payload_len must be >= 0")
-        self._args = (src_mac, dst_mac, src_ip, dst_ip, sport, dqpn, dscp)
+        self._args: tuple[str, str, str, str, int, int, int] = (
+            src_mac,
+            dst_mac,
+            src_ip,
+            dst_ip,
+            sport,
+            dqpn,
+            dscp,
+        )
         self.opcode, self.ecn, self.aeth = opcode, ecn, aeth
         self.syndrome, self.msn = ACK_SYNDROME, 0
         if opcode == CNP:
@@ -189,8 +198,8 @@ class FrameTemplate:
         head[IP_LEN + 6 : IP_LEN + 8] = b"\xff\xff"  # UDP checksum
         self._prefix_crc = zlib.crc32(_LRH_STANDIN + head)
         self._bth_rest = bytes(self.buf[BTH_OFF + 1 : BTH_OFF + 4]) + b"\xff"
-        self._crc_by_opcode = {}
-        self._psn0_icrc = {}  # opcode -> ICRC with a zero PSN word (table path)
+        self._crc_by_opcode: dict[int, int] = {}
+        self._psn0_icrc: dict[int, int] = {}  # opcode -> ICRC with a zero PSN word (table path)
         self._tail = memoryview(self.buf)[BTH_OFF + 5 : -ICRC_LEN]
         self._siblings = {payload_len: self}
         self.frame(0)
@@ -252,7 +261,7 @@ class FrameTemplate:
             self._tables = psn_tables(after)
             self._psn0_icrc[op] = icrc ^ psn_change(self._tables, word)
 
-    def for_length(self, payload_len):
+    def for_length(self, payload_len: int) -> "FrameTemplate":
         """A template identical but for its payload length (cached), e.g.
         for the shorter last packet of a message: IP total length, IP
         checksum and UDP length differ, so it needs a frame of its own."""
@@ -263,7 +272,7 @@ class FrameTemplate:
             self._siblings[payload_len] = tpl
         return tpl
 
-    def retarget(self, sport, dqpn):
+    def retarget(self, sport: int, dqpn: int) -> "FrameTemplate":
         """A copy for another flow to the same peer: new UDP source port and
         destination QP, patched into the bytes (no scapy: building a frame
         with scapy costs about a millisecond, too much per transfer)."""
@@ -364,6 +373,6 @@ def verify_icrc(frame_bytes: bytes) -> bool:
     return crc.to_bytes(4, "little") == b[end - ICRC_LEN : end]
 
 
-def dissect(frame_bytes):
+def dissect(frame_bytes: bytes) -> Any:
     """scapy's view of a frame (UDP dport 4791 dissects as BTH)."""
     return Ether(bytes(frame_bytes))

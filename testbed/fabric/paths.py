@@ -17,7 +17,7 @@ ECMP group by itself.
 """
 
 from collections import deque
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from .model import Fabric
@@ -182,7 +182,12 @@ def _first_end(fabric, src_ifname):
 
 
 def enumerate_paths(
-    fabric: Fabric, routes: Routes, src_ifname: str, dst_ip: str, down_ports=frozenset(), max_hops: int = 16
+    fabric: Fabric,
+    routes: Routes,
+    src_ifname: str,
+    dst_ip: str,
+    down_ports: Collection[tuple[str, int]] = frozenset(),
+    max_hops: int = 16,
 ) -> list[tuple]:
     """Every path the tables allow from the NIC port `src_ifname` to
     `dst_ip`, one per combination of equal-cost branches: a list of tuples
@@ -214,7 +219,12 @@ def enumerate_paths(
 
 
 def trace(
-    fabric: Fabric, routes: Routes, src_ifname: str, dst_ip: str, choose=min, max_hops: int = 16
+    fabric: Fabric,
+    routes: Routes,
+    src_ifname: str,
+    dst_ip: str,
+    choose: Callable[[list[int]], int] = min,
+    max_hops: int = 16,
 ) -> list[str] | None:
     """Follow the tables from a NIC port to `dst_ip`: the list of switches
     visited, ending with the destination host, or None when the packet would

@@ -23,6 +23,7 @@ end so: none of them holds an underscore.
 """
 
 import copy
+from typing import Any
 
 TIME_SUFFIX, MS_SUFFIX, RATE_SUFFIX = "_s", "_ms", "_mbit"
 TIME_KEYS = frozenset({"t", "at", "issued_at", "applied_at", "start", "end"})
@@ -36,7 +37,7 @@ def note(n: float | None) -> str:
     return f"time dilation {n:g}: rates /{n:g}, times x{n:g} on this machine; reported in emulated time"
 
 
-def to_emulated(results, n: float):
+def to_emulated(results: Any, n: float) -> Any:
     """A copy of `results` (any part of a results dict: metrics, faults,
     series, durations) with times divided by `n` and rates multiplied by it."""
     if n == 1:

@@ -13,6 +13,8 @@ Reaction, per pause:
   (others have nothing to show).
 """
 
+from collections.abc import Sequence
+
 import numpy as np
 
 NS = 1e-9
@@ -54,7 +56,9 @@ def records(raw: dict, t0: float, class_names: list) -> list[dict]:
     return out
 
 
-def summary(recs: list[dict], events: int = 0, errors=(), scheduling: dict | None = None) -> dict:
+def summary(
+    recs: list[dict], events: int = 0, errors: Sequence[str] = (), scheduling: dict | None = None
+) -> dict:
     """Totals per link and class, and the reaction statistics (ms)."""
     links: dict = {}
     for r in recs:

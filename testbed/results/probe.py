@@ -16,6 +16,8 @@ reported (None) and the report says why. (A link-up is measured whatever
 crossed before: its gap is the traffic moving back.)
 """
 
+from collections.abc import Callable, Sequence
+
 FRAME_BYTES = 64 + 8 + 20 + 14  # probe payload + UDP + IPv4 + Ethernet
 WARMUP_S = 1.0  # the baseline skips the first second (ARP, first packets)
 BEFORE_S = 1.0  # how far back the crossing rate looks
@@ -54,7 +56,14 @@ def flow_gap(arrivals: list, sent: list, start: float, end: float) -> float:
     return gap
 
 
-def probe_results(records: dict, faults: list, t0: float, end_s: float, samples=(), link_devs=None) -> dict:
+def probe_results(
+    records: dict,
+    faults: list,
+    t0: float,
+    end_s: float,
+    samples: Sequence = (),
+    link_devs: Callable[[dict], list[str]] | None = None,
+) -> dict:
     """Metrics of the probes (see the module docstring).
 
     records: [{rate, flows, sent: {flow: [t]}, arrivals: {flow: [[seq, t]]}}]
