@@ -10,6 +10,7 @@ throughput comes from the receiver's 0.1 s intervals.
 from dataclasses import dataclass
 
 from testbed.fabric.model import Fabric
+from testbed.fabric.records import TrafficFlow
 
 BASE_PORT = 5201
 INTERVAL_S = 0.1
@@ -29,22 +30,22 @@ class PairSpec:
         return [f"{self.src}->{self.dst}#{k}" for k in range(self.parallel)]
 
 
-def plan_pairs(fabric: Fabric, traffic: list[dict]) -> list[PairSpec]:
+def plan_pairs(fabric: Fabric, traffic: list[TrafficFlow]) -> list[PairSpec]:
     """Scenario traffic entries -> PairSpecs (one per src/dst pair)."""
     pairs: list[PairSpec] = []
     for entry in traffic:
-        src_nic = fabric.nics_of(entry["src"])[0]
-        for dst in entry["dst"]:
+        src_nic = fabric.nics_of(entry.src)[0]
+        for dst in entry.dst:
             dst_nic = next(n for n in fabric.nics_of(dst) if n.rail == src_nic.rail)
             pairs.append(
                 PairSpec(
-                    entry["src"],
+                    entry.src,
                     dst,
                     dst_nic.ip,
-                    int(entry.get("parallel", 1)),
-                    float(entry.get("start", 0.0)),
+                    entry.parallel,
+                    entry.start,
                     BASE_PORT + len(pairs),
-                    int(entry.get("dscp", 0)),
+                    entry.dscp,
                 )
             )
     return pairs

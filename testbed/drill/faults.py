@@ -4,13 +4,16 @@ with when it really happened; and how long the controller took to converge
 after each one, from its acknowledged route versions."""
 
 import time
+from collections.abc import Sequence
+
+from testbed.fabric.model import Endpoint, Fabric, Link
 
 
 def run_timeline(fnet, flows, pairs, sc, t0, log):
     """Start clients, apply faults and stop or start the controller at their
     scheduled times. Returns (faults as applied, controller actions as applied)."""
     events = [(p.start, "client", p) for p in pairs]
-    events += [(f["at"], "fault", f) for f in sc.faults]
+    events += [(f.at, "fault", f) for f in sc.faults]
     events += [(e["at"], "controller", e) for e in sc.controller_timeline]
     events.sort(key=lambda e: (e[0], e[1] != "client"))
     applied, controller = [], []
@@ -25,24 +28,24 @@ def run_timeline(fnet, flows, pairs, sc, t0, log):
             log(f"[{t:6.2f}s] controller {item['action']}")
             controller.append({"at": at, "applied_at": round(t, 4), "action": item["action"]})
             continue
-        a, b = item["link"]
-        link = fault_link(fnet.fabric, item)
+        a, b = item.link
+        link = fault_link(fnet.fabric, item.link, item.index)
         # The switches may see the port change (and the controller answer it)
         # before set_link returns: convergence counts from the moment it was issued.
         issued = time.monotonic() - t0
-        fnet.set_link(link, up=item["action"] == "link-up")
+        fnet.set_link(link, up=item.action == "link-up")
         t = time.monotonic() - t0
-        log(f"[{t:6.2f}s] {item['action']} {a} <-> {b}")
+        log(f"[{t:6.2f}s] {item.action} {a} <-> {b}")
         applied.append(
             {
                 "at": at,
                 "issued_at": round(issued, 4),
                 "applied_at": round(t, 4),
-                "action": item["action"],
+                "action": item.action,
                 "link": [a, b],
-                "index": item.get("index", 0),
+                "index": item.index,
                 "link_name": link.name,
-                **({"name": item["name"]} if item.get("name") else {}),
+                **({"name": item.name} if item.name else {}),
             }
         )
     return applied, controller
@@ -68,19 +71,20 @@ def convergence_s(events, t0, fault, switch_ports):
     return None
 
 
-def fault_link(fabric, fault):
-    """The link a fault pulls or replugs."""
-    return fabric.links_between(*fault["link"])[fault.get("index", 0)]
+def fault_link(fabric: Fabric, link: Sequence[str], index: int = 0) -> Link:
+    """The link a fault pulls or replugs: the `index`-th between two nodes."""
+    a, b = link
+    return fabric.links_between(a, b)[index]
 
 
-def switch_ends(fabric, fault):
-    """The switch-side ends (Endpoints) of a fault's link."""
-    link = fault_link(fabric, fault)
+def switch_ends(fabric: Fabric, fault: dict) -> list[Endpoint]:
+    """The switch-side ends of the link of a fault as applied (results.json's faults)."""
+    link = fault_link(fabric, fault["link"], fault.get("index", 0))
     return [e for e in (link.a, link.b) if fabric.nodes[e.node].is_switch]
 
 
-def link_switch_ports(fabric, fault):
-    """The (switch, port) ends of the link a fault pulls or replugs."""
+def link_switch_ports(fabric: Fabric, fault: dict) -> list[tuple[str, int]]:
+    """The (switch, port) ends of the link of a fault as applied."""
     return [(e.node, e.port) for e in switch_ends(fabric, fault)]
 
 

@@ -72,3 +72,93 @@ class Job:
     def dilated(self, n: float) -> Job:
         """The same job on a machine running n times slower: compute and start stretched."""
         return dataclasses.replace(self, compute_s=self.compute_s * n, start=self.start * n)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A cable pulled (link-down) or replugged (link-up) at `at` seconds:
+    the `index`-th link between the two nodes of `link`."""
+
+    at: float
+    action: str
+    link: tuple[str, str]
+    index: int = 0
+    name: str | None = None  # faults that share a name are judged together (probes)
+
+    @classmethod
+    def from_entry(cls, raw: dict[str, Any]) -> Fault:
+        a, b = raw["link"]
+        return cls(parse_time(raw["at"]), raw["action"], (a, b), raw.get("index", 0), raw.get("name") or None)
+
+    def dilated(self, n: float) -> Fault:
+        return dataclasses.replace(self, at=self.at * n)
+
+
+@dataclass(frozen=True)
+class TrafficFlow:
+    """Bulk traffic from `src` to every host of `dst`, from `start` seconds
+    to the end of the run."""
+
+    src: str
+    dst: tuple[str, ...]
+    kind: str = "iperf3"
+    parallel: int = 1  # streams per destination
+    start: float = 0.0
+    dscp: int = 0
+
+    @classmethod
+    def from_entry(cls, raw: dict[str, Any]) -> TrafficFlow:
+        dst = raw["dst"]
+        return cls(
+            src=raw["src"],
+            dst=tuple(dst) if isinstance(dst, list) else (dst,),
+            kind=raw.get("kind", "iperf3"),
+            parallel=raw.get("parallel", 1),
+            start=parse_time(raw.get("start", 0)),
+            dscp=raw.get("dscp", 0),
+        )
+
+    def dilated(self, n: float) -> TrafficFlow:
+        return dataclasses.replace(self, start=self.start * n)
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """A bound on one measured metric, of a host, a job, a queue class or a
+    named fault (or the whole run); inclusive, either side optional."""
+
+    metric: str
+    name: str = ""
+    host: str | None = None
+    job: str | None = None
+    relative_to: str | None = None  # a job whose same metric divides this one's
+    queue_class: str | None = None  # `class` in the file
+    fault: str | None = None
+    min: float | None = None
+    max: float | None = None
+
+    @classmethod
+    def from_entry(cls, raw: dict[str, Any]) -> Expectation:
+        e = cls(
+            metric=raw["metric"],
+            name=raw.get("name") or "",
+            host=raw.get("host"),
+            job=raw.get("job"),
+            relative_to=raw.get("relative_to"),
+            queue_class=raw.get("class"),
+            fault=raw.get("fault"),
+            min=raw.get("min"),
+            max=raw.get("max"),
+        )
+        return e if e.name else dataclasses.replace(e, name=e.default_name())
+
+    def default_name(self) -> str:
+        """A readable name: 'fault_throughput_ratio of s0h0 >= 0.45'."""
+        who = self.host or self.job or self.queue_class or self.fault
+        text = self.metric + (f" of {who}" if who else "")
+        if self.relative_to:
+            text += f" / that of {self.relative_to}"
+        low, high = self.min, self.max
+        if low is not None and high is not None:
+            return f"{text} in [{low:g}, {high:g}]"
+        return f"{text} >= {low:g}" if low is not None else f"{text} <= {high:g}"

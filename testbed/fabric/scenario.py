@@ -28,7 +28,7 @@ from .build import ModelError, build_fabric
 from .loader import SCENARIO, TOPOLOGY, detect_kind, load_yaml
 from .model import Fabric
 from .problems import TOP, ConfigError, Problem, fail, show
-from .records import Job
+from .records import Expectation, Fault, Job, TrafficFlow
 from .schema import schema_problems
 from .units import parse_time
 
@@ -154,9 +154,9 @@ class Scenario:
     topology_params: dict  # the topology mapping as written
     fabric: Fabric
     duration_s: float
-    traffic: list  # dicts: kind, src, dst (list), parallel, start (s)
-    faults: list  # dicts sorted by at: at (s), action, link (a, b), index
-    expect: list  # dicts: name, metric, host, job (or None), min, max (or None)
+    traffic: list[TrafficFlow]
+    faults: list[Fault]  # sorted by at
+    expect: list[Expectation]
     topology_path: str | None = None  # the topology file, when not inline
     jobs: tuple[Job, ...] = ()
     capture: dict | None = None  # {"hosts": [...], "packets": n}
@@ -204,7 +204,7 @@ def _scenario_from_doc(path: Path, doc: dict, topology_dirs: Sequence[PathArg] =
         fabric=fabric,
         duration_s=parts.duration,
         traffic=parts.traffic,
-        faults=sorted(parts.faults, key=lambda f: f["at"]),
+        faults=sorted(parts.faults, key=lambda f: f.at),
         expect=parts.expect,
         topology_path=None if topo_path is None else str(topo_path),
         jobs=tuple(jobs),
@@ -240,22 +240,22 @@ class _Parts:
     """A schema-checked scenario's entries: times in seconds, defaults filled in."""
 
     duration: float
-    traffic: list
-    faults: list
+    traffic: list[TrafficFlow]
+    faults: list[Fault]
     controller_timeline: list
-    expect: list
+    expect: list[Expectation]
     probes: list
 
     @classmethod
     def of(cls, doc: dict) -> "_Parts":
         return cls(
             duration=parse_time(doc["duration"]),
-            traffic=[_traffic_entry(t) for t in doc.get("traffic", [])],
-            faults=[_fault_entry(f) for f in doc.get("faults", [])],
+            traffic=[TrafficFlow.from_entry(t) for t in doc.get("traffic", [])],
+            faults=[Fault.from_entry(f) for f in doc.get("faults", [])],
             controller_timeline=[
                 {"at": parse_time(e["at"]), "action": e["action"]} for e in doc.get("controller_timeline", [])
             ],
-            expect=[_expect_entry(e) for e in doc.get("expect", [])],
+            expect=[Expectation.from_entry(e) for e in doc.get("expect", [])],
             probes=[
                 {"src": p["src"], "dst": p["dst"], "rate": p.get("rate", 1000), "flows": p.get("flows", 8)}
                 for p in doc.get("probes", [])
@@ -296,7 +296,7 @@ def _semantic_problems(file, doc, parts, fabric):
         fabric,
         {j.name for j in jobs},
         classes,
-        {f["name"] for f in parts.faults if f.get("name")},
+        {f.name for f in parts.faults if f.name},
         bool(parts.probes),
     )
     problems += semantics.transport_problems(file, doc.get("transport"))
@@ -334,59 +334,6 @@ def _read_topology(file, path, topo, topology_dirs):
                 file, TOPOLOGY, f"topology file {show(topo)} not found (looked for {e.problems[0].file})"
             ) from None
         raise
-
-
-def _traffic_entry(raw):
-    dst = raw["dst"]
-    return {
-        "kind": raw.get("kind", "iperf3"),
-        "src": raw["src"],
-        "dst": list(dst) if isinstance(dst, list) else [dst],
-        "parallel": raw.get("parallel", 1),
-        "start": parse_time(raw.get("start", 0)),
-        "dscp": raw.get("dscp", 0),
-    }
-
-
-def _fault_entry(raw):
-    entry = {
-        "at": parse_time(raw["at"]),
-        "action": raw["action"],
-        "link": tuple(raw["link"]),
-        "index": raw.get("index", 0),
-    }
-    if raw.get("name"):
-        entry["name"] = raw["name"]
-    return entry
-
-
-def _expect_entry(raw):
-    entry = {
-        "name": raw.get("name"),
-        "metric": raw["metric"],
-        "host": raw.get("host"),
-        "job": raw.get("job"),
-        "relative_to": raw.get("relative_to"),
-        "class": raw.get("class"),
-        "fault": raw.get("fault"),
-        "min": raw.get("min"),
-        "max": raw.get("max"),
-    }
-    if not entry["name"]:
-        entry["name"] = _expect_name(entry)
-    return entry
-
-
-def _expect_name(entry):
-    """A readable default name: 'fault_throughput_ratio of s0h0 >= 0.45'."""
-    who = entry["host"] or entry.get("job") or entry.get("class") or entry.get("fault")
-    text = entry["metric"] + (f" of {who}" if who else "")
-    if entry.get("relative_to"):
-        text += f" / that of {entry['relative_to']}"
-    low, high = entry["min"], entry["max"]
-    if low is not None and high is not None:
-        return f"{text} in [{low:g}, {high:g}]"
-    return f"{text} >= {low:g}" if low is not None else f"{text} <= {high:g}"
 
 
 # --- training jobs and transport ----------------------------------------------

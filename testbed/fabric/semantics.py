@@ -15,6 +15,7 @@ Each names a host through host_problem, below.
 from . import bounds
 from .model import Fabric
 from .problems import Problem, seconds, show
+from .records import TrafficFlow
 from .units import parse_time
 
 # Bounds on the work a file may ask for (the schema bounds single numbers;
@@ -67,12 +68,12 @@ def _host_summary(fabric: Fabric) -> str:
 
 
 def traffic_problems(
-    file: str, raws: list, entries: list, duration: float, fabric: Fabric | None
+    file: str, raws: list, entries: list[TrafficFlow], duration: float, fabric: Fabric | None
 ) -> list[Problem]:
     """iperf3 streams within MAX_FLOWS, each starting inside the run, from
     a host to other hosts; `raws` as written, `entries` parsed."""
     problems = []
-    flows = sum(t["parallel"] * len(t["dst"]) for t in entries)
+    flows = sum(t.parallel * len(t.dst) for t in entries)
     if flows > MAX_FLOWS:
         problems.append(
             Problem(
@@ -83,16 +84,16 @@ def traffic_problems(
         )
     for i, (raw, t) in enumerate(zip(raws, entries)):
         here = f"traffic[{i}]"
-        problems += after_the_end(file, f"{here}.start", "a start", t["start"], duration)
+        problems += after_the_end(file, f"{here}.start", "a start", t.start, duration)
         if fabric is None:
             continue
-        why = host_problem(fabric, t["src"])
+        why = host_problem(fabric, t.src)
         if why:
             problems.append(Problem(file, f"{here}.src", why))
-        for j, dst in enumerate(t["dst"]):
+        for j, dst in enumerate(t.dst):
             where = f"{here}.dst[{j}]" if isinstance(raw["dst"], list) else f"{here}.dst"
             why = host_problem(fabric, dst)
-            if why is None and dst == t["src"]:
+            if why is None and dst == t.src:
                 why = f"{dst!r} is also the source; expected a different host"
             if why:
                 problems.append(Problem(file, where, why))

@@ -6,13 +6,14 @@ from collections.abc import Collection
 
 from .model import Fabric
 from .problems import Problem
+from .records import Expectation
 from .semantics import host_problem
 from .vocabulary import CLASS_METRICS, JOB_METRICS
 
 
 def expect_problems(
     file: str,
-    expect: list,
+    expect: list[Expectation],
     fabric: Fabric | None,
     job_names: Collection[str] = frozenset(),
     class_names: list[str] | None = None,
@@ -23,10 +24,10 @@ def expect_problems(
     `fault_names`: the names the faults carry."""
     problems = []
     for i, e in enumerate(expect):
-        cls = e.get("class")
-        if e["metric"] == "gap_ms" or e.get("fault") is not None:
+        cls = e.queue_class
+        if e.metric == "gap_ms" or e.fault is not None:
             problems += _gap_expect_problems(file, i, e, fault_names, has_probes)
-        elif e["metric"] in CLASS_METRICS or cls is not None:
+        elif e.metric in CLASS_METRICS or cls is not None:
             problems += _class_expect_problems(file, i, e, cls, class_names)
         else:
             problems += _job_expect_problems(file, i, e, job_names)
@@ -35,47 +36,44 @@ def expect_problems(
 
 
 def _gap_expect_problems(
-    file: str, i: int, e: dict, fault_names: Collection[str], has_probes: bool
+    file: str, i: int, e: Expectation, fault_names: Collection[str], has_probes: bool
 ) -> list[Problem]:
     here = f"expect[{i}]"
-    if e["metric"] != "gap_ms":
-        return [Problem(file, f"{here}.fault", f"metric {e['metric']} is not measured per fault: drop fault")]
+    if e.metric != "gap_ms":
+        return [Problem(file, f"{here}.fault", f"metric {e.metric} is not measured per fault: drop fault")]
     if not has_probes:
         return [Problem(file, f"{here}.metric", "gap_ms is measured by probes: add probes")]
-    if e.get("fault") is None:
+    if e.fault is None:
         return [Problem(file, f"{here}.fault", "gap_ms is measured per named fault: name the fault")]
-    if e["fault"] not in fault_names:
+    if e.fault not in fault_names:
         return [
             Problem(
                 file,
                 f"{here}.fault",
-                f"no fault is named {e['fault']!r} (named faults: "
-                f"{', '.join(sorted(fault_names)) or 'none'})",
+                f"no fault is named {e.fault!r} (named faults: {', '.join(sorted(fault_names)) or 'none'})",
             )
         ]
-    if e["job"] is not None or e["host"] is not None or e.get("class") is not None:
+    if e.job is not None or e.host is not None or e.queue_class is not None:
         return [Problem(file, f"{here}.fault", "a gap covers every probe: drop host, job and class")]
     return []
 
 
 def _class_expect_problems(
-    file: str, i: int, e: dict, cls: str | None, class_names: list[str] | None
+    file: str, i: int, e: Expectation, cls: str | None, class_names: list[str] | None
 ) -> list[Problem]:
     here = f"expect[{i}]"
-    if e["metric"] not in CLASS_METRICS:
+    if e.metric not in CLASS_METRICS:
         return [
             Problem(
                 file,
                 f"{here}.class",
-                f"metric {e['metric']} is not measured per queue "
+                f"metric {e.metric} is not measured per queue "
                 f"class (those are {', '.join(CLASS_METRICS)}): drop class",
             )
         ]
     if cls is None:
         return [
-            Problem(
-                file, f"{here}.class", f"metric {e['metric']} is measured per queue class: name the class"
-            )
+            Problem(file, f"{here}.class", f"metric {e.metric} is measured per queue class: name the class")
         ]
     if class_names is None:
         return [Problem(file, f"{here}.class", "the scenario declares no queues: add queues.classes")]
@@ -85,56 +83,56 @@ def _class_expect_problems(
                 file, f"{here}.class", f"expected one of the classes ({', '.join(class_names)}), got {cls!r}"
             )
         ]
-    if e["job"] is not None or e["host"] is not None or e.get("relative_to") is not None:
+    if e.job is not None or e.host is not None or e.relative_to is not None:
         return [
             Problem(file, f"{here}.class", "a class metric covers every port: drop host, job and relative_to")
         ]
     return []
 
 
-def _job_expect_problems(file: str, i: int, e: dict, job_names: Collection[str]) -> list[Problem]:
+def _job_expect_problems(file: str, i: int, e: Expectation, job_names: Collection[str]) -> list[Problem]:
     """The jobs an expectation on flows, links or jobs names: at most the
     first thing wrong with them."""
     here = f"expect[{i}]"
     jobs = ", ".join(sorted(job_names)) or "none"
-    if e["job"] is not None and e["host"] is not None:
+    if e.job is not None and e.host is not None:
         return [Problem(file, f"{here}.job", "expected either host or job, got both")]
-    if e["job"] is not None and e["job"] not in job_names:
-        return [Problem(file, f"{here}.job", f"job {e['job']!r} is not in this scenario (jobs: {jobs})")]
-    if e.get("relative_to") is not None and e["relative_to"] not in job_names:
+    if e.job is not None and e.job not in job_names:
+        return [Problem(file, f"{here}.job", f"job {e.job!r} is not in this scenario (jobs: {jobs})")]
+    if e.relative_to is not None and e.relative_to not in job_names:
         return [
             Problem(
                 file,
                 f"{here}.relative_to",
-                f"job {e['relative_to']!r} is not in this scenario (jobs: {jobs})",
+                f"job {e.relative_to!r} is not in this scenario (jobs: {jobs})",
             )
         ]
-    if e.get("relative_to") is not None and e["job"] is None:
+    if e.relative_to is not None and e.job is None:
         return [Problem(file, f"{here}.relative_to", "a comparison needs the job to compare: name it in job")]
-    if e["metric"] not in JOB_METRICS and (e["job"] is not None or e.get("relative_to")):
+    if e.metric not in JOB_METRICS and (e.job is not None or e.relative_to):
         return [
             Problem(
                 file,
                 f"{here}.job",
-                f"metric {e['metric']} is measured on flows and links, not per job: drop job/relative_to",
+                f"metric {e.metric} is measured on flows and links, not per job: drop job/relative_to",
             )
         ]
-    if e["metric"] == "fidelity" and e["host"] is not None:
+    if e.metric == "fidelity" and e.host is not None:
         return [Problem(file, f"{here}.host", "fidelity is measured per link for the whole run: drop host")]
-    if e["metric"] in JOB_METRICS and e["job"] is None:
-        return [Problem(file, f"{here}.job", f"metric {e['metric']} is measured per job: name the job")]
+    if e.metric in JOB_METRICS and e.job is None:
+        return [Problem(file, f"{here}.job", f"metric {e.metric} is measured per job: name the job")]
     return []
 
 
-def _host_and_range_problems(file: str, i: int, e: dict, fabric: Fabric | None) -> list[Problem]:
+def _host_and_range_problems(file: str, i: int, e: Expectation, fabric: Fabric | None) -> list[Problem]:
     """The host named is one of the fabric's; min <= max."""
     problems = []
-    if e["host"] is not None and fabric is not None:
-        why = host_problem(fabric, e["host"])
+    if e.host is not None and fabric is not None:
+        why = host_problem(fabric, e.host)
         if why:
             problems.append(Problem(file, f"expect[{i}].host", why))
-    if e["min"] is not None and e["max"] is not None and e["min"] > e["max"]:
+    if e.min is not None and e.max is not None and e.min > e.max:
         problems.append(
-            Problem(file, f"expect[{i}].min", f"expected min <= max, got min {e['min']:g} > max {e['max']:g}")
+            Problem(file, f"expect[{i}].min", f"expected min <= max, got min {e.min:g} > max {e.max:g}")
         )
     return problems

@@ -8,15 +8,16 @@ import re
 
 from .model import Fabric
 from .problems import Problem, count, seconds
+from .records import Fault
 from .semantics import after_the_end
 
 
-def fault_problems(file: str, faults: list, duration: float, fabric: Fabric | None) -> list[Problem]:
+def fault_problems(file: str, faults: list[Fault], duration: float, fabric: Fabric | None) -> list[Problem]:
     """Every problem of the faults, each fault's together in the order of the file."""
     problems, valid = [], []
     for i, f in enumerate(faults):
         here = f"faults[{i}]"
-        problems += after_the_end(file, f"{here}.at", "a time", f["at"], duration)
+        problems += after_the_end(file, f"{here}.at", "a time", f.at, duration)
         link_problems = [] if fabric is None else _link_problems(file, here, f, fabric)
         problems += link_problems
         if not link_problems:
@@ -52,7 +53,7 @@ def controller_timeline_problems(file: str, timeline: list, duration: float) -> 
 
 
 def _link_problems(file, here, fault, fabric):
-    a, b = fault["link"]
+    a, b = fault.link
     missing = [
         Problem(file, f"{here}.link[{j}]", f"node {name!r} is not in the topology")
         for j, name in enumerate((a, b))
@@ -72,13 +73,13 @@ def _link_problems(file, here, fault, fabric):
                 f"{a!r} and {b!r} share no link ({a} is linked to {', '.join(neighbours)})",
             )
         ]
-    if fault["index"] >= len(links):
+    if fault.index >= len(links):
         return [
             Problem(
                 file,
                 f"{here}.index",
                 f"expected an index below {len(links)} ({a} and {b} share "
-                f"{count(len(links), 'link')}), got {fault['index']}",
+                f"{count(len(links), 'link')}), got {fault.index}",
             )
         ]
     return []
@@ -88,22 +89,22 @@ def _sequence_problems(file, faults):
     """A link goes down before it comes up, and goes down only while up."""
     down_since = {}  # (frozenset of ends, index) -> (time, fault number)
     problems = []
-    for i, f in sorted(faults, key=lambda item: item[1]["at"]):
-        key = (frozenset(f["link"]), f["index"])
-        name = "-".join(f["link"]) + (f" #{f['index']}" if f["index"] else "")
-        if f["action"] == "link-down":
+    for i, f in sorted(faults, key=lambda item: item[1].at):
+        key = (frozenset(f.link), f.index)
+        name = "-".join(f.link) + (f" #{f.index}" if f.index else "")
+        if f.action == "link-down":
             if key in down_since:
                 t, j = down_since[key]
                 problems.append(
                     Problem(
                         file,
                         f"faults[{i}].action",
-                        f"link {name} is already down at {seconds(f['at'])} "
+                        f"link {name} is already down at {seconds(f.at)} "
                         f"(since {seconds(t)}, faults[{j}]); expected a link-up first",
                     )
                 )
             else:
-                down_since[key] = (f["at"], i)
+                down_since[key] = (f.at, i)
         elif key in down_since:
             del down_since[key]
         else:
@@ -111,7 +112,7 @@ def _sequence_problems(file, faults):
                 Problem(
                     file,
                     f"faults[{i}].action",
-                    f"link {name} is not down at {seconds(f['at'])}; expected a link-down of it earlier",
+                    f"link {name} is not down at {seconds(f.at)}; expected a link-down of it earlier",
                 )
             )
     return problems
@@ -127,20 +128,20 @@ def _fault_name_problems(file, faults):
     first = {}
     problems = []
     for i, f in enumerate(faults):
-        name = f.get("name")
+        name = f.name
         if not name:
             continue
         if name not in first:
             first[name] = (i, f)
             continue
         j, g = first[name]
-        if (f["at"], f["action"]) != (g["at"], g["action"]):
+        if (f.at, f.action) != (g.at, g.action):
             problems.append(
                 Problem(
                     file,
                     f"faults[{i}].name",
                     f"name {name!r} is taken by faults[{j}] "
-                    f"({g['action']} at {seconds(g['at'])}); faults that share a name "
+                    f"({g.action} at {seconds(g.at)}); faults that share a name "
                     "must share at and action",
                 )
             )

@@ -148,8 +148,8 @@ def _job_senders(fabric, job, hops, duration_s):
 
 
 def _iperf_sender(fabric, entry, hops, duration_s):
-    src, dsts = entry["src"], entry["dst"]
-    streams = entry["parallel"] * len(dsts)
+    src, dsts = entry.src, list(entry.dst)
+    streams = entry.parallel * len(dsts)
     rates = _port_rates(fabric, src)
     mean_hops = sum(hops(src, d) for d in dsts) / len(dsts)
     what = f"iperf3 to {_names(dsts)} ({streams} TCP stream{'s' if streams > 1 else ''})"
@@ -159,7 +159,7 @@ def _iperf_sender(fabric, entry, hops, duration_s):
         min(streams, len(rates)) * min(rates),
         fabric.mtu + ETHERNET_HEADER,
         mean_hops,
-        entry["start"],
+        entry.start,
         duration_s,
     )
 

@@ -11,6 +11,7 @@ if the numbers look fine.
 
 from typing import Any
 
+from testbed.fabric.records import Expectation
 from testbed.fabric.vocabulary import CLASS_METRICS, CONTROLLER_METRICS, JOB_METRICS, PROBE_METRICS
 
 PASSED, FAILED, UNTRUSTWORTHY = "passed", "failed", "untrustworthy"
@@ -132,12 +133,12 @@ def _bound(x):
     return None if x is None else float(x)
 
 
-def evaluate_one(item: dict, metrics: dict, trustworthy: bool) -> dict:
+def evaluate_one(item: Expectation, metrics: dict, trustworthy: bool) -> dict:
     """The result dict of one expectation."""
-    metric, host = item.get("metric"), item.get("host")
-    lo, hi = _bound(item.get("min")), _bound(item.get("max"))
-    measured, reason = lookup(metrics, metric, host, item.get("job"), item.get("class"), item.get("fault"))
-    base = item.get("relative_to")
+    metric, host = item.metric, item.host
+    lo, hi = _bound(item.min), _bound(item.max)
+    measured, reason = lookup(metrics, metric, host, item.job, item.queue_class, item.fault)
+    base = item.relative_to
     if base is not None and measured is not None:
         # e.g. hierarchical's iteration time over flat ring's, same metric
         ref, why = lookup(metrics, metric, host, base)
@@ -155,13 +156,13 @@ def evaluate_one(item: dict, metrics: dict, trustworthy: bool) -> dict:
         reason = f"run not trustworthy, see its trust checks ({verdict})"
         status = UNTRUSTWORTHY
     return {
-        "name": item.get("name") or metric,
+        "name": item.name or metric,
         "metric": metric,
         "host": host,
-        "job": item.get("job"),
-        "relative_to": item.get("relative_to"),
-        "class": item.get("class"),
-        "fault": item.get("fault"),
+        "job": item.job,
+        "relative_to": item.relative_to,
+        "class": item.queue_class,
+        "fault": item.fault,
         "expected": expected_text(lo, hi),
         "min": lo,
         "max": hi,
@@ -173,7 +174,7 @@ def evaluate_one(item: dict, metrics: dict, trustworthy: bool) -> dict:
     }
 
 
-def evaluate(expect: list, metrics: dict, trustworthy: bool) -> list[dict]:
+def evaluate(expect: list[Expectation], metrics: dict, trustworthy: bool) -> list[dict]:
     """Results of all expectations, in the scenario's order."""
     return [evaluate_one(item, metrics, trustworthy) for item in expect or []]
 

@@ -4,10 +4,12 @@ believed (trust.assess), what each expectation came to
 what it measured; tests call it on synthetic metrics, so a report is never
 judged by a second copy of the rule."""
 
+from testbed.fabric.records import Expectation
+
 from . import expectations, trust
 
 
-def judge(metrics: dict, faults: list, expect: list, problems: list) -> dict:
+def judge(metrics: dict, faults: list, expect: list[Expectation], problems: list) -> dict:
     """{"trust", "trustworthy", "expectations", "passed"} for metrics in
     emulated time. A run that hit problems (a tool that failed, routes not
     installed) did not do what the scenario asked, whatever the numbers say."""

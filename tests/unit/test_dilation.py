@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from entries import evaluate
 
 from testbed.drill import measure
 from testbed.drill.faults import link_switch_ports
@@ -24,7 +25,6 @@ from testbed.plan.budget import LADDER
 from testbed.results import dilation, store
 from testbed.results.analytical import analytical_iteration_s, goodput_bps, path_latency_s
 from testbed.results.compare import render_side_by_side
-from testbed.results.expectations import evaluate
 from testbed.results.markdown import render_summary
 
 SCENARIOS = Path(__file__).resolve().parents[2] / "scenarios"
@@ -66,8 +66,8 @@ def test_dilate_slows_rates_stretches_times_and_keeps_bytes(drill):
     sc = dilate(drill, 4)
     assert sc.time_dilation == 4.0 and sc.fabric.time_dilation == 4.0
     assert sc.duration_s == 80
-    assert [t["start"] for t in sc.traffic] == [6.0]
-    assert [f["at"] for f in sc.faults] == [20.0, 36.0]
+    assert [t.start for t in sc.traffic] == [6.0]
+    assert [f.at for f in sc.faults] == [20.0, 36.0]
     [job], [was] = sc.jobs, drill.jobs
     assert (job.compute_s, job.start) == (pytest.approx(0.6), 8.0)
     assert (job.bytes, job.bytes_real) == (was.bytes, was.bytes_real) == (200_000, 1e9)

@@ -1,8 +1,9 @@
 """Expectations: bounds, missing measurements, untrustworthy runs."""
 
 import pytest
+from entries import evaluate
 
-from testbed.results.expectations import all_passed, evaluate, expected_text
+from testbed.results.expectations import all_passed, expected_text
 from testbed.results.trust import is_trustworthy
 
 METRICS = {
@@ -113,5 +114,5 @@ def test_all_passed_and_trust():
     assert not is_trustworthy(0.89) and not is_trustworthy(None)
 
 
-def test_name_defaults_to_metric():
-    assert one({"metric": "max_silence_s", "max": 10})["name"] == "max_silence_s"
+def test_name_defaults_to_what_is_bounded():
+    assert one({"metric": "max_silence_s", "max": 10})["name"] == "max_silence_s <= 10"

@@ -1,8 +1,8 @@
 """Metrics on synthetic series: silence, outage windows, before/during/after."""
 
 import pytest
+from entries import evaluate
 
-from testbed.results.expectations import evaluate
 from testbed.results.flow_inputs import Fault, Flow, Series
 from testbed.results.flows import (
     aggregate,

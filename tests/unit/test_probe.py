@@ -2,10 +2,10 @@
 checks for probes and fault names."""
 
 import pytest
+from entries import evaluate
 
 from testbed.fabric.problems import ConfigError
 from testbed.fabric.scenario import load_scenario
-from testbed.results.expectations import evaluate
 from testbed.results.probe import fault_windows, flow_gap, gap_metrics, probe_results
 
 T0 = 1000.0
@@ -135,7 +135,7 @@ def test_probe_and_fault_name_mistakes_are_named(tmp_path, body, field, text):
 def test_the_failover_probe_scenario_loads():
     sc = load_scenario("scenarios/failover-probe.yaml")
     assert [p["flows"] for p in sc.probes] == [8, 8]
-    assert sorted({f["name"] for f in sc.faults}) == [
+    assert sorted({f.name for f in sc.faults}) == [
         "agg",
         "agg_back",
         "host_link",

@@ -159,7 +159,7 @@ def test_bad_queues_are_one_line_each_naming_the_field(tmp_path, text, field, wo
 
 def test_traffic_carries_its_dscp(tmp_path):
     sc = load_scenario(_scenario(tmp_path, extra="traffic:\n  - {src: s0h0, dst: s0h1, dscp: 10}\n"))
-    assert sc.traffic[0]["dscp"] == 10
+    assert sc.traffic[0].dscp == 10
 
 
 def test_class_lines_give_strict_priority_and_a_fifo_that_never_drops_first():
@@ -246,8 +246,9 @@ def test_class_totals_sum_counters_and_keep_the_worst_port():
 
 
 def test_class_expectations_are_judged_on_the_class_totals():
+    from entries import evaluate
+
     from testbed.results import queues as rq
-    from testbed.results.expectations import evaluate
 
     m = {"classes": rq.class_totals(_record())}
     ok, bad, unnamed = evaluate(

@@ -6,14 +6,14 @@ import os
 
 import pytest
 
+from testbed.fabric.records import Expectation
 from testbed.results.compare import render_side_by_side
 from testbed.results.emulator import fold_generators, generator_metrics
-from testbed.results.expectations import evaluate
 from testbed.results.flows import compute_metrics
+from testbed.results.judge import judge
 from testbed.results.plots import plot_iterations, plot_throughput
 from testbed.results.store import jsonable, load_results, write_results
 from testbed.results.text import fmt
-from testbed.results.trust import assess
 
 DT = 0.1
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -58,24 +58,15 @@ def results_of(scenario, metrics, faults, series):
 
 
 def judged(results):
-    """Decide trust and judge the expectations, as the runner does."""
-    trust = assess(results["metrics"], results["faults"])
-    trustworthy = trust["trustworthy"]
-    expectations = evaluate(
-        [
+    """Judge the drill with the runner's own verdict step."""
+    expect = [
+        Expectation.from_entry(e)
+        for e in (
             {"name": "h0 keeps half", "metric": "fault_throughput_ratio", "host": "h0", "min": 0.45},
             {"name": "h1 never stalls", "metric": "max_silence_s", "host": "h1", "max": 1.0},
-        ],
-        results["metrics"],
-        trustworthy,
-    )
-    return dict(
-        results,
-        passed=trustworthy and all(e["passed"] for e in expectations),
-        trustworthy=trustworthy,
-        trust=trust,
-        expectations=expectations,
-    )
+        )
+    ]
+    return dict(results, **judge(results["metrics"], results["faults"], expect, problems=[]))
 
 
 def test_results_json_round_trips(tmp_path):

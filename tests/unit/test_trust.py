@@ -7,13 +7,13 @@ judging half on synthetic recordings of the shipped scenarios."""
 import os
 
 import pytest
+from entries import evaluate
 
 from testbed.drill import measure
 from testbed.drill.faults import link_switch_ports
 from testbed.fabric.scenario import load_scenario
 from testbed.results import analytical, counters, emulator, trust, verdicts
 from testbed.results.emulator import generator_metrics
-from testbed.results.expectations import evaluate
 from testbed.results.trust import assess
 from testbed.results.verdicts import low_fidelity, reasons, verdict
 
@@ -471,10 +471,10 @@ def dual_tor_run(sc, lags=(0.005, 0.005), converge=(0.02, 0.02)):
         per_flow[fid] = [(t, 5.0 if 5 < t <= 15 else 10.0) for t in ends]
     applied = [
         {
-            "at": f["at"],
-            "applied_at": f["at"] + lag,
-            "action": f["action"],
-            "link": list(f["link"]),
+            "at": f.at,
+            "applied_at": f.at + lag,
+            "action": f.action,
+            "link": list(f.link),
             "index": 0,
             "link_name": "x",
         }

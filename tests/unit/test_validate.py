@@ -12,6 +12,7 @@ from testbed.cli.common import INVALID
 from testbed.fabric import units
 from testbed.fabric.loader import detect_kind, load_yaml
 from testbed.fabric.problems import ConfigError, Problem
+from testbed.fabric.records import Fault, TrafficFlow
 from testbed.fabric.scenario import check_files, load_scenario, load_topology
 from testbed.fabric.schema import load_schema
 
@@ -553,19 +554,19 @@ expect:
     assert Path(s.topology_path) == tmp_path / "topos" / "mini.yaml"
     assert s.fabric.name == "mini" and len(s.fabric.hosts()) == 8
     assert s.traffic == [
-        {"kind": "iperf3", "src": "s0h0", "dst": ["s1h0", "s1h1"], "parallel": 2, "start": 0.0, "dscp": 0},
-        {"kind": "iperf3", "src": "s1h2", "dst": ["s0h2"], "parallel": 1, "start": 1.5, "dscp": 0},
+        TrafficFlow(kind="iperf3", src="s0h0", dst=("s1h0", "s1h1"), parallel=2, start=0.0, dscp=0),
+        TrafficFlow(kind="iperf3", src="s1h2", dst=("s0h2",), parallel=1, start=1.5, dscp=0),
     ]
     assert s.faults == [
-        {"at": 5.0, "action": "link-down", "link": ("s0h0", "t0r0k0"), "index": 0},
-        {"at": 10.0, "action": "link-up", "link": ("t0r0k0", "s0h0"), "index": 0},
+        Fault(at=5.0, action="link-down", link=("s0h0", "t0r0k0"), index=0),
+        Fault(at=10.0, action="link-up", link=("t0r0k0", "s0h0"), index=0),
     ]
-    assert [e["name"] for e in s.expect] == [
+    assert [e.name for e in s.expect] == [
         "fault_throughput_ratio of s0h0 >= 0.45",
         "max_silence_s in [0, 1.5]",
         "mine",
     ]
-    assert s.expect[1]["host"] is None
+    assert s.expect[1].host is None
 
 
 def test_problems_in_a_referenced_topology_name_that_file(tmp_path):
