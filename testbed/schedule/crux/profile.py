@@ -1,0 +1,156 @@
+"""What a job does, read from its traffic: Crux's inputs measured rather
+than declared (pure).
+
+In production Crux gives each job a unique top priority for a window and
+reads its iteration period from the periodicity of its traffic. Here the
+controller polls the byte counters of a job's connections (the rules at
+their first switch count every packet) and hands the samples to
+`profile`: a synchronous training job sends in bursts (its collective)
+separated by silences (its computation), so
+
+  period      the median time from one burst's start to the next
+  compute_s   the median silence between two bursts (the computation that
+              does not overlap communication: what a priority can win back)
+  bytes       per connection, what it carried from the first burst's start
+              to the last one's, divided by the periods between them
+
+A job that never falls silent at the sampling's resolution computes for
+less than one sample between bursts: its compute time is taken as 0 and
+its bytes per iteration as its bytes per period of the whole window, which
+ranks it as pure communication, as Crux would.
+
+The estimate is only as fine as the samples: a silence shorter than one
+sampling interval is not seen, and each measured time is off by up to one
+interval. `resolution_s` says how fine they were.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from .model import Job
+
+# A sampling interval that carried fewer bytes than this (a few frames: an
+# ACK or a CNP, not a collective's step) counts as silent.
+SILENT_BYTES = 4 * 1500
+# Bursts needed to speak of a period: two full periods.
+MIN_BURSTS = 3
+
+
+@dataclass(frozen=True)
+class JobProfile:
+    period_s: float  # one iteration, burst start to burst start
+    compute_s: float  # the silence between bursts
+    bytes: dict  # {connection: bytes per iteration}
+    iterations: int  # whole periods seen
+    resolution_s: float  # the median sampling interval
+
+    @property
+    def comm_s(self) -> float:
+        """The part of a period the job was sending."""
+        return max(0.0, self.period_s - self.compute_s)
+
+    def as_dict(self) -> dict:
+        return {
+            "period_s": round(self.period_s, 4),
+            "compute_s": round(self.compute_s, 4),
+            "comm_s": round(self.comm_s, 4),
+            "iterations": self.iterations,
+            "resolution_s": round(self.resolution_s, 4),
+            "bytes": {name: round(b) for name, b in sorted(self.bytes.items())},
+        }
+
+
+def _runs(busy: Sequence[bool]) -> list[tuple[bool, int, int]]:
+    """[(busy, first interval, last interval)] of maximal runs."""
+    out: list[tuple[bool, int, int]] = []
+    for k, b in enumerate(busy):
+        if out and out[-1][0] == b:
+            out[-1] = (b, out[-1][1], k)
+        else:
+            out.append((b, k, k))
+    return out
+
+
+def profile(times: Sequence[float], counters: Mapping[str, Sequence[float]]) -> JobProfile | None:
+    """The profile of one job from samples of its connections' cumulative
+    byte counters taken at `times` (seconds, increasing; every connection
+    sampled at every time). None when the samples show no traffic at all
+    or fewer than MIN_BURSTS bursts while the job also fell silent (a window
+    too short to hold two periods)."""
+    n = len(times)
+    if n < 2 or any(len(c) != n for c in counters.values()):
+        raise ValueError("every connection needs one counter value per sample time")
+    if any(b <= a for a, b in zip(times, times[1:])):
+        raise ValueError("sample times must increase")
+    total = [sum(c[k] for c in counters.values()) for k in range(n)]
+    sent = [b - a for a, b in zip(total, total[1:])]  # interval k: times[k] .. times[k + 1]
+    if sum(sent) <= 0:
+        return None
+    resolution = statistics.median(b - a for a, b in zip(times, times[1:]))
+    runs = _runs([s >= SILENT_BYTES for s in sent])
+    starts = [first for busy, first, _ in runs if busy]
+    if len(starts) < MIN_BURSTS:
+        busy, first, last = runs[-1]
+        if len(starts) == 1 and busy and last - first + 1 >= MIN_BURSTS:
+            # one burst, still on at the window's end: never silent since it began
+            return _never_silent(times, counters, resolution)
+        return None
+    # only silences between two bursts: the window's ends cut theirs short
+    silences = [times[last + 1] - times[first] for busy, first, last in runs[1:-1] if not busy]
+    first, last = starts[0], starts[-1]
+    periods = len(starts) - 1
+    return JobProfile(
+        period_s=statistics.median(times[b] - times[a] for a, b in zip(starts, starts[1:])),
+        compute_s=statistics.median(silences) if silences else 0.0,
+        bytes={name: (c[last] - c[first]) / periods for name, c in counters.items()},
+        iterations=periods,
+        resolution_s=resolution,
+    )
+
+
+def _never_silent(times, counters, resolution):
+    """A job busy in every interval it sent in: pure communication at this
+    resolution, one period per sampling interval of its busy span."""
+    total = [sum(c[k] for c in counters.values()) for k in range(len(times))]
+    first = next(k for k in range(len(times) - 1) if total[k + 1] > total[k])
+    last = max(k for k in range(len(times) - 1) if total[k + 1] > total[k]) + 1
+    intervals = last - first
+    return JobProfile(
+        period_s=resolution,
+        compute_s=0.0,
+        bytes={name: (c[last] - c[first]) / intervals for name, c in counters.items()},
+        iterations=intervals,
+        resolution_s=resolution,
+    )
+
+
+def measured_job(job: Job, p: JobProfile, min_compute_s: float) -> Job:
+    """`job` with what its traffic showed in place of what was declared:
+    the measured compute time (at least `min_compute_s`: Crux ranks by
+    compute over communication and needs it positive) and each
+    connection's measured bytes per iteration (a connection the counters
+    did not see keeps its declared bytes)."""
+    flows = tuple(replace(f, bytes=p.bytes.get(f.name, f.bytes)) for f in job.flows)
+    return replace(job, compute_s=max(p.compute_s, min_compute_s), flows=flows)
+
+
+def declared_and_measured(job: Job, p: JobProfile) -> dict:
+    """What was declared beside what was measured, and how far apart (the
+    measured over the declared), for the report."""
+    measured_bytes = sum(p.bytes.get(f.name, f.bytes) for f in job.flows)
+
+    def ratio(measured, declared):
+        return round(measured / declared, 3) if declared else None
+
+    return {
+        "declared": {"compute_s": job.compute_s, "bytes": round(job.total_bytes)},
+        "measured": dict(p.as_dict(), bytes=round(measured_bytes)),
+        "ratio": {
+            "compute_s": ratio(p.compute_s, job.compute_s),
+            "bytes": ratio(measured_bytes, job.total_bytes),
+        },
+        "unseen": sorted(f.name for f in job.flows if f.name not in p.bytes),
+    }
