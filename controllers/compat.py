@@ -8,6 +8,7 @@ try:
     from os_ken.base import app_manager
     from os_ken.controller import ofp_event
     from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+    from os_ken.lib import hub
     from os_ken.lib.packet import arp, ether_types, ethernet, packet
     from os_ken.ofproto import ofproto_v1_3
 
@@ -17,6 +18,7 @@ except ImportError:  # classic Ryu (ryu-manager)
     from ryu.base import app_manager
     from ryu.controller import ofp_event
     from ryu.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
+    from ryu.lib import hub
     from ryu.lib.packet import arp, ether_types, ethernet, packet
     from ryu.ofproto import ofproto_v1_3
 
@@ -30,6 +32,7 @@ __all__ = [
     "CONFIG_DISPATCHER",
     "MAIN_DISPATCHER",
     "set_ev_cls",
+    "hub",
     "arp",
     "ethernet",
     "ether_types",

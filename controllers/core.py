@@ -24,6 +24,7 @@ from typing import Any
 from testbed.fabric.model import Fabric
 from testbed.fabric.paths import Routes, compute_routes
 from testbed.schedule import placement
+from testbed.schedule.crux.running import RunningCrux
 
 from . import routing
 
@@ -74,6 +75,15 @@ class Barrier:
 
 
 @dataclass(frozen=True)
+class ReadCounters:
+    """Ask a switch for the byte counters of its marks (one connection
+    each, at its first switch); the reply carries `xid`."""
+
+    conn: Any
+    xid: int
+
+
+@dataclass(frozen=True)
 class Answer:
     """Answer a job announcement (`reply` is the channel's callable)."""
 
@@ -81,7 +91,7 @@ class Answer:
     body: dict
 
 
-Action = Emit | ReadState | Close | Repair | Program | Barrier | Answer
+Action = Emit | ReadState | Close | Repair | Program | Barrier | ReadCounters | Answer
 
 
 @dataclass(frozen=True)
@@ -135,9 +145,23 @@ class Controller:
         # every connection is back where it was (where the hosts' NIC port
         # pins send it).
         self.jobs, self.base_paths = self.jobs_file.load()
-        self.placed: dict[frozenset, tuple] = {}  # down ports -> placement.place's result
+        # (down ports, Crux levels as it runs) -> placement.place's result
+        self.placed: dict[tuple, tuple] = {}
         self.answer: dict | None = None  # where their connections went, as last computed
         self.waiting: list[tuple[Callable, int]] = []  # (reply, routes version that answers it)
+        # Crux as it runs (announced with "crux_running"): the schedule, how
+        # often the marks' counters are read, whose connection each mark
+        # counts, and the reading under way.
+        self.crux: RunningCrux | None = None
+        self.crux_poll_s = 0.0
+        self.crux_keys: dict[routing.Mark, tuple[str, str]] = {}
+        self.marks: dict = {}  # switch -> its marks, as last placed
+        self.counting: dict[str, int] = {}  # switch -> xid of the counters asked
+        self.counted: dict[routing.Mark, int] = {}
+        self.last_poll: float | None = None
+        self.crux_told = 0  # decisions already reported
+        if self.jobs is not None:
+            self._start_crux(frozenset())
 
     # --- switches ----------------------------------------------------------
     def switch_of(self, dpid: int, conn: object) -> str | None:
@@ -223,14 +247,18 @@ class Controller:
             return [Answer(reply, {"error": 'expected {"announce": {"jobs": [...]}}'})]
         down = frozenset(self.down)
         try:
-            placed = placement.place(self.fabric, compute_routes(self.fabric, down), jobs, down)
+            routes = compute_routes(self.fabric, down)
+            self.jobs = jobs
+            self._start_crux(down)
+            placed = placement.place(self.fabric, routes, jobs, down, levels=self._crux_levels())
         except (KeyError, TypeError, ValueError) as e:
+            self.jobs, self.crux = None, None
             return [Answer(reply, {"error": f"cannot place the jobs: {type(e).__name__}: {e}"})]
         answer = placed[0]
         # placing again while keeping these very paths gives the same
         # result: the reprogramming below takes it from the cache
         self.jobs, self.base_paths = jobs, placement.chosen_paths(answer)
-        self.placed = {down: placed}
+        self.placed = {(down, self._levels_key()): placed}
         self.jobs_file.save(jobs, self.base_paths)
         flows = [f for j in answer["jobs"] for f in j["flows"]]
         self.waiting.append((reply, self.version + 1))
@@ -255,11 +283,13 @@ class Controller:
         if self.jobs is not None:
             # routes are a function of the down ports, and so is this: a
             # flapping link costs the placement once, not at every flap
-            if down not in self.placed:
-                self.placed[down] = placement.place(
-                    self.fabric, self.routes, self.jobs, down, self.base_paths
+            key = (down, self._levels_key())
+            if key not in self.placed:
+                self.placed[key] = placement.place(
+                    self.fabric, self.routes, self.jobs, down, self.base_paths, self._crux_levels()
                 )
-            self.answer, pins, marks = self.placed[down]
+            self.answer, pins, marks = self.placed[key]
+        self.marks = marks
         self.version += 1
         self.pending = {}
         # Hosts may stop using a port that no longer reaches before the
@@ -299,3 +329,85 @@ class Controller:
         self.waiting = [w for w in self.waiting if w[1] > self.version]
         answers = [Answer(reply, {"version": self.version, **(self.answer or {})}) for reply, _ in answered]
         return [Emit(event), *answers]
+
+    # --- Crux as it runs -----------------------------------------------------
+    def _start_crux(self, down: frozenset) -> None:
+        """A running schedule for the announced crux jobs when the
+        announcement asks for one ({"crux_running": {"window_s", "idle_s",
+        "poll_s"}}), seeded by what the jobs declared."""
+        self.crux = None
+        settings = self.jobs.get("crux_running") if isinstance(self.jobs, dict) else None
+        if not isinstance(settings, dict):
+            return
+        declared, bandwidth, levels = placement.crux_declared(
+            self.fabric, compute_routes(self.fabric, down), self.jobs, down
+        )
+        if not declared or levels < 1:
+            return
+        self.crux = RunningCrux(
+            declared, bandwidth, levels, float(settings["window_s"]), float(settings["idle_s"])
+        )
+        self.crux_poll_s = float(settings["poll_s"])
+        names = {j.name for j in declared}
+        self.crux_keys = {
+            routing.Mark(f["dst"], f["src"], f["sport"]): (j["name"], f["name"])
+            for j in self.jobs["jobs"]
+            if j["name"] in names
+            for f in j["flows"]
+        }
+
+    def _crux_levels(self) -> dict | None:
+        return dict(self.crux.levels) if self.crux is not None else None
+
+    def _levels_key(self) -> tuple | None:
+        levels = self._crux_levels()
+        return None if levels is None else tuple(sorted(levels.items()))
+
+    def tick(self, now: float) -> list[Action]:
+        """Time passed (the shim calls this often): when Crux runs, read the
+        marks' counters every poll interval, one reading at a time."""
+        if self.crux is None or self.counting or self.answer is None:
+            return []
+        if self.last_poll is not None and now - self.last_poll < self.crux_poll_s:
+            return []
+        self.last_poll = now
+        self.counted = {}
+        actions: list[Action] = []
+        for name, marks in sorted(self.marks.items()):
+            conn = self.connections.get(name)
+            if marks and conn is not None:
+                self.counting[name] = self.next_xid
+                actions.append(ReadCounters(conn, self.next_xid))
+                self.next_xid += 1
+        return actions
+
+    def counters_read(self, name: str, xid: int, now: float, counts: dict) -> list[Action]:
+        """Switch `name` answered counters request `xid` ({Mark: bytes}).
+        Once every switch asked has, the running schedule sees them all
+        (each connection's bytes summed over its first switches); when its
+        levels change, the marks are rewritten."""
+        if self.crux is None or self.counting.get(name) != xid:
+            return []
+        del self.counting[name]
+        for key, nbytes in counts.items():
+            self.counted[key] = self.counted.get(key, 0) + nbytes
+        if self.counting:
+            return []
+        per_job: dict[str, dict[str, float]] = {}
+        for key, (job, flow) in self.crux_keys.items():
+            if key in self.counted:
+                per_job.setdefault(job, {})[flow] = float(self.counted[key])
+        changed = self.crux.observe(now, per_job)
+        actions: list[Action] = [
+            # the reader stamps each event's time as it comes (its "t")
+            Emit({"event": "crux", "why": d.why, "levels": dict(sorted(d.levels.items()))})
+            for d in self.crux.decisions[self.crux_told :]
+        ]
+        self.crux_told = len(self.crux.decisions)
+        if changed:
+            actions += self._reprogram()
+        return actions
+
+    def crux_report(self) -> dict | None:
+        """What the running schedule measured and decided (None without it)."""
+        return None if self.crux is None else self.crux.report()

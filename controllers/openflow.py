@@ -79,6 +79,27 @@ def state_requests(dp: Any) -> list:
     ]
 
 
+def counter_request(dp: Any, xid: int) -> Any:
+    """Ask for our table-0 flows (the marks among them count each marked
+    connection's bytes); the reply carries `xid`."""
+    ofp, parser = dp.ofproto, dp.ofproto_parser
+    msg = parser.OFPFlowStatsRequest(
+        dp, 0, TABLE_CLASSIFY, ofp.OFPP_ANY, ofp.OFPG_ANY, COOKIE, 0xFFFFFFFFFFFFFFFF, parser.OFPMatch()
+    )
+    msg.set_xid(xid)
+    return msg
+
+
+def mark_counters(flow_stats: Iterable) -> dict:
+    """{Mark: bytes} of the marks in flow-stats replies."""
+    out = {}
+    for f in flow_stats:
+        fields = dict(f.match.items())
+        if f.table_id == TABLE_CLASSIFY and f.priority == PRIO_MARK and set(fields) == FIVE_TUPLE:
+            out[Mark(fields["ipv4_dst"], fields["ipv4_src"], fields["udp_src"])] = f.byte_count
+    return out
+
+
 def read_state(dp: Any, flow_stats: Iterable, group_descs: Iterable) -> tuple[set, dict, dict, list]:
     """What a switch holds, from its flow-stats and group-desc replies:
     (the base flows it has ({"arp", "next"}), {Match: Output | ToGroup |

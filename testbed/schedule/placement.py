@@ -92,7 +92,12 @@ def chosen_paths(answer: dict) -> dict:
 
 
 def place(
-    fabric: Fabric, routes: Routes, announced: dict, down=frozenset(), keep: dict | None = None
+    fabric: Fabric,
+    routes: Routes,
+    announced: dict,
+    down=frozenset(),
+    keep: dict | None = None,
+    levels: dict | None = None,
 ) -> tuple[dict, dict, dict]:
     """(answer, switch pins, switch marks) for the announced jobs on the
     fabric as `routes` stand. The answer lists, per job, its class where
@@ -101,11 +106,15 @@ def place(
     port, other equal-cost ports)}; marks switch -> {(dst ip, src ip,
     sport): DSCP}. With `keep` (chosen_paths of an earlier answer), a flow
     whose path is still whole stays on it; only the others are placed
-    again (around them)."""
+    again (around them). With `levels` ({job: level}, Crux as it runs:
+    running.py), those levels stand for the crux jobs instead of the plan's,
+    and every crux connection gets a mark at its first switches, whatever
+    its DSCP: the mark's counter is what the running schedule reads."""
     precise = {j["name"] for j in announced["jobs"] if j.get("paths") == "precise"}
     jobs, bandwidth, by_links = crux_jobs(fabric, routes, announced, down)
     chosen = select_paths([j for j in jobs if j.name in precise], bandwidth, keep)
-    classes = crux_classes(announced, jobs, bandwidth)
+    classes = crux_classes(announced, jobs, bandwidth, levels)
+    counted = set(classes) if levels is not None else set()
     pins: dict = {}
     marks: dict = {}
     answer: dict = {"jobs": []}
@@ -137,7 +146,7 @@ def place(
                         pins.setdefault(switch, {})[(flow["dst"], flow["src"], flow["sport"])] = (
                             port,
                         ) + rest
-            if options is not None and dscp != job["dscp"]:
+            if options is not None and (dscp != job["dscp"] or job["name"] in counted):
                 # at the first switch of every path it may take
                 for switch in {hops[0][0] for _, hops in options.values()}:
                     marks.setdefault(switch, {})[(flow["dst"], flow["src"], flow["sport"])] = dscp
@@ -146,9 +155,11 @@ def place(
     return answer, pins, marks
 
 
-def crux_classes(announced: dict, jobs: list, bandwidth: dict) -> dict:
+def crux_classes(announced: dict, jobs: list, bandwidth: dict, levels: dict | None = None) -> dict:
     """{job name: {"class", "dscp", "intensity", "crux_priority"}} for the
-    jobs whose priority is crux, compressed into the announced classes."""
+    jobs whose priority is crux, compressed into the announced classes
+    (or at `levels` where given: a job not in it is not running and keeps
+    the plan's class)."""
     wanted = {j["name"] for j in announced["jobs"] if j.get("priority") == "crux"}
     # a class no DSCP selects cannot be written into a packet: skip it
     dscps = [d for d in announced.get("classes") or [] if d is not None]
@@ -163,8 +174,20 @@ def crux_classes(announced: dict, jobs: list, bandwidth: dict) -> dict:
             "intensity": round(plan.intensities[name], 4),
             "crux_priority": round(plan.priorities[name], 4),
         }
-        for name, level in plan.levels.items()
+        for name, level in {**plan.levels, **(levels or {})}.items()
+        if name in plan.levels
     }
+
+
+def crux_declared(
+    fabric: Fabric, routes: Routes, announced: dict, down=frozenset()
+) -> tuple[list, dict, int]:
+    """(the crux jobs as declared, bandwidth, levels available): what Crux
+    as it runs starts from."""
+    jobs, bandwidth, _ = crux_jobs(fabric, routes, announced, down)
+    wanted = {j["name"] for j in announced["jobs"] if j.get("priority") == "crux"}
+    dscps = [d for d in announced.get("classes") or [] if d is not None]
+    return [j for j in jobs if j.name in wanted], bandwidth, len(dscps)
 
 
 def crux_plan(fabric: Fabric, routes: Routes, announced: dict, levels: int, down=frozenset()) -> dict:

@@ -46,7 +46,7 @@ class Harness:
 
     def answer_state(self, name):
         dp = self.dps[name]
-        self.app.on_flow_stats(event(datapath=dp, body=dp.flow_stats(), flags=0))
+        self.app.on_flow_stats(event(datapath=dp, body=dp.flow_stats(), flags=0, xid=0))
         self.app.on_group_desc(event(datapath=dp, body=dp.group_desc(), flags=0))
 
     def port_desc(self, name):

@@ -215,3 +215,82 @@ def test_a_malformed_announcement_is_answered_with_an_error_at_once(fabric, requ
     (answer,) = ctl.announced(request_, print)
     assert isinstance(answer, core.Answer) and "error" in answer.body
     assert ctl.jobs is None
+
+
+# --- Crux as it runs ---------------------------------------------------------
+
+
+def _crux_announcement(fabric, declared):
+    jobs = [
+        Job(
+            name=name,
+            hosts=tuple(hosts),
+            collective="ring",
+            bytes=200_000,
+            bytes_real=2e9,
+            compute_s=compute,
+            paths="precise",
+            priority="crux",
+            port=0,
+        )
+        for name, hosts, compute in declared
+    ]
+    ann = announcement(fabric, jobs)
+    ann["classes"] = [46, 34, 0]
+    ann["crux_running"] = {"window_s": 2.5, "idle_s": 1.0, "poll_s": 0.05}
+    return {"announce": ann}
+
+
+def test_crux_as_it_runs_reads_the_marks_and_reprograms_the_classes_it_measured(fabric):
+    # declared the wrong way round: "small" claims the most computation
+    declared = [("big", HOSTS, 0.05), ("small", ["s0h2", "s1h2", "s0h3", "s1h3"], 0.5)]
+    truth = {"big": 0.5, "small": 0.05}  # seconds of computation per iteration
+    ctl = core.Controller(fabric)
+    _, actions = connect_all(ctl, fabric)
+    ack(ctl, actions)
+    actions = ctl.announced(_crux_announcement(fabric, declared), lambda body: None)
+    ack(ctl, actions)
+    assert ctl.crux.levels == {"small": 0, "big": 1}  # as declared
+    owner = {}  # connection key -> the one switch whose mark sees its bytes
+    for name, marks in sorted(ctl.marks.items()):
+        for key in marks:
+            owner.setdefault(key, name)
+    flows = {(f["dst"], f["src"], f["sport"]): j["name"] for j in ctl.jobs["jobs"] for f in j["flows"]}
+    assert set(owner) == set(flows)  # every crux connection is counted, whatever its class
+
+    def sent(job, t):  # computes, then sends 200 kB per connection in 40 ms
+        k, into = divmod(t, truth[job] + 0.04)
+        return 200_000 * (k + min(max(into - truth[job], 0.0), 0.04) / 0.04)
+
+    said, marks_written, t = [], 0, 0.0
+    while t < 10.0:
+        for ask in of(core.ReadCounters, ctl.tick(t)):
+            name = ask.conn.name
+            counts = {routing.Mark(*k): sent(flows[k], t) for k, n in owner.items() if n == name}
+            out = ctl.counters_read(name, ask.xid, t, counts)
+            said += emitted(out, "crux")
+            marks_written += sum(
+                1
+                for p in of(core.Program, out)
+                for op in p.ops
+                if isinstance(op, routing.FlowSet) and isinstance(op.match, routing.Mark)
+            )
+            ack(ctl, out)
+        t = round(t + 0.01, 4)
+    whys = [e["why"] for e in said]
+    assert whys[:3] == [
+        "planned from the declared jobs",
+        "profiling small alone at the top level",  # the first to send
+        "profiling big alone at the top level",
+    ]
+    assert whys[-1] == "planned from measurements (big, small)"
+    assert said[-1]["levels"] == {"big": 0, "small": 1} == ctl.crux.levels
+    assert marks_written > 0  # the switches were told each change
+    report = ctl.crux_report()
+    assert report["jobs"]["big"]["measured"]["compute_s"] == pytest.approx(0.5, abs=0.06)
+    assert report["jobs"]["small"]["ratio"]["compute_s"] == pytest.approx(0.1, abs=0.05)
+
+
+def test_counters_of_another_reading_or_without_crux_are_ignored(fabric):
+    ctl = core.Controller(fabric)
+    assert ctl.tick(0.0) == [] and ctl.counters_read("t0r0k0", 1, 0.0, {}) == []

@@ -97,3 +97,16 @@ def test_a_measured_job_replaces_what_was_declared_and_says_how_far_apart():
     assert said["ratio"]["bytes"] == pytest.approx(0.75, abs=0.02)
     silent = profile([0.0, 0.1, 0.2, 0.3], {"a": [0.0, 1e5, 2e5, 3e5]})
     assert measured_job(declared, silent, min_compute_s=1e-6).compute_s == 1e-6
+
+
+def test_a_silence_shorter_than_the_sampling_is_missed_and_the_job_ranks_lighter():
+    # 50 ms of computation read every 50 ms: most silences fall inside an
+    # interval that also carried bytes, so computation is underestimated
+    # (never overestimated): the job looks more communication-bound
+    times, counters = counters_of(0.09, 0.05, {"a": 200_000}, 0.05, duration=4.0, phase=0.01)
+    p = profile(times, counters)
+    assert p is not None
+    measured, true = p.compute_s / p.bytes["a"], 0.05 / 200_000
+    assert measured < 0.5 * true
+    fine = profile(*counters_of(0.09, 0.05, {"a": 200_000}, 0.01, duration=4.0, phase=0.01))
+    assert fine.compute_s / fine.bytes["a"] == pytest.approx(true, rel=0.25)

@@ -1,6 +1,7 @@
 """Path enumeration, the job announcement, and where the controller places
 announced connections (ecmp versus precise), executed on fake switches."""
 
+import dataclasses
 import json
 import os
 import socket
@@ -11,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 from app_harness import events, make_app
-from fakeoftable import FakeDatapath, installed_table
+from fakeoftable import PARSER, FakeDatapath, installed_table
 
 from controllers import channel, routing
 from testbed.drill.announce import agent_pins, announcement, connections, fabric_links
@@ -311,7 +312,7 @@ def test_a_restarted_controller_keeps_the_pins_without_touching_them(channel_app
         first.dead.add(("a0n0", 1))
         first.port_status("a0n0", 1, up=False)
         first.ack_all()
-        assert first.app.core.answer != first.app.core.placed[frozenset()][0]  # something moved
+        assert first.app.core.answer != first.app.core.placed[(frozenset(), None)][0]  # something moved
     first.app.channel.close()
     before = {n: dp.ages() for n, dp in first.dps.items()}
     events(capsys)
@@ -429,3 +430,36 @@ def test_a_rewritten_connection_leaves_in_its_class(hpn):
     assert {k: v for k, v in held.items() if isinstance(k, routing.Mark)} == {
         routing.Mark(*key): routing.SetDscp(dscp) for key, dscp in marks["t0r0k0"].items()
     }
+
+
+def test_the_shim_reads_the_marks_counters_for_crux_as_it_runs(channel_app):
+    """Crux as it runs: a tick asks every switch holding marks for its
+    table-0 counters; their reply reaches the core under the request's xid."""
+    from types import SimpleNamespace
+
+    from app_harness import event
+
+    h = channel_app()
+    h.connect()
+    jobs = [dataclasses.replace(job("c", paths="precise", port=0), priority="crux")]
+    ann = announcement(h.fabric, jobs)
+    ann["classes"] = [46, 34]
+    ann["crux_running"] = {"window_s": 1.0, "idle_s": 1.0, "poll_s": 0.05}
+    announce_to(h.app, ann)
+    h.ack_all()
+    holders = sorted(n for n, m in h.app.core.marks.items() if m)
+    assert holders  # a crux job's connections are counted even in the class they already have
+    h.mark()
+    h.app._carry_out(h.app.core.tick(0.0))
+    asked = {n: [m for m in h.new(n) if isinstance(m, PARSER.OFPFlowStatsRequest)] for n in holders}
+    assert all(len(reqs) == 1 and reqs[0].table_id == 0 for reqs in asked.values())
+    for name in holders:
+        (req,) = asked[name]
+        body = [
+            SimpleNamespace(table_id=f.table_id, priority=f.priority, match=f.match, byte_count=123)
+            for f in h.dps[name].flow_stats()
+        ]
+        h.app.on_flow_stats(event(datapath=h.dps[name], body=body, flags=0, xid=req.xid))
+    assert h.app.core.counting == {} and h.app.counting == {}
+    seen = h.app.core.crux.last_bytes
+    assert seen and all(v > 0 for v in seen.values())

@@ -8,8 +8,8 @@ their first switch count every packet) and hands the samples to
 `profile`: a synchronous training job sends in bursts (its collective)
 separated by silences (its computation), so
 
-  period      the median time from one burst's start to the next
-  compute_s   the median silence between two bursts (the computation that
+  period      the mean time from one burst's start to the next
+  compute_s   the mean silence between two bursts (the computation that
               does not overlap communication: what a priority can win back)
   bytes       per connection, what it carried from the first burst's start
               to the last one's, divided by the periods between them
@@ -21,7 +21,9 @@ ranks it as pure communication, as Crux would.
 
 The estimate is only as fine as the samples: a silence shorter than one
 sampling interval is not seen, and each measured time is off by up to one
-interval. `resolution_s` says how fine they were.
+interval; a job whose computation is not several sampling intervals long
+is measured as lighter (more communication-bound) than it is, never as
+heavier. `resolution_s` says how fine they were.
 """
 
 from __future__ import annotations
@@ -98,13 +100,16 @@ def profile(times: Sequence[float], counters: Mapping[str, Sequence[float]]) -> 
             # one burst, still on at the window's end: never silent since it began
             return _never_silent(times, counters, resolution)
         return None
-    # only silences between two bursts: the window's ends cut theirs short
-    silences = [times[last + 1] - times[first] for busy, first, last in runs[1:-1] if not busy]
     first, last = starts[0], starts[-1]
     periods = len(starts) - 1
+    # The silences between the first burst and the last, per period: a
+    # sampling too coarse for the period (a silence missed now and then)
+    # sees fewer, longer periods, but computation and bytes per period
+    # grow together and the intensity, their ratio, holds.
+    silent = sum(times[b + 1] - times[a] for busy, a, b in runs if not busy and first < a and b < last)
     return JobProfile(
-        period_s=statistics.median(times[b] - times[a] for a, b in zip(starts, starts[1:])),
-        compute_s=statistics.median(silences) if silences else 0.0,
+        period_s=(times[last] - times[first]) / periods,
+        compute_s=silent / periods,
         bytes={name: (c[last] - c[first]) / periods for name, c in counters.items()},
         iterations=periods,
         resolution_s=resolution,
