@@ -160,6 +160,7 @@ class Controller:
         self.counted: dict[routing.Mark, int] = {}
         self.last_poll: float | None = None
         self.crux_told = 0  # decisions already reported
+        self.crux_profiled: set[str] = set()  # jobs whose measurements were reported
         if self.jobs is not None:
             self._start_crux(frozenset())
 
@@ -404,6 +405,9 @@ class Controller:
             for d in self.crux.decisions[self.crux_told :]
         ]
         self.crux_told = len(self.crux.decisions)
+        for job in sorted(set(self.crux.compared) - self.crux_profiled):
+            self.crux_profiled.add(job)
+            actions.append(Emit({"event": "crux_profile", "job": job, **self.crux.compared[job]}))
         if changed:
             actions += self._reprogram()
         return actions

@@ -43,13 +43,16 @@ def connections(job, job_id, fabric):
     return flows
 
 
-def announcement(fabric, jobs):
+def announcement(fabric, jobs, crux=None):
     """The message the controller gets: every job (ids follow scenario
     order, as the agents number them) with its path and priority policies,
     compute, overlap, DSCP and connections, and the DSCP that selects each
-    queue class (highest priority first; none without queues)."""
+    queue class (highest priority first; none without queues), and with
+    `crux` (records.CruxRunning) how Crux is to run: measured, not declared."""
     classes = fabric.queues.class_dscps() if fabric.queues is not None else []
+    running = {"crux_running": crux.announced()} if crux is not None else {}
     return {
+        **running,
         "classes": classes,
         "jobs": [
             {

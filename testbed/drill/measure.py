@@ -7,7 +7,7 @@ so tests drive it with synthetic recordings."""
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from testbed.results import analytical, controller, counters, dilation, emulator, pauses, probe, queues
+from testbed.results import analytical, controller, counters, crux, dilation, emulator, pauses, probe, queues
 from testbed.results.document import FabricSummary, Results
 from testbed.results.flows import SETTLE_S, compute_metrics
 from testbed.results.jobs import job_metrics
@@ -140,6 +140,14 @@ def _measure(sc, run):
         )
         m.update(probe.gap_metrics(m["probe"]))
     m["host_cpu"] = counters.cpu_summary(run.cpu)
+    ran = crux.record(run.events, run.t0)
+    if ran is not None:
+        m["crux"] = ran
+        for name, seen in ran["jobs"].items():
+            ratio = seen.get("ratio") or {}
+            if name in m.get("jobs", {}):
+                m["jobs"][name]["crux_compute_ratio"] = ratio.get("compute")
+                m["jobs"][name]["crux_bytes_ratio"] = ratio.get("bytes")
     return m, faults, series
 
 

@@ -69,7 +69,7 @@ def _instruments(sc, fnet, run_dir, log):
     if sc.jobs:
         # The controller places every connection (and pins the precise
         # ones in the switches) before the first packet is sent.
-        announced = announcement(fabric, sc.jobs)
+        announced = announcement(fabric, sc.jobs, sc.crux)
         placement = fnet.announce_jobs(announced)
         pins = agent_pins(fabric, placement)
         configs = agent_configs(fabric, sc.jobs, run_dir, sc.duration_s, sc.transport, pins=pins)

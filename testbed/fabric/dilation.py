@@ -69,5 +69,6 @@ def dilate(sc: Scenario, n: float) -> Scenario:
         faults=[x.dilated(n) for x in sc.faults],
         controller_timeline=[dict(x, at=x["at"] * n) for x in sc.controller_timeline],
         jobs=tuple(j.dilated(n) for j in sc.jobs),
+        crux=sc.crux.dilated(n) if sc.crux is not None else None,
         time_dilation=n,
     )

@@ -162,3 +162,30 @@ class Expectation:
         if low is not None and high is not None:
             return f"{text} in [{low:g}, {high:g}]"
         return f"{text} >= {low:g}" if low is not None else f"{text} <= {high:g}"
+
+
+@dataclass(frozen=True)
+class CruxRunning:
+    """Crux as it runs (the scenario's `crux:`): each job profiled alone at
+    the top class for `window_s`, a job silent for `idle_s` has stopped,
+    counters read every `poll_s`."""
+
+    window_s: float = 3.0
+    idle_s: float = 1.0
+    poll_s: float = 0.02
+
+    @classmethod
+    def from_entry(cls, raw: dict[str, Any]) -> CruxRunning:
+        d = cls()
+        return cls(
+            window_s=parse_time(raw.get("window", d.window_s)),
+            idle_s=parse_time(raw.get("idle", d.idle_s)),
+            poll_s=parse_time(raw.get("poll", d.poll_s)),
+        )
+
+    def dilated(self, n: float) -> CruxRunning:
+        return CruxRunning(self.window_s * n, self.idle_s * n, self.poll_s * n)
+
+    def announced(self) -> dict:
+        """What the controller is told (controllers/core.py)."""
+        return {"window_s": self.window_s, "idle_s": self.idle_s, "poll_s": self.poll_s}

@@ -28,7 +28,7 @@ from .build import ModelError, build_fabric
 from .loader import SCENARIO, TOPOLOGY, detect_kind, load_yaml
 from .model import Fabric
 from .problems import TOP, ConfigError, Problem, fail, show
-from .records import Expectation, Fault, Job, TrafficFlow
+from .records import CruxRunning, Expectation, Fault, Job, TrafficFlow
 from .schema import schema_problems
 from .units import parse_time
 
@@ -166,6 +166,7 @@ class Scenario:
     time_dilation: float | str = 1.0
     controller_timeline: list = dataclasses.field(default_factory=list)  # dicts sorted by at: at (s), action
     probes: tuple = ()  # dicts: src, dst, rate (packets/s), flows (source ports)
+    crux: CruxRunning | None = None  # Crux as it runs (the controller measures the jobs)
 
     @property
     def jobs_only(self) -> bool:
@@ -213,6 +214,7 @@ def _scenario_from_doc(path: Path, doc: dict, topology_dirs: Sequence[PathArg] =
         time_dilation=_dilation_entry(doc.get("time_dilation", 1)),
         controller_timeline=sorted(parts.controller_timeline, key=lambda e: e["at"]),
         probes=tuple(parts.probes),
+        crux=parts.crux,
     )
 
 
@@ -245,6 +247,7 @@ class _Parts:
     controller_timeline: list
     expect: list[Expectation]
     probes: list
+    crux: CruxRunning | None
 
     @classmethod
     def of(cls, doc: dict) -> "_Parts":
@@ -260,6 +263,7 @@ class _Parts:
                 {"src": p["src"], "dst": p["dst"], "rate": p.get("rate", 1000), "flows": p.get("flows", 8)}
                 for p in doc.get("probes", [])
             ],
+            crux=CruxRunning.from_entry(doc["crux"]) if doc.get("crux") is not None else None,
         )
 
 
@@ -298,6 +302,9 @@ def _semantic_problems(file, doc, parts, fabric):
         classes,
         {f.name for f in parts.faults if f.name},
         bool(parts.probes),
+    )
+    problems += semantics_jobs.crux_running_problems(
+        file, parts.crux, jobs, duration, bool(doc.get("queues"))
     )
     problems += semantics.transport_problems(file, doc.get("transport"))
     problems += semantics_queues.queue_problems(file, doc.get("queues"), fabric)

@@ -4,8 +4,9 @@ that fit the hosts, and options that need something else in the file."""
 
 from .model import Fabric
 from .problems import Problem, seconds
-from .records import Job
+from .records import CruxRunning, Job
 from .semantics import MAX_DURATION_S, after_the_end, host_problem
+from .units import format_time
 
 MAX_JOB_BYTES = 1_000_000_000  # one job's bytes per iteration after scaling
 
@@ -123,6 +124,58 @@ def _option_problems(file: str, here: str, job: Job, has_queues: bool) -> list[P
                 file,
                 f"{here}.groups",
                 f"groups apply to the hierarchical collective only, not {job.collective}",
+            )
+        )
+    return problems
+
+
+# The controller reads every marked connection's counter at each poll: not
+# faster than this, and a window must hold enough polls to see a period.
+MIN_CRUX_POLL_S = 0.005
+MIN_POLLS_PER_WINDOW = 20
+
+
+def crux_running_problems(
+    file: str, crux: CruxRunning | None, jobs: list[Job], duration: float, has_queues: bool
+) -> list[Problem]:
+    """Crux as it runs needs crux jobs and queue classes to put them in,
+    polls that the controller can keep up with and windows that hold
+    enough of them, and time in the run to profile every job once."""
+    if crux is None:
+        return []
+    problems = []
+    mine = [j for j in jobs if j.priority == "crux"]
+    if not mine:
+        problems.append(Problem(file, "crux", "expected at least one job with priority: crux to schedule"))
+    if not has_queues:
+        problems.append(Problem(file, "crux", "expected queue classes (queues:) for Crux to put the jobs in"))
+    if crux.poll_s < MIN_CRUX_POLL_S:
+        problems.append(
+            Problem(
+                file,
+                "crux.poll",
+                f"expected at least {format_time(MIN_CRUX_POLL_S)}, got {format_time(crux.poll_s)}",
+            )
+        )
+    elif crux.window_s < MIN_POLLS_PER_WINDOW * crux.poll_s:
+        least = format_time(MIN_POLLS_PER_WINDOW * crux.poll_s)
+        problems.append(
+            Problem(
+                file,
+                "crux.window",
+                f"expected at least {MIN_POLLS_PER_WINDOW} polls ({least}), got {format_time(crux.window_s)}",
+            )
+        )
+    if crux.idle_s <= 0:
+        problems.append(Problem(file, "crux.idle", f"expected more than 0s, got {format_time(crux.idle_s)}"))
+    profiling = crux.window_s * len(mine)
+    if mine and profiling >= duration:
+        problems.append(
+            Problem(
+                file,
+                "crux.window",
+                f"expected the {len(mine)} crux jobs' windows ({format_time(profiling)} in all) to end "
+                f"before the run does ({format_time(duration)})",
             )
         )
     return problems

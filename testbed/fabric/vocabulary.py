@@ -21,6 +21,9 @@ JOB_METRICS = (
     "iterations_completed",
     "cnps",
     "link_load_max_mean",
+    # Crux as it ran (crux:): what the job's traffic showed over what it declared
+    "crux_compute_ratio",
+    "crux_bytes_ratio",
 )
 
 # Measured per priority class (testbed/results/queues.py), summed over every

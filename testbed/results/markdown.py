@@ -15,7 +15,7 @@ from .markdown_fabric import (
     section_probes,
     section_queues,
 )
-from .markdown_jobs import section_jobs, section_paths
+from .markdown_jobs import section_crux, section_jobs, section_paths
 from .text import fmt, md_table, md_text, pct
 from .trust import FIDELITY_THRESHOLD
 from .verdicts import low_fidelity, reasons, verdict
@@ -396,6 +396,8 @@ def _sections(results, metrics):
         sections.append(("Training jobs", section_jobs(results)))
     if results.get("placement"):
         sections.append(("Paths", section_paths(results)))
+    if metrics.get("crux"):
+        sections.append(("Crux as it ran", section_crux(metrics["crux"])))
     if metrics.get("classes") is not None:
         sections.append(("Queues", section_queues(results)))
     if metrics.get("pfc"):

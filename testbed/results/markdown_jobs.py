@@ -172,3 +172,52 @@ def section_paths(results: dict) -> str:
             + md_table(["link (egress)"] + loaded, rows)
         )
     return "\n\n".join(parts)
+
+
+def section_crux(crux: dict) -> str:
+    """Crux as it ran: each decision of the running schedule, and what each
+    job declared beside what its traffic showed."""
+    decisions = [
+        [d["at"], d["why"], ", ".join(f"{job} {level}" for job, level in sorted(d["levels"].items()))]
+        for d in crux.get("decisions", [])
+    ]
+    rows = []
+    for name, j in sorted((crux.get("jobs") or {}).items()):
+        declared, measured, ratio = j.get("declared") or {}, j.get("measured") or {}, j.get("ratio") or {}
+        rows.append(
+            [
+                name,
+                declared.get("compute_s"),
+                measured.get("compute_s"),
+                ratio.get("compute"),
+                mb(declared.get("bytes")),
+                mb(measured.get("bytes")),
+                ratio.get("bytes"),
+                measured.get("period_s"),
+                measured.get("iterations"),
+                measured.get("resolution_s"),
+            ]
+        )
+    return (
+        "The controller read each crux job's traffic (its connections' byte counters at their first "
+        "switch), profiled each job alone at the top class when it began to send, and planned the "
+        "classes from what it measured (level 0 is the highest):\n\n"
+        + md_table(["at (s)", "decision", "levels"], decisions)
+        + "\n\nWhat each job declared beside what was measured "
+        + "(per iteration; ratio = measured / declared):\n\n"
+        + md_table(
+            [
+                "job",
+                "compute declared (s)",
+                "measured (s)",
+                "ratio",
+                "bytes declared (MB)",
+                "measured (MB)",
+                "ratio",
+                "period (s)",
+                "periods seen",
+                "sampling (s)",
+            ],
+            rows,
+        )
+    )

@@ -93,7 +93,7 @@ def test_a_measured_job_replaces_what_was_declared_and_says_how_far_apart():
     assert [f.bytes for f in job.flows] == [pytest.approx(500_000, rel=0.05), 1e6]  # b unseen: declared
     said = declared_and_measured(declared, p)
     assert said["unseen"] == ["b"]
-    assert said["ratio"]["compute_s"] == pytest.approx(1.2, abs=0.07)
+    assert said["ratio"]["compute"] == pytest.approx(1.2, abs=0.07)
     assert said["ratio"]["bytes"] == pytest.approx(0.75, abs=0.02)
     silent = profile([0.0, 0.1, 0.2, 0.3], {"a": [0.0, 1e5, 2e5, 3e5]})
     assert measured_job(declared, silent, min_compute_s=1e-6).compute_s == 1e-6

@@ -153,8 +153,9 @@ def declared_and_measured(job: Job, p: JobProfile) -> dict:
     return {
         "declared": {"compute_s": job.compute_s, "bytes": round(job.total_bytes)},
         "measured": dict(p.as_dict(), bytes=round(measured_bytes)),
+        # measured over declared (no unit: keys without a time suffix)
         "ratio": {
-            "compute_s": ratio(p.compute_s, job.compute_s),
+            "compute": ratio(p.compute_s, job.compute_s),
             "bytes": ratio(measured_bytes, job.total_bytes),
         },
         "unseen": sorted(f.name for f in job.flows if f.name not in p.bytes),
