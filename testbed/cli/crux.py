@@ -1,15 +1,19 @@
 """`hpnlab crux plan` (no root, nothing runs): Crux's intensities, paths,
 priorities and compressed classes for a scenario's jobs, computed by the
-same pure code the controller schedules with (testbed/schedule)."""
+same pure code the controller schedules with (testbed/schedule); given a
+finished run's folder instead, what Crux measured and decided as it ran."""
 
 import json
+import os
 
 from testbed.drill.announce import announcement
 from testbed.fabric.paths import compute_routes
-from testbed.fabric.problems import ConfigError
+from testbed.fabric.problems import ConfigError, printable
 from testbed.fabric.queues import MAX_CLASSES
 from testbed.fabric.scenario import load_scenario
 from testbed.plan.crux import render_crux_plan
+from testbed.results.markdown_jobs import section_crux
+from testbed.results.store import load_results
 from testbed.schedule.placement import crux_plan
 
 from .common import INVALID, OK, add_topology_dir_option, err, print_problems
@@ -21,7 +25,11 @@ def add_crux(sub):
     plan = cmds.add_parser(
         "plan", help="intensities, paths, priorities and compressed classes, without running anything"
     )
-    plan.add_argument("scenario", metavar="SCENARIO.yaml")
+    plan.add_argument(
+        "scenario",
+        metavar="SCENARIO.yaml|RUN_DIR",
+        help="a scenario to plan, or a finished run's folder (its results.json) to show what Crux did",
+    )
     plan.add_argument(
         "--levels",
         type=int,
@@ -36,6 +44,8 @@ def add_crux(sub):
 
 
 def run_crux_plan(args):
+    if os.path.isdir(args.scenario):
+        return _show_run(args.scenario, args.json)
     try:
         sc = load_scenario(args.scenario, args.topology_dir)
     except ConfigError as e:
@@ -58,6 +68,27 @@ def run_crux_plan(args):
         print(json.dumps(plan, indent=1, sort_keys=True))
     else:
         print(render_crux_plan(sc.name, plan, source), end="")
+    return OK
+
+
+def _show_run(run_dir, as_json):
+    """What Crux measured and decided during a finished run."""
+    try:
+        results = load_results(run_dir)
+    except (OSError, ValueError) as e:
+        return err(
+            f"{run_dir}: expected a run folder holding results.json ({type(e).__name__}: {e})", INVALID
+        )
+    ran = (results.get("metrics") or {}).get("crux") if isinstance(results, dict) else None
+    if not isinstance(ran, dict):
+        return err(
+            f"{run_dir}: this run did not schedule with Crux as it runs (its scenario has no crux: block)",
+            INVALID,
+        )
+    if as_json:
+        print(json.dumps(ran, indent=1, sort_keys=True))
+    else:
+        print(f"# Crux as it ran: {printable(str(results.get('scenario')))}\n\n{section_crux(ran)}")
     return OK
 
 

@@ -113,3 +113,29 @@ def test_what_crux_did_comes_back_in_emulated_time_and_in_the_report():
     text = section_crux(emulated)
     assert "profiling b alone at the top level" in text and "| b | 0.2 | 0.4 | 2 |" in text
     assert crux.record([{"event": "routes", "t": 1.0}], 0.0) is None
+
+
+def test_crux_plan_shows_what_a_finished_run_measured_and_decided(tmp_path, capsys):
+    import json
+
+    from testbed.cli import main
+
+    ran = {
+        "decisions": [{"at": 0.5, "why": "profiling big alone at the top level", "levels": {"big": 0}}],
+        "jobs": {
+            "big": {
+                "declared": {"compute_s": 0.5},
+                "measured": {"compute_s": 0.49},
+                "ratio": {"compute": 0.98},
+            }
+        },
+    }
+    (tmp_path / "results.json").write_text(json.dumps({"scenario": "x", "metrics": {"crux": ran}}))
+    assert main(["crux", "plan", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "profiling big alone at the top level" in out and "| big | 0.5 | 0.49 | 0.98 |" in out
+    assert main(["crux", "plan", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == ran
+    (tmp_path / "results.json").write_text(json.dumps({"scenario": "x", "metrics": {}}))
+    assert main(["crux", "plan", str(tmp_path)]) == 2
+    assert "has no crux: block" in capsys.readouterr().err
