@@ -127,6 +127,9 @@ def _measure(sc, run):
         m["queue_drops"].update(queues.class_drops(run.queues))
         m["classes"] = queues.class_totals(run.queues)
         m["queue_telemetry"] = {k: run.queues[k] for k in ("sample_hz", "samples", "cpu_share")}
+    ran = crux.record(run.events, run.t0)
+    if ran is not None:
+        m["crux"] = ran
     if sc.jobs:
         _job_measures(sc, run, m, faults)
     if run.probes is not None:
@@ -140,9 +143,7 @@ def _measure(sc, run):
         )
         m.update(probe.gap_metrics(m["probe"]))
     m["host_cpu"] = counters.cpu_summary(run.cpu)
-    ran = crux.record(run.events, run.t0)
     if ran is not None:
-        m["crux"] = ran
         for name, seen in ran["jobs"].items():
             ratio = seen.get("ratio") or {}
             if name in m.get("jobs", {}):
@@ -170,7 +171,7 @@ def _job_measures(sc, run, m, faults):
     emulator.fold_generators(m["fidelity"], m["generators"])
     drops = m["emulator_drops"]
     lost = emulator.unexplained_loss(
-        m["jobs"], m["queue_drops"], faults, m["generators"]["rx_overflows"], drops
+        m["jobs"], m["queue_drops"], faults, m["generators"]["rx_overflows"], drops, m.get("crux")
     )
     if lost:
         lost["emulator_drops"] = drops

@@ -180,6 +180,33 @@ class Ledger:
         self.data[kind].extend(i for i in items if i not in self.data[kind])
         self.save()
 
+    def set_ovs_option(self, key, value):
+        """Set Open vSwitch's other_config:`key` for this run, remembering
+        what it was (the first time only) so that the sweep puts it back."""
+        kept = self.data.setdefault("ovs_options", {})
+        if key not in kept:
+            r = subprocess.run(
+                [
+                    "ovs-vsctl",
+                    "--timeout=5",
+                    "--if-exists",
+                    "get",
+                    "Open_vSwitch",
+                    ".",
+                    f"other_config:{key}",
+                ],
+                capture_output=True,
+                text=True,
+            )
+            was = r.stdout.strip().strip('"') if r.returncode == 0 else ""
+            kept[key] = was or None
+            self.save()
+        subprocess.run(
+            ["ovs-vsctl", "--timeout=5", "set", "Open_vSwitch", ".", f"other_config:{key}={value}"],
+            check=True,
+            capture_output=True,
+        )
+
     def add_process(self, pid, argv):
         """Remember a process by PID and start time (and, for people reading
         the record, its command line); called right after the process is
@@ -234,6 +261,10 @@ class Ledger:
             if os.path.isdir(path) and not os.path.islink(path):
                 leftover += [f"file {os.path.join(path, f)}" for f in os.listdir(path)]
                 shutil.rmtree(path)
+        for key, was in self.data.get("ovs_options", {}).items():  # Open vSwitch as it was
+            back = ["set", "Open_vSwitch", ".", f"other_config:{key}={was}"] if was else None
+            back = back or ["remove", "Open_vSwitch", ".", "other_config", key]
+            subprocess.run(["ovs-vsctl", "--timeout=5", *back], capture_output=True)
         for mnt in self.data.get("mounts", []):  # bpffs, if hpnlab mounted it
             if os.path.ismount(mnt):
                 leftover.append(f"mount {mnt}")

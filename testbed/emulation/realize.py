@@ -52,12 +52,15 @@ TEARDOWN_DEADLINE_S = 60.0
 
 
 class FabricNet:
-    def __init__(self, fabric, run_dir, log=print, feats=None, route_timeout=ROUTE_TIMEOUT_S):
+    def __init__(
+        self, fabric, run_dir, log=print, feats=None, route_timeout=ROUTE_TIMEOUT_S, ovs_options=None
+    ):
         self.fabric = fabric
         self.run_dir = run_dir
         self.log = log
         self.feats = feats
         self.route_timeout = route_timeout
+        self.ovs_options = dict(ovs_options or {})  # Open vSwitch other_config for this run, put back after
         self.net = None
         self.controller = None
         self.ledger = None
@@ -142,6 +145,8 @@ class FabricNet:
             )
         self.ledger.add("bridges", *bridges)
         self.ledger.add("interfaces", *interfaces)
+        for key, value in self.ovs_options.items():
+            self.ledger.set_ovs_option(key, value)
         if f.queues is not None:
             self.queues = QueueEngine(f, self.ledger)
             self.queues.prepare()

@@ -172,7 +172,7 @@ class CruxRunning:
 
     window_s: float = 3.0
     idle_s: float = 1.0
-    poll_s: float = 0.02
+    poll_s: float = 0.1
 
     @classmethod
     def from_entry(cls, raw: dict[str, Any]) -> CruxRunning:

@@ -113,12 +113,40 @@ EMULATOR_DROPS = {
 }
 
 
+# A job moved to another class while its frames were in flight: the frames
+# of one connection sit in two classes at once and may leave out of order
+# (and Open vSwitch applies a changed rule to its cached flows at its next
+# revalidation, up to 500 ms later). A gap in that job's traffic this soon
+# after the change is the modeled network reordering, not the emulator.
+RECLASSIFY_WINDOW_S = 0.6
+
+
+def class_changes(crux: dict | None) -> dict[str, list[float]]:
+    """{job: [when its class changed]} from Crux's decisions as it ran."""
+    changes: dict[str, list[float]] = {}
+    before: dict[str, int] = {}
+    for d in (crux or {}).get("decisions", []):
+        for job, level in d["levels"].items():
+            if job in before and before[job] != level:
+                changes.setdefault(job, []).append(d["at"])
+            before[job] = level
+    return changes
+
+
+def _reordered(jm: dict, changes: list[float]) -> int:
+    """The job's gaps that came within RECLASSIFY_WINDOW_S of a class change."""
+    return sum(
+        1 for g in jm.get("gap_events") or () if any(c <= g["t"] <= c + RECLASSIFY_WINDOW_S for c in changes)
+    )
+
+
 def unexplained_loss(
     job_metrics: dict,
     queue_drops: dict | None,
     faults: list,
     rx_overflows: int | None = None,
     emulator_drops: dict | None = None,
+    crux: dict | None = None,
 ) -> dict | None:
     """Packets lost inside the emulator itself (a switch or host short of
     CPU), not by the network being emulated: frames the kernel counted as
@@ -126,11 +154,17 @@ def unexplained_loss(
     that were not read in time, Open vSwitch's packet sockets, the CPUs'
     input backlogs: `emulator_drops`, from testbed/drill/cost.py), known
     even beside modeled drops and faults; or PSN gaps while no modeled
-    queue dropped a packet and no link failed. A frame the emulator lost at
+    queue dropped a packet, no link failed and no class change of the job
+    reordered its frames (`crux`: metrics.crux). A frame the emulator lost at
     the end of a transfer leaves no gap, only a timeout: the counters catch
     it. None when the emulated network accounts for every loss (or there
     was none)."""
-    gaps = {name: jm["gaps_seen"] for name, jm in job_metrics.items() if jm.get("gaps_seen")}
+    moved = class_changes(crux)
+    gaps = {
+        name: left
+        for name, jm in job_metrics.items()
+        if (left := (jm.get("gaps_seen") or 0) - _reordered(jm, moved.get(name, []))) > 0
+    }
     dropped = {k: n for k, n in (emulator_drops or {}).items() if n and k in EMULATOR_DROPS}
     if rx_overflows or dropped:
         said = (

@@ -564,3 +564,21 @@ def test_the_sockets_a_process_holds_are_found_by_inode():
         assert inode in socket_inodes(os.getpid())
     assert inode not in socket_inodes(os.getpid())
     assert socket_inodes(2**22 + 7) == set()  # no such process
+
+
+def test_gaps_right_after_a_class_change_are_the_modeled_reordering():
+    crux = {
+        "decisions": [
+            {"at": 0.0, "why": "planned from the declared jobs", "levels": {"big": 0, "mid": 1}},
+            {"at": 2.32, "why": "profiling mid alone at the top level", "levels": {"big": 1, "mid": 0}},
+        ],
+        "jobs": {},
+    }
+    assert emulator.class_changes(crux) == {"big": [2.32], "mid": [2.32]}
+    soon = {"big": {"gaps_seen": 2, "gap_events": [{"t": 2.33}, {"t": 2.35}]}}
+    assert emulator.unexplained_loss(soon, {}, [], 0, {}, crux) is None
+    check = trust._loss_check({"jobs": soon, "crux": crux}, [])
+    assert check["ok"] is True and "class changes" in check["note"]
+    later = {"big": {"gaps_seen": 2, "gap_events": [{"t": 2.33}, {"t": 5.0}]}}
+    assert emulator.unexplained_loss(later, {}, [], 0, {}, crux)["gaps_seen"] == {"big": 1}
+    assert emulator.unexplained_loss(soon, {}, [], 0, {}, None)["gaps_seen"] == {"big": 2}

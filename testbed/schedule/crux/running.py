@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from . import plan as crux_plan
 from .model import Bandwidth, Job
-from .profile import JobProfile, declared_and_measured, measured_job, profile
+from .profile import SILENT_BYTES, JobProfile, declared_and_measured, measured_job, profile
 
 # Crux ranks by compute over communication and needs compute positive.
 MIN_COMPUTE_S = 1e-6
@@ -88,11 +88,12 @@ class RunningCrux:
             if job not in self.declared:
                 continue
             total = sum(conns.values())
-            if total > self.last_bytes.get(job, 0.0):
-                self.last_bytes[job] = total
+            # a few frames (a warm-up, a late ACK) are not a job sending
+            if total - self.last_bytes.get(job, 0.0) >= SILENT_BYTES:
                 self.last_moved[job] = t
                 if job not in self.running:
                     self._arrived(job)
+            self.last_bytes[job] = max(total, self.last_bytes.get(job, 0.0))
         for job in sorted(self.running):
             if t - self.last_moved[job] >= self.idle_s:
                 self._ended(t, job)
