@@ -147,8 +147,15 @@ def _measure(sc, run):
         for name, seen in ran["jobs"].items():
             ratio = seen.get("ratio") or {}
             if name in m.get("jobs", {}):
-                m["jobs"][name]["crux_compute_ratio"] = ratio.get("compute")
-                m["jobs"][name]["crux_bytes_ratio"] = ratio.get("bytes")
+                jm = m["jobs"][name]
+                jm["crux_compute_ratio"], jm["crux_bytes_ratio"] = ratio.get("compute"), ratio.get("bytes")
+                # computation per byte, measured over declared: the intensity's
+                # ratio on the same paths, which a sampling that merges or
+                # splits periods leaves alone (both parts move together)
+                both = jm["crux_compute_ratio"] is not None and jm["crux_bytes_ratio"]
+                jm["crux_intensity_ratio"] = (
+                    round(jm["crux_compute_ratio"] / jm["crux_bytes_ratio"], 3) if both else None
+                )
     return m, faults, series
 
 

@@ -24,6 +24,7 @@ JOB_METRICS = (
     # Crux as it ran (crux:): what the job's traffic showed over what it declared
     "crux_compute_ratio",
     "crux_bytes_ratio",
+    "crux_intensity_ratio",
 )
 
 # Measured per priority class (testbed/results/queues.py), summed over every

@@ -134,9 +134,13 @@ def class_changes(crux: dict | None) -> dict[str, list[float]]:
 
 
 def _reordered(jm: dict, changes: list[float]) -> int:
-    """The job's gaps that came within RECLASSIFY_WINDOW_S of a class change."""
+    """The job's gaps that came within RECLASSIFY_WINDOW_S of a class change
+    (a gap's time counts from the job's start, the first of its window)."""
+    start = (jm.get("window_s") or [0.0])[0]
     return sum(
-        1 for g in jm.get("gap_events") or () if any(c <= g["t"] <= c + RECLASSIFY_WINDOW_S for c in changes)
+        1
+        for g in jm.get("gap_events") or ()
+        if any(c <= start + g["t"] <= c + RECLASSIFY_WINDOW_S for c in changes)
     )
 
 

@@ -581,4 +581,9 @@ def test_gaps_right_after_a_class_change_are_the_modeled_reordering():
     assert check["ok"] is True and "class changes" in check["note"]
     later = {"big": {"gaps_seen": 2, "gap_events": [{"t": 2.33}, {"t": 5.0}]}}
     assert emulator.unexplained_loss(later, {}, [], 0, {}, crux)["gaps_seen"] == {"big": 1}
+    # a gap's time counts from its job's start
+    late = {"mid": {"gaps_seen": 1, "window_s": [2.0, 9.0], "gap_events": [{"t": 0.35}]}}
+    assert emulator.unexplained_loss(late, {}, [], 0, {}, crux) is None
+    moved = {"mid": dict(late["mid"], window_s=[3.0, 9.0])}
+    assert emulator.unexplained_loss(moved, {}, [], 0, {}, crux)["gaps_seen"] == {"mid": 1}
     assert emulator.unexplained_loss(soon, {}, [], 0, {}, None)["gaps_seen"] == {"big": 2}
