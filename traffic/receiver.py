@@ -25,7 +25,7 @@ IP_RECVTOS = getattr(socket, "IP_RECVTOS", 13)
 DATA_HEADER = roce.BTH_LEN + roce.ICRC_LEN  # a data frame's UDP payload beyond its payload
 MAX_RECV_PER_PASS = 256  # frames received per loop pass, so sending never starves
 MAX_FRAME = 9216  # no frame exceeds the largest MTU
-MAX_GAP_EVENTS = 20  # gap events kept per job and rank for the report
+MAX_GAP_EVENTS = 100  # gap events kept per job and rank: enough to match each to its cause
 RX_BUFFER = 4 << 20  # the receive socket's buffer: a few hundred jumbo frames
 
 

@@ -13,7 +13,7 @@ from traffic import collectives
 from .analytical import analytical_iteration_s, expected_bytes_per_rank, path_latency_s, schedule_of
 from .flows import fault_windows
 
-MAX_GAP_EVENTS = 20  # gap events listed per job in results.json
+MAX_GAP_EVENTS = 200  # gap events listed per job in results.json (the trust gate matches them to causes)
 STALL_FACTOR = 3.0  # an iteration this many times the job's median counts as stalled
 
 
