@@ -68,6 +68,9 @@ def main():
             a = json.load(fh)
         with open(new[name]) as fh:
             b = json.load(fh)
+        if not isinstance(a, dict) or not isinstance(b, dict):
+            print(f"\n{name}: not a drill's results (skipped)")
+            continue
         for p in keys(b) - keys(a):
             added[".".join(p)] += 1
         for p in keys(a) - keys(b):
