@@ -64,10 +64,13 @@ def main():
     print(f"{len(both)} runs in both; only in old: {only_old}; only in new: {only_new}")
     added, dropped = defaultdict(int), defaultdict(int)
     for name in both:
-        with open(old[name]) as fh:
-            a = json.load(fh)
-        with open(new[name]) as fh:
-            b = json.load(fh)
+        try:
+            with open(old[name]) as fh:
+                a = json.load(fh)
+            with open(new[name]) as fh:
+                b = json.load(fh)
+        except ValueError:
+            a = b = None  # a test's deliberately broken file
         if not isinstance(a, dict) or not isinstance(b, dict):
             print(f"\n{name}: not a drill's results (skipped)")
             continue
