@@ -5,22 +5,14 @@ import json
 import subprocess
 import sys
 
+import drillrun
 import pytest
 
 from testbed.emulation import capabilities
 
 
-def _run(scenario, out):
-    return subprocess.run(
-        [sys.executable, "-m", "testbed.cli", "run", scenario, "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
-
-
 def test_dual_tor_survives_link_failure(tmp_path, leak_check):
-    r = _run("scenarios/dual-tor-link-failure.yaml", tmp_path)
+    r = drillrun.run("scenarios/dual-tor-link-failure.yaml", tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     res = json.loads((tmp_path / "results.json").read_text())
     host = res["metrics"]["hosts"]["s0h0"]
@@ -33,7 +25,7 @@ def test_dual_tor_survives_link_failure(tmp_path, leak_check):
 
 
 def test_single_tor_stalls_for_outage(tmp_path, leak_check):
-    r = _run("scenarios/single-tor-link-failure.yaml", tmp_path)
+    r = drillrun.run("scenarios/single-tor-link-failure.yaml", tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     res = json.loads((tmp_path / "results.json").read_text())
     host = res["metrics"]["hosts"]["s0h0"]

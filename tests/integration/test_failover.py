@@ -4,19 +4,14 @@ measured where the failed links carried probes before; and the switches
 holding fast-failover groups the controller installed."""
 
 import json
-import subprocess
-import sys
+
+import drillrun
 
 FAULTS = ("tor_agg", "agg", "host_link")
 
 
 def test_failover_gaps_stay_under_50_ms(tmp_path, leak_check):
-    r = subprocess.run(
-        [sys.executable, "-m", "testbed.cli", "run", "scenarios/failover-probe.yaml", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-    )
+    r = drillrun.run("scenarios/failover-probe.yaml", tmp_path, timeout=240)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     res = json.loads((tmp_path / "results.json").read_text())
     probe = res["metrics"]["probe"]

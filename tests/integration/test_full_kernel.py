@@ -9,8 +9,8 @@ them in a Debian 12 VM with the stock kernel, where all exist.
 import json
 import re
 import subprocess
-import sys
 
+import drillrun
 import pytest
 
 from testbed.emulation.reachability import unreachable
@@ -158,22 +158,7 @@ def test_crossdc_drill_with_delay_passes(tmp_path, leak_check, needs_kernel, rec
     # interconnect (0.625 Mbit/s, 9000-byte frames) once delivered only
     # 0.885 of what it owed. The expectations are judged in emulated time
     # at any N.
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "testbed.cli",
-            "run",
-            DELAY_SCENARIO,
-            "--out",
-            str(tmp_path),
-            "--dilation",
-            "4",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
+    r = drillrun.run(DELAY_SCENARIO, tmp_path, "--dilation", "4", timeout=900)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     res = json.loads((tmp_path / "results.json").read_text())
     record_property("fidelity", res["metrics"]["fidelity"])

@@ -5,11 +5,11 @@ Crux class is really rewritten into the packets (measured by the queues)."""
 import json
 import os
 
-from test_drills import _run
+import drillrun
 
 
 def test_precise_spreads_what_ecmp_stacks(tmp_path, leak_check):
-    r = _run("scenarios/ecmp-polarization.yaml", tmp_path)
+    r = drillrun.run("scenarios/ecmp-polarization.yaml", tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     res = json.loads((tmp_path / "results.json").read_text())
     jobs = res["metrics"]["jobs"]
@@ -32,7 +32,7 @@ def test_precise_spreads_what_ecmp_stacks(tmp_path, leak_check):
 
 
 def test_crux_class_is_rewritten_on_the_wire(tmp_path, leak_check):
-    r = _run("scenarios/crux-classes.yaml", tmp_path)
+    r = drillrun.run("scenarios/crux-classes.yaml", tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     res = json.loads((tmp_path / "results.json").read_text())
     placed = {j["name"]: j for j in res["placement"]["jobs"]}
@@ -49,7 +49,7 @@ def test_a_pin_yields_to_a_failed_host_link(tmp_path, leak_check):
     other port while the link is down: the job keeps its pace (iterations
     during the flapping at most 1.5x those before, an expectation of the
     drill; a pin held regardless stalls the ring ~0.5 s per flap)."""
-    r = _run("scenarios/link-flap-precise.yaml", tmp_path)
+    r = drillrun.run("scenarios/link-flap-precise.yaml", tmp_path)
     res = json.loads((tmp_path / "results.json").read_text())
     placed = {f["name"]: f for j in res["placement"]["jobs"] for f in j["flows"]}
     # the premise: the controller pinned s0h0's sends to the flapping link
@@ -67,7 +67,7 @@ def test_crux_raises_the_aggregate_gpu_utilization_without_retransmitting(tmp_pa
     waiting behind a higher class costs no job a retransmission."""
     util = {}
     for name in ("crux-contention", "crux-contention-fixed"):
-        r = _run(f"scenarios/{name}.yaml", tmp_path / name)
+        r = drillrun.run(f"scenarios/{name}.yaml", tmp_path / name)
         assert r.returncode == 0, r.stdout + r.stderr
         res = json.loads((tmp_path / name / "results.json").read_text())
         util[name] = res["metrics"]["gpu_utilization"]

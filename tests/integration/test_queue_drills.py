@@ -1,12 +1,11 @@
 """Priority classes, ECN and queue telemetry on a real fabric: marks follow
 the measured backlog, and the queue drills pass from counters."""
 
-import json
 import subprocess
-import sys
 import threading
 import time
 
+import drillrun
 import numpy as np
 import pytest
 
@@ -23,16 +22,6 @@ FRAME = 8_000 + 42  # the UDP datagrams below, with their headers
 def needs_engine():
     if not capabilities.has(capabilities.probe(), capabilities.BPF_QUEUES):
         pytest.skip("the BPF queue engine does not work on this machine (hpnlab doctor)")
-
-
-def _run(scenario, out):
-    r = subprocess.run(
-        [sys.executable, "-m", "testbed.cli", "run", scenario, "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    return r, json.loads((out / "results.json").read_text())
 
 
 def test_marks_begin_when_the_measured_backlog_crosses_k(tmp_path, leak_check):
@@ -108,7 +97,7 @@ traffic:
 
 
 def test_priority_isolation_drill(tmp_path, leak_check):
-    r, res = _run("scenarios/priority-isolation.yaml", tmp_path)
+    r, res = drillrun.run_with_results("scenarios/priority-isolation.yaml", tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert res["metrics"]["hosts"]["s0h0"]["mean_mbit"] >= 36
     assert res["metrics"]["classes"]["high"]["drops"] == 0
@@ -116,9 +105,9 @@ def test_priority_isolation_drill(tmp_path, leak_check):
 
 
 def test_ecn_holds_the_queue_that_fills_without_it(tmp_path, leak_check):
-    r, on = _run("scenarios/ecn-dcqcn.yaml", tmp_path / "on")
+    r, on = drillrun.run_with_results("scenarios/ecn-dcqcn.yaml", tmp_path / "on")
     assert r.returncode == 0, r.stdout + r.stderr
-    r, off = _run("scenarios/ecn-dcqcn-off.yaml", tmp_path / "off")
+    r, off = drillrun.run_with_results("scenarios/ecn-dcqcn-off.yaml", tmp_path / "off")
     assert r.returncode == 0, r.stdout + r.stderr
     on_q, off_q = on["metrics"]["classes"]["roce"], off["metrics"]["classes"]["roce"]
     assert on_q["marks"] > 0 and on_q["drops"] == 0 and off_q["marks"] == 0
@@ -127,9 +116,9 @@ def test_ecn_holds_the_queue_that_fills_without_it(tmp_path, leak_check):
 
 
 def test_incast_on_a_lossless_class_pauses_instead_of_dropping(tmp_path, leak_check):
-    r, on = _run("scenarios/incast-pfc.yaml", tmp_path / "on")
+    r, on = drillrun.run_with_results("scenarios/incast-pfc.yaml", tmp_path / "on")
     assert r.returncode == 0, r.stdout + r.stderr
-    r, off = _run("scenarios/incast-pfc-off.yaml", tmp_path / "off")
+    r, off = drillrun.run_with_results("scenarios/incast-pfc-off.yaml", tmp_path / "off")
     assert r.returncode == 0, r.stdout + r.stderr
     assert on["metrics"]["classes"]["roce"]["drops"] == 0
     assert off["metrics"]["classes"]["roce"]["drops"] > 0
@@ -144,9 +133,9 @@ def test_incast_on_a_lossless_class_pauses_instead_of_dropping(tmp_path, leak_ch
 
 
 def test_a_flow_sharing_only_upstream_links_with_an_incast_is_held_by_its_pauses(tmp_path, leak_check):
-    r, on = _run("scenarios/pfc-victim.yaml", tmp_path / "on")
+    r, on = drillrun.run_with_results("scenarios/pfc-victim.yaml", tmp_path / "on")
     assert r.returncode == 0, r.stdout + r.stderr
-    r, off = _run("scenarios/pfc-victim-off.yaml", tmp_path / "off")
+    r, off = drillrun.run_with_results("scenarios/pfc-victim-off.yaml", tmp_path / "off")
     assert r.returncode == 0, r.stdout + r.stderr
     slow_on = on["metrics"]["jobs"]["victim"]["iteration_time_vs_analytical"]
     slow_off = off["metrics"]["jobs"]["victim"]["iteration_time_vs_analytical"]

@@ -2,30 +2,17 @@
 against the algorithms' volumes and the analytical iteration time, under
 faults, across DCs, and on the wire as Wireshark sees it."""
 
-import json
 import shutil
 import subprocess
-import sys
 
+import drillrun
 import pytest
 
 from traffic import roce
 
 
-def _run(scenario, out):
-    r = subprocess.run(
-        [sys.executable, "-m", "testbed.cli", "run", str(scenario), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    results = out / "results.json"
-    assert results.exists(), f"no results (status {r.returncode}): {r.stdout[-1500:]} {r.stderr[-1500:]}"
-    return r, json.loads(results.read_text())
-
-
 def test_allreduce_ring_matches_the_formulas(tmp_path, leak_check):
-    r, res = _run("scenarios/allreduce-ring.yaml", tmp_path)
+    r, res = drillrun.run_with_results("scenarios/allreduce-ring.yaml", tmp_path)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     job = res["metrics"]["jobs"]["ring8"]
     assert job["iterations_completed"] == 8
@@ -46,9 +33,9 @@ def test_allreduce_ring_matches_the_formulas(tmp_path, leak_check):
 
 
 def test_dual_tor_job_rides_through_single_tor_job_stalls(tmp_path, leak_check):
-    r, dual = _run("scenarios/dual-tor-training.yaml", tmp_path / "dual")
+    r, dual = drillrun.run_with_results("scenarios/dual-tor-training.yaml", tmp_path / "dual")
     assert r.returncode == 0, r.stdout[-2000:]
-    r, single = _run("scenarios/single-tor-training.yaml", tmp_path / "single")
+    r, single = drillrun.run_with_results("scenarios/single-tor-training.yaml", tmp_path / "single")
     assert r.returncode == 0, r.stdout[-2000:]
     d, s = dual["metrics"]["jobs"]["ring8"], single["metrics"]["jobs"]["ring8"]
     assert d["stalled_iterations"] == 0 and d["fault_iteration_slowdown"] <= 1.5
@@ -60,7 +47,7 @@ def test_dual_tor_job_rides_through_single_tor_job_stalls(tmp_path, leak_check):
 
 
 def test_hierarchical_beats_flat_ring_across_dcs(tmp_path, leak_check):
-    r, res = _run("scenarios/crossdc-hierarchical.yaml", tmp_path)
+    r, res = drillrun.run_with_results("scenarios/crossdc-hierarchical.yaml", tmp_path)
     assert r.returncode == 0, r.stdout[-2000:]
     flat, hier = res["metrics"]["jobs"]["flat-ring"], res["metrics"]["jobs"]["hierarchical"]
     assert hier["iteration_time_s"] < 0.8 * flat["iteration_time_s"]
@@ -80,7 +67,7 @@ def test_capture_dissects_as_roce(tmp_path, leak_check):
         " iterations: 3, dscp: 34}\n"
         "capture: {hosts: [s1h0], packets: 200}\n"
     )
-    r, res = _run(scenario, tmp_path / "out")
+    r, res = drillrun.run_with_results(scenario, tmp_path / "out")
     pcap = tmp_path / "out" / "capture-s1h0.pcap"
     assert res["files"]["captures"] == ["capture-s1h0.pcap"]
     fields = subprocess.run(
@@ -120,7 +107,7 @@ def test_capture_dissects_as_roce(tmp_path, leak_check):
 
 
 def test_jobs_sharing_hosts_slow_each_other(tmp_path, leak_check):
-    r, res = _run("scenarios/two-jobs-contention.yaml", tmp_path)
+    r, res = drillrun.run_with_results("scenarios/two-jobs-contention.yaml", tmp_path)
     assert r.returncode == 0, r.stdout[-2000:]
     jobs = res["metrics"]["jobs"]
     alone, shared = jobs["large-alone"], jobs["large-shared"]
