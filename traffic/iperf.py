@@ -1,8 +1,9 @@
 """Bulk TCP flows with iperf3 between emulated hosts (pure: plans, command
 lines and the reading of iperf3's reports; testbed/drill/iperf.py runs them).
 
-One iperf3 server per (src, dst) pair, on its own port, in the destination
-host; the client opens `parallel` TCP streams (each a flow with its own
+One iperf3 server per (src, dst, rail) triple, on its own port, in the
+destination host (rail r: from the source's NIC r to the destination's
+NIC r); the client opens `parallel` TCP streams (each a flow with its own
 5-tuple, so the source NIC spreads them over its ports). Per-flow
 throughput comes from the receiver's 0.1 s intervals.
 """
@@ -25,29 +26,32 @@ class PairSpec:
     start: float
     port: int
     dscp: int = 0
+    rail: int = 0
 
     def flow_ids(self) -> list[str]:
-        return [f"{self.src}->{self.dst}#{k}" for k in range(self.parallel)]
+        via = f"/r{self.rail}" if self.rail else ""
+        return [f"{self.src}->{self.dst}{via}#{k}" for k in range(self.parallel)]
 
 
 def plan_pairs(fabric: Fabric, traffic: list[TrafficFlow]) -> list[PairSpec]:
-    """Scenario traffic entries -> PairSpecs (one per src/dst pair)."""
+    """Scenario traffic entries -> PairSpecs (one per src/dst pair and rail)."""
     pairs: list[PairSpec] = []
     for entry in traffic:
-        src_nic = fabric.nics_of(entry.src)[0]
-        for dst in entry.dst:
-            dst_nic = next(n for n in fabric.nics_of(dst) if n.rail == src_nic.rail)
-            pairs.append(
-                PairSpec(
-                    entry.src,
-                    dst,
-                    dst_nic.ip,
-                    entry.parallel,
-                    entry.start,
-                    BASE_PORT + len(pairs),
-                    entry.dscp,
+        for rail in entry.rails_of(len(fabric.nics_of(entry.src))):
+            for dst in entry.dst:
+                dst_nic = next(n for n in fabric.nics_of(dst) if n.rail == rail)
+                pairs.append(
+                    PairSpec(
+                        entry.src,
+                        dst,
+                        dst_nic.ip,
+                        entry.parallel,
+                        entry.start,
+                        BASE_PORT + len(pairs),
+                        entry.dscp,
+                        rail,
+                    )
                 )
-            )
     return pairs
 
 

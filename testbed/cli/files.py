@@ -1,12 +1,13 @@
-"""Subcommands that only read files (no root): check, topo show."""
+"""Subcommands that only read files (no root): check, topo show, topo draw."""
 
 import json
+import os
 
 from testbed.fabric.problems import ConfigError, printable
-from testbed.fabric.scenario import load_fabric
+from testbed.fabric.scenario import load_fabric, load_scenario_or_topology
 from testbed.fabric.units import format_rate
 
-from .common import INVALID, OK, add_topology_dir_option, print_problems
+from .common import INVALID, OK, add_topology_dir_option, err, print_problems
 
 # --- check -------------------------------------------------------------------
 
@@ -54,6 +55,18 @@ def add_topo(subparsers):
     show.add_argument("file", metavar="FILE")
     show.add_argument("--json", action="store_true", help="print the model as JSON instead")
     show.set_defaults(run=run_topo_show)
+    draw = topo.add_parser(
+        "draw",
+        help="draw the fabric a topology or scenario file builds (SVG or PNG)",
+        description="Draw the fabric that FILE (a topology or scenario) builds: planes coloured, "
+        "tiers from hosts up, segments, rails and DCI links. A scenario's faulted links are "
+        "drawn as failed.",
+    )
+    draw.add_argument("file", metavar="FILE")
+    draw.add_argument(
+        "--out", required=True, metavar="PATH", help="the picture to write: NAME.svg or NAME.png"
+    )
+    draw.set_defaults(run=run_topo_draw)
 
 
 def run_topo_show(args):
@@ -66,6 +79,24 @@ def run_topo_show(args):
         print(json.dumps(fabric.to_dict(), indent=2))
     else:
         print(describe_fabric(fabric))
+    return OK
+
+
+def run_topo_draw(args):
+    from testbed.results.drawing import FORMATS, draw_fabric, failed_links
+
+    if os.path.splitext(args.out)[1].lstrip(".").lower() not in FORMATS:
+        return err(f"--out: expected a file name ending in .svg or .png, got {args.out!r}", INVALID)
+    try:
+        scenario, fabric = load_scenario_or_topology(args.file)
+    except ConfigError as e:
+        print_problems(e)
+        return INVALID
+    try:
+        path = draw_fabric(fabric, args.out, down=failed_links(fabric, scenario.faults if scenario else ()))
+    except OSError as e:
+        return err(f"--out: cannot write {args.out}: {e.strerror or e}", INVALID)
+    print(printable(f"wrote {path}"))
     return OK
 
 

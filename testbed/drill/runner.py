@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from testbed.emulation.capture import Capture
 from testbed.emulation.reachability import unreachable
 from testbed.emulation.realize import FabricNet
-from testbed.results import plots, store
+from testbed.results import counters, drawing, plots, store
 from traffic.iperf import INTERVAL_S, plan_pairs
 
 from . import measure, sampler
@@ -266,6 +266,16 @@ def _write(sc, run, results, out_dir, log=print):
         ("queues", lambda: plots.plot_queues(out_dir, results)),
         ("marks", lambda: plots.plot_marks(out_dir, results)),
         ("pauses", lambda: plots.plot_pauses(out_dir, results)),
+        (
+            "fabric",
+            lambda: drawing.draw_fabric(
+                sc.fabric,
+                os.path.join(out_dir, drawing.FABRIC_SVG),
+                down=drawing.failed_links(sc.fabric, sc.faults),
+                load=counters.link_bytes(sc.fabric, run.samples),
+                title=f"{sc.name}: the fabric, failed links and what each link carried",
+            ),
+        ),
     )
     for key, draw in drawings:
         try:

@@ -34,6 +34,7 @@ REPORT_NAMES = (
     "results.json",
     "summary.md",
     "*.png",
+    "fabric.svg",
     "capture-*.pcap",
     "run",
     "calibration-ring.yaml",

@@ -102,13 +102,14 @@ class TrafficFlow:
     src: str
     dst: tuple[str, ...]
     kind: str = "iperf3"
-    parallel: int = 1  # streams per destination
+    parallel: int = 1  # streams per destination and rail
     start: float = 0.0
     dscp: int = 0
+    rails: tuple[int, ...] | None = (0,)  # the NICs (rails) that send; None: every rail
 
     @classmethod
     def from_entry(cls, raw: dict[str, Any]) -> TrafficFlow:
-        dst = raw["dst"]
+        dst, rails = raw["dst"], raw.get("rails", [0])
         return cls(
             src=raw["src"],
             dst=tuple(dst) if isinstance(dst, list) else (dst,),
@@ -116,7 +117,12 @@ class TrafficFlow:
             parallel=raw.get("parallel", 1),
             start=parse_time(raw.get("start", 0)),
             dscp=raw.get("dscp", 0),
+            rails=None if rails == "all" else tuple(rails),
         )
+
+    def rails_of(self, nic_count: int) -> tuple[int, ...]:
+        """The rails that send, for a source host with `nic_count` NICs."""
+        return tuple(range(nic_count)) if self.rails is None else self.rails
 
     def dilated(self, n: float) -> TrafficFlow:
         return dataclasses.replace(self, start=self.start * n)

@@ -42,10 +42,20 @@ def load_fabric(path: PathArg, topology_dirs: Sequence[PathArg] = ()) -> tuple[s
     """(kind, Fabric) for a topology or scenario file; kind says which it was.
     `topology_dirs`: folders a scenario's `topology:` may name files in,
     besides its own folder and hpnlab's topologies (see topology_roots)."""
+    scenario, fabric = load_scenario_or_topology(path, topology_dirs)
+    return (SCENARIO if scenario is not None else TOPOLOGY), fabric
+
+
+def load_scenario_or_topology(
+    path: PathArg, topology_dirs: Sequence[PathArg] = ()
+) -> tuple["Scenario | None", Fabric]:
+    """(the Scenario, its Fabric) for a scenario file; (None, the Fabric)
+    for a topology file."""
     doc = load_yaml(path)
     if detect_kind(doc) == SCENARIO:
-        return SCENARIO, _scenario_from_doc(Path(path), doc, topology_dirs).fabric
-    return TOPOLOGY, _topology_from_doc(path, doc)[1]
+        sc = _scenario_from_doc(Path(path), doc, topology_dirs)
+        return sc, sc.fabric
+    return None, _topology_from_doc(path, doc)[1]
 
 
 def check_files(paths: list[PathArg]) -> list[Problem]:

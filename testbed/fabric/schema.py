@@ -162,6 +162,9 @@ def _explain_alternatives(error, path):
         none = "neither" if len(keys) == 2 else "none of them"
         got = none if not present else "both" if len(present) == len(keys) == 2 else ", ".join(present)
         return [(path, f"expected {want} {_names(keys)}, got {got}")]
+    expected = error.schema.get("x-expected") if isinstance(error.schema, dict) else None
+    if expected:  # the alternatives in the schema's own words, not the nearest one's
+        return [(path, f"expected {expected}, got {_found(error)}")]
     if error.context:
         return _explain(best_match(error.context))
     return [(path, error.message)]

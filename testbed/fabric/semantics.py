@@ -73,13 +73,19 @@ def traffic_problems(
     """iperf3 streams within MAX_FLOWS, each starting inside the run, from
     a host to other hosts; `raws` as written, `entries` parsed."""
     problems = []
-    flows = sum(t.parallel * len(t.dst) for t in entries)
+    # every rail counts as 16 (the most NICs a host has) until the
+    # fabric is known, so that a file checked alone is never let through
+    rails = [len(t.rails) if t.rails is not None else 16 for t in entries]
+    if fabric is not None:
+        rails = [len(t.rails_of(len(fabric.nics_of(t.src)))) or 1 for t in entries]
+    flows = sum(t.parallel * len(t.dst) * r for t, r in zip(entries, rails))
     if flows > MAX_FLOWS:
         problems.append(
             Problem(
                 file,
                 "traffic",
-                f"expected at most {MAX_FLOWS} iperf3 streams in all (parallel x destinations), got {flows}",
+                f"expected at most {MAX_FLOWS} iperf3 streams in all "
+                f"(parallel x destinations x rails), got {flows}",
             )
         )
     for i, (raw, t) in enumerate(zip(raws, entries)):
@@ -97,7 +103,28 @@ def traffic_problems(
                 why = f"{dst!r} is also the source; expected a different host"
             if why:
                 problems.append(Problem(file, where, why))
+        problems += _rail_problems(file, here, t, fabric)
     return problems
+
+
+def _rail_problems(file: str, here: str, t: TrafficFlow, fabric: Fabric) -> list[Problem]:
+    """Each rail named is a NIC that the source and every destination have."""
+    if t.rails is None:
+        return []
+    for host in (t.src, *t.dst):
+        if host_problem(fabric, host) is not None:
+            continue
+        have = len(fabric.nics_of(host))
+        for j, rail in enumerate(t.rails):
+            if rail >= have:
+                return [
+                    Problem(
+                        file,
+                        f"{here}.rails[{j}]",
+                        f"{host} has {have} NIC(s), rails 0..{have - 1}; got rail {rail}",
+                    )
+                ]
+    return []
 
 
 def probe_problems(file: str, probes: list, fabric: Fabric | None) -> list[Problem]:

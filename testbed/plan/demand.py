@@ -54,6 +54,7 @@ class Sender:
     switch_hops: float  # switches a packet crosses, averaged over its bytes
     start_s: float = 0.0
     end_s: float = float("inf")
+    rails: tuple[int, ...] = (0,)  # the host's NICs it sends from
 
     @property
     def pps(self):
@@ -115,9 +116,10 @@ def loads(sc):
     return [Load(t, tuple(_capped(sc.fabric, [s for s in every if s.running_at(t)]))) for t in moments]
 
 
-def _port_rates(fabric, host):
-    """The rates of the ports of `host`'s first NIC (the one its traffic uses)."""
-    ports = set(fabric.nics_of(host)[0].ports)
+def _port_rates(fabric, host, rail=0):
+    """The rates of the ports of `host`'s NIC on `rail` (a job's traffic
+    uses the first)."""
+    ports = set(fabric.nics_of(host)[rail].ports)
     return [fabric.scaled_bps(l) for l in fabric.links_of(host) if l.end(host).ifname in ports]
 
 
@@ -149,19 +151,17 @@ def _job_senders(fabric, job, hops, duration_s):
 
 def _iperf_sender(fabric, entry, hops, duration_s):
     src, dsts = entry.src, list(entry.dst)
-    streams = entry.parallel * len(dsts)
-    rates = _port_rates(fabric, src)
+    streams = entry.parallel * len(dsts)  # per rail
+    rails = entry.rails_of(len(fabric.nics_of(src)))
+    bps = 0.0
+    for rail in rails:  # each rail's streams fill as many of its NIC's ports as they can
+        rates = _port_rates(fabric, src, rail)
+        bps += min(streams, len(rates)) * min(rates)
     mean_hops = sum(hops(src, d) for d in dsts) / len(dsts)
-    what = f"iperf3 to {_names(dsts)} ({streams} TCP stream{'s' if streams > 1 else ''})"
-    return Sender(
-        src,
-        what,
-        min(streams, len(rates)) * min(rates),
-        fabric.mtu + ETHERNET_HEADER,
-        mean_hops,
-        entry.start,
-        duration_s,
-    )
+    total = streams * len(rails)
+    on = f", {len(rails)} rails" if len(rails) > 1 else ""
+    what = f"iperf3 to {_names(dsts)} ({total} TCP stream{'s' if total > 1 else ''}{on})"
+    return Sender(src, what, bps, fabric.mtu + ETHERNET_HEADER, mean_hops, entry.start, duration_s, rails)
 
 
 def _names(hosts, most=3):
@@ -171,12 +171,13 @@ def _names(hosts, most=3):
 def _capped(fabric, senders):
     """The senders, each host's scaled down together to what its NIC's
     ports carry when they ask more (two jobs on one host share its NIC)."""
-    asked = {}
+    asked, rails = {}, {}
     for s in senders:
         asked[s.host] = asked.get(s.host, 0.0) + s.bps
+        rails.setdefault(s.host, set()).update(s.rails)
     out = []
     for s in senders:
-        cap = sum(_port_rates(fabric, s.host))
+        cap = sum(sum(_port_rates(fabric, s.host, r)) for r in rails[s.host])
         share = min(1.0, cap / asked[s.host]) if asked[s.host] else 1.0
         out.append(s if share == 1.0 else dataclasses.replace(s, bps=s.bps * share))
     return out

@@ -38,22 +38,51 @@ def _comparison_rows(results):
     return rows
 
 
+def _completion(job):
+    """The job's completion time as measured when it ran all its
+    iterations; otherwise "~" and what its mean iteration time projects
+    for them (a drill often ends first); "-" when it never iterated."""
+    done = job.get("job_completion_s")
+    if done is not None:
+        return fmt(done)
+    mean, planned = job.get("iteration_time_s"), job.get("iterations_planned")
+    return f"~{fmt(mean * planned)}" if mean and planned else "-"
+
+
 def _job_comparison_rows(results):
-    """Table rows of one run's training jobs, one per job."""
-    jobs = (results.get("metrics") or {}).get("jobs") or {}
+    """Table rows of one run's training jobs, one per job, then the
+    aggregate GPU utilization (weighted by GPUs) of all of them."""
+    metrics = results.get("metrics") or {}
+    jobs = metrics.get("jobs") or {}
     name = _run_name(results)
-    return [
+    rows = [
         [
             name if i == 0 else "",
             job,
+            fmt(j.get("iterations_completed")),
             fmt(j.get("iteration_time_s")),
             fmt(j.get("iteration_time_p99_s")),
+            _completion(j),
             pct(j.get("gpu_utilization")),
             fmt(j.get("retransmissions")),
             fmt(j.get("stalled_iterations")),
         ]
         for i, (job, j) in enumerate(jobs.items())
     ]
+    if len(jobs) > 1:
+        rows.append(["", "(all GPUs)", "", "", "", "", pct(metrics.get("gpu_utilization")), "", ""])
+    return rows
+
+
+def _utilization_against_first(results_list):
+    """One line per later run: its aggregate GPU utilization against the
+    first run's, as a relative change (None when either is missing)."""
+    utils = [(_run_name(r), (r.get("metrics") or {}).get("gpu_utilization")) for r in results_list]
+    (first, base), lines = utils[0], []
+    for name, util in utils[1:]:
+        if base and util is not None:
+            lines.append(f"{name}: aggregate GPU utilization {util / base - 1:+.1%} against {first}")
+    return lines
 
 
 def render_side_by_side(results_list: list[dict]) -> str:
@@ -67,8 +96,12 @@ def render_side_by_side(results_list: list[dict]) -> str:
     job_rows = [row for results in results_list for row in _job_comparison_rows(results)]
     if job_rows:
         text += "\n\n" + text_table(
-            ["scenario", "job", "iter_s", "p99_s", "gpu_util", "retx", "stalled"], job_rows
+            ["scenario", "job", "iters", "iter_s", "p99_s", "jct_s", "gpu_util", "retx", "stalled"], job_rows
         )
-        text += "\n(iter_s: mean iteration time after the first; retx: retransmissions)"
+        text += (
+            "\n(iter_s: mean iteration time after the first; jct_s: job completion time,"
+            "\n ~ where the drill ended first: planned iterations x iter_s; retx: retransmissions)"
+        )
+        text += "".join("\n" + line for line in _utilization_against_first(results_list))
     # results.json files may come from anyone: what they say is shown, never obeyed
     return "\n".join(printable(line) for line in text.split("\n"))

@@ -142,6 +142,20 @@ def egress_bytes(
     return {d: last[d][0] - first[d][0] for d in devs if d in first and d in last}
 
 
+def link_bytes(fabric: Fabric, samples: list) -> dict:
+    """{link name: bytes it carried over the run, both directions}, from the
+    egress counters of its ends that the samples hold (a host's end is not
+    sampled: a link to a host counts what its switch sent down it)."""
+    sent = egress_bytes(
+        samples, [ifname for link in fabric.links for ifname in (link.a.ifname, link.b.ifname)]
+    )
+    return {
+        link.name: sent.get(link.a.ifname, 0) + sent.get(link.b.ifname, 0)
+        for link in fabric.links
+        if link.a.ifname in sent or link.b.ifname in sent
+    }
+
+
 def dci_bytes(fabric: Fabric, samples: list, start: float | None = None, end: float | None = None) -> int:
     """Bytes that crossed the DC interconnect, measured on the egress
     counters of every DCI link end (both directions), over the whole run or

@@ -158,4 +158,12 @@ def section_fabric(results: dict) -> str:
     if not fabric:
         return "No fabric description."
     rows = [[key, count(fabric.get(key))] for key in ("kind", "datapath", "hosts", "switches", "links")]
-    return md_table(["fabric", "value"], rows)
+    text = md_table(["fabric", "value"], rows)
+    picture = (results.get("files") or {}).get("fabric")
+    if picture:
+        text += (
+            f"\n\n![the fabric]({picture})\n\n_Failed links are red with a cross; a link's width "
+            "is what its switch ports sent over the run, and the busiest carry their share of "
+            "the most any link carried._"
+        )
+    return text

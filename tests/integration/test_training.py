@@ -67,7 +67,8 @@ def test_capture_dissects_as_roce(tmp_path, leak_check):
         " iterations: 3, dscp: 34}\n"
         "capture: {hosts: [s1h0], packets: 200}\n"
     )
-    r, res = drillrun.run_with_results(scenario, tmp_path / "out")
+    # a 4 s run too short to judge the emulator: only its capture is read
+    r, res = drillrun.run_with_results(scenario, tmp_path / "out", verdict_matters=False)
     pcap = tmp_path / "out" / "capture-s1h0.pcap"
     assert res["files"]["captures"] == ["capture-s1h0.pcap"]
     fields = subprocess.run(

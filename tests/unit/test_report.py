@@ -350,9 +350,36 @@ def test_side_by_side_lists_jobs():
     lines = text.splitlines()
     assert sum(1 for line in lines if "(all)" in line) == 2  # the flow table stays
     head = next(i for i, line in enumerate(lines) if line.split()[:2] == ["scenario", "job"])
-    assert lines[head].split() == ["scenario", "job", "iter_s", "p99_s", "gpu_util", "retx", "stalled"]
-    assert lines[head + 2].split() == ["ring-failover", "ring4", "0.843", "1.5", "32%", "12", "0"]
+    header = ["scenario", "job", "iters", "iter_s", "p99_s", "jct_s", "gpu_util", "retx", "stalled"]
+    assert lines[head].split() == header
+    assert lines[head + 2].split() == ["ring-failover", "ring4", "15", "0.843", "1.5", "12", "32%", "12", "0"]
+    assert "(all GPUs)" not in text  # one job: its utilization is the aggregate
     assert "iter_s" not in render_side_by_side([drill("dual-tor")])
+
+
+def test_side_by_side_sets_policies_against_the_first():
+    """Several jobs per run: an aggregate row each, the completion time a
+    drill did not reach projected with "~", and each later run's aggregate
+    utilization as a change against the first run's."""
+    runs = []
+    for name, util, done in (("shared", 0.35, None), ("crux", 0.434, 12.0)):
+        results = job_drill()
+        results["scenario"] = name
+        ring = results["metrics"]["jobs"]["ring4"]
+        ring["job_completion_s"] = done
+        results["metrics"]["jobs"]["other"] = {**ring, "iterations_planned": 100, "job_completion_s": None}
+        results["metrics"]["gpu_utilization"] = util
+        runs.append(results)
+    lines = render_side_by_side(runs).splitlines()
+    assert [line.split()[-1] for line in lines if "(all GPUs)" in line] == ["35%", "43%"]
+    # the job column and the completion time, counted from the row's end
+    jct = [
+        line.split()[-4]
+        for line in lines
+        if len(line.split()) >= 8 and line.split()[-8] in ("ring4", "other")
+    ]
+    assert jct == ["~12.6", "~84.3", "12", "~84.3"]
+    assert lines[-1] == "crux: aggregate GPU utilization +24.0% against shared"
 
 
 def test_summary_locates_loss_and_names_what_the_emulator_lost(tmp_path):

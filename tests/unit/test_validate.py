@@ -175,6 +175,18 @@ MALFORMED = [
         "traffic[0].dst",
         "got 's1h0' more than once",
     ),
+    (
+        "rail-missing",
+        HEAD + "traffic: [{src: s0h0, dst: s1h0, rails: [0, 1]}]\n",
+        "traffic[0].rails[1]",
+        "s0h0 has 1 NIC(s), rails 0..0; got rail 1",
+    ),
+    (
+        "rails-word",
+        HEAD + "traffic: [{src: s0h0, dst: s1h0, rails: every}]\n",
+        "traffic[0].rails",
+        "all, or a list of rail numbers",
+    ),
     ("src-missing", HEAD + "traffic: [{dst: s1h0}]\n", "traffic[0].src", "required field is missing"),
     (
         "fault-action-typo",
