@@ -22,6 +22,8 @@ def test_dual_tor_survives_link_failure(tmp_path, leak_check):
     # The controller reacted to the port going down well inside a second.
     assert res["faults"][0]["converged_s"] is not None and res["faults"][0]["converged_s"] < 1.0
     assert (tmp_path / "summary.md").exists() and (tmp_path / "throughput.png").stat().st_size > 5000
+    # the report's picture of the fabric marks the link that failed
+    assert "failed link" in (tmp_path / "fabric.svg").read_text()
 
 
 def test_single_tor_stalls_for_outage(tmp_path, leak_check):
@@ -31,6 +33,20 @@ def test_single_tor_stalls_for_outage(tmp_path, leak_check):
     host = res["metrics"]["hosts"]["s0h0"]
     assert host["max_silence_s"] >= 9.0
     assert host["during_mbit"] < 1.0 < host["before_mbit"]
+
+
+def test_eight_rails_lose_one_port_in_sixteen_or_one_nic_in_eight(tmp_path, leak_check):
+    """HPN Fig. 18a at the paper's shape: a host with 8 rails sends on all of
+    them. Dual-ToR, one failed NIC-ToR link costs one port of 16 (the
+    paper: -6.25%); single-ToR, it costs the NIC's only port, one of 8."""
+    ratio = {}
+    for name in ("dual-tor-8rails", "single-tor-8rails"):
+        r = drillrun.run(f"scenarios/{name}.yaml", tmp_path / name)
+        assert r.returncode == 0, r.stdout + r.stderr
+        res = json.loads((tmp_path / name / "results.json").read_text())
+        ratio[name] = res["metrics"]["hosts"]["s0h0"]["fault_throughput_ratio"]
+    assert abs(ratio["dual-tor-8rails"] - 15 / 16) <= 0.03, ratio
+    assert abs(ratio["single-tor-8rails"] - 7 / 8) <= 0.03, ratio
 
 
 def test_missing_kernel_feature_refused_before_building(tmp_path, leak_check):
