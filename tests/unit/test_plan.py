@@ -82,20 +82,20 @@ def test_iperf3_sends_frames_of_the_mtu_on_a_port_per_stream(tmp_path):
 
 
 def test_iperf3_on_every_rail_fills_every_nic(tmp_path):
-    """8 rails of dual-ToR NICs: 4 streams per rail fill both ports of each
-    NIC, 16 ports of 20 Mbit/s in all; one rail named, its NIC's two."""
+    """8 rails of dual-ToR NICs: 8 streams per rail fill both ports of each
+    NIC, 16 ports of 40 Mbit/s in all; one rail named, its NIC's two."""
     flows = senders_of(load_scenario(SCENARIOS / "dual-tor-8rails.yaml"))
     [s] = flows.values()
     assert (s.bps, s.rails, s.what) == (
-        16 * 20e6,
+        16 * PORT,
         tuple(range(8)),
-        "iperf3 to s0h1 (32 TCP streams, 8 rails)",
+        "iperf3 to s0h1 (64 TCP streams, 8 rails)",
     )
     topology = ROOT / "topologies" / "hpn-8rails.yaml"  # shipped: allowed from anywhere
     body = "traffic: [{src: s0h0, dst: s0h1, rails: [3], parallel: 4}]\n"
     path = write(tmp_path, f"name: t\ntopology: {topology}\nduration: 5\n{body}")
     [one] = senders_of(load_scenario(path)).values()
-    assert (one.bps, one.rails) == (2 * 20e6, (3,))
+    assert (one.bps, one.rails) == (2 * PORT, (3,))
 
 
 def test_a_host_never_sends_more_than_its_nic_carries(tmp_path):
