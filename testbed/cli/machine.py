@@ -1,11 +1,13 @@
 """Subcommands that build on the machine: doctor, up, down."""
 
+import argparse
 import contextlib
 import datetime
 import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 
@@ -179,6 +181,12 @@ def add_up(sub):
         default=None,
         help="where logs go: a new or empty folder (default: a new private folder in /tmp)",
     )
+    p.add_argument(
+        "--detach",
+        action="store_true",
+        help="return once the fabric is up; it stays until 'hpnlab down' (its log: up.log in the run folder)",
+    )
+    p.add_argument("--serve-detached", action="store_true", help=argparse.SUPPRESS)
     add_topology_dir_option(p)
     p.set_defaults(run=run_up)
 
@@ -190,6 +198,8 @@ def run_up(args):
         return print_problems(e)
     if need_root("up"):
         return NOT_RUN
+    if args.detach and not args.check:
+        return _up_detached(args)
     from testbed.emulation.realize import CapabilityError, FabricNet
     from testbed.emulation.rundir import FolderError, new_private_dir
 
@@ -207,6 +217,8 @@ def run_up(args):
             else:
                 log(f"fabric is up (logs in {fnet.run_dir}); Ctrl-C or 'hpnlab down' tears it down")
                 serving = True
+                if args.serve_detached:
+                    _write_to_log(fnet.run_dir)
                 while True:
                     signal.pause()
         if status == OK and args.run_dir is None:
@@ -230,6 +242,46 @@ def run_up(args):
         if args.run_dir is None:  # the folder we made, if nothing was written in it
             with contextlib.suppress(OSError):
                 os.rmdir(run_dir)
+
+
+UP_LOG = "up.log"  # a detached fabric's output, in its run folder
+
+
+def _up_detached(args):
+    """`up --detach`: start `up` in a session of its own, show what it says
+    until the fabric is up (or it fails), then leave it serving."""
+    from testbed.emulation.procs import own_module
+
+    argv = own_module("testbed.cli", "up", os.path.abspath(args.file), "--serve-detached")
+    if args.run_dir:
+        argv += ["--run-dir", os.path.abspath(args.run_dir)]
+    for folder in args.topology_dir or ():
+        argv += ["--topology-dir", os.path.abspath(folder)]
+    child = subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, cwd="/"
+    )
+    try:
+        for line in child.stdout:
+            print(line, end="", flush=True)
+            if line.startswith("fabric is up"):
+                print(f"detached (pid {child.pid}): the fabric stays up until 'hpnlab down'")
+                return OK
+        return child.wait()  # it ended before the fabric was up: its status, its reason above
+    except KeyboardInterrupt as e:
+        child.terminate()  # still coming up: it tears down what it built
+        child.wait()
+        return interrupted_status(e)
+
+
+def _write_to_log(run_dir):
+    """A detached fabric's output goes on in its run folder: the shell that
+    started it has gone, and writing to its pipe would fail."""
+    fd = os.open(os.path.join(run_dir, UP_LOG), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 def _check(fnet, fabric, as_json):

@@ -207,13 +207,16 @@ class Ledger:
             capture_output=True,
         )
 
-    def add_process(self, pid, argv):
+    def add_process(self, pid, argv, host=None):
         """Remember a process by PID and start time (and, for people reading
         the record, its command line); called right after the process is
-        created, while it is certainly still ours."""
-        self.data["processes"].append(
-            {"pid": pid, "start": start_time(pid), "cmd": " ".join(map(str, argv))[:200]}
-        )
+        created, while it is certainly still ours. `host`: the emulated host
+        whose network namespace this process holds (what `hpnlab exec`
+        enters)."""
+        record = {"pid": pid, "start": start_time(pid), "cmd": " ".join(map(str, argv))[:200]}
+        if host is not None:
+            record["host"] = host
+        self.data["processes"].append(record)
         self.save()
 
     def save(self):

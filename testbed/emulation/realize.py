@@ -194,7 +194,7 @@ class FabricNet:
             )
         for h in f.hosts():
             node = net.addHost(h.name, cls=Host, ip=None)
-            self.ledger.add_process(node.pid, ["bash"])
+            self.ledger.add_process(node.pid, ["bash"], host=h.name)
         macs = {p: nic.mac for nic in f.nics for p in nic.ports}
         for link in f.links:
             addrs = {k: macs[e.ifname] for k, e in (("addr1", link.a), ("addr2", link.b)) if e.ifname in macs}

@@ -1,0 +1,326 @@
+"""Subcommands on the fabric a running `hpnlab up` owns, from another shell
+(root): status, exec, link, pingall, flows."""
+
+import argparse
+import json
+import os
+
+from testbed.fabric.problems import printable
+
+from .common import FAILED, INVALID, NOT_RUN, OK, err, need_root
+
+
+def _running(cmd: str):
+    """(the running fabric, None); or (None, the exit status) once the
+    reason it is not there (not root, no fabric up) was said on one line."""
+    if need_root(cmd):
+        return None, NOT_RUN
+    from testbed.emulation.live import NoFabric, find
+
+    try:
+        return find(), None
+    except NoFabric as e:
+        return None, err(str(e))
+
+
+# --- status --------------------------------------------------------------------
+
+
+def add_status(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "status",
+        help="the running fabric: hosts, switches, links down, the controller's routes",
+        description="Show the fabric a running 'hpnlab up' (or drill) owns: who started it, its "
+        "hosts and switches, which links are down, and the controller's last routes version.",
+    )
+    p.add_argument("--json", action="store_true", help="print it as JSON")
+    p.set_defaults(run=run_status)
+
+
+def status_of(live) -> dict:
+    """What `status` reports, as a dict (pure but for the reads `live` makes)."""
+    from testbed.emulation import ledger
+    from testbed.emulation.live import events, last_routes, link_states, read_from
+
+    rec, fabric = live.record, live.fabric
+    states = link_states(live)
+    text, _ = read_from(live.controller_log, 0)
+    evs = events(text)
+    routes = last_routes(evs)
+    controller = [p for p in rec.get("processes", ()) if "controllers.run" in p.get("cmd", "")]
+    running = [p for p in controller if ledger.is_same_process(p["pid"], p.get("start"))]
+    return {
+        "fabric": fabric.name,
+        "kind": fabric.kind,
+        "owner_pid": rec.get("owner"),
+        "user": rec.get("user"),
+        "run_dir": live.run_dir,
+        "hosts": [h.name for h in fabric.hosts()],
+        "switches": len(fabric.switches()),
+        "links": len(states),
+        "links_down": [[link.a.node, link.b.node, link.name] for link, up in states if up is False],
+        "controller": {
+            "running": bool(running),
+            "pid": running[-1]["pid"] if running else None,
+            "routes_version": routes.get("version") if routes else None,
+            "ports_down": routes.get("down", []) if routes else [],
+        },
+    }
+
+
+def _user_name(user) -> str:
+    """The ledger's user (a uid) as a login name where the machine knows it."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(int(user)).pw_name
+    except (TypeError, ValueError, KeyError):
+        return str(user) if user is not None else "?"
+
+
+def run_status(args: argparse.Namespace) -> int:
+    live, status = _running("status")
+    if live is None:
+        return status
+    st = status_of(live)
+    if args.json:
+        print(json.dumps(st, indent=1))
+        return OK
+    ctl = st["controller"]
+    lines = [
+        f"fabric {st['fabric']} ({st['kind']}), up by {_user_name(st['user'])} (pid {st['owner_pid']}); "
+        f"logs in {st['run_dir']}",
+        f"{len(st['hosts'])} hosts, {st['switches']} switches, "
+        f"{st['links'] - len(st['links_down'])}/{st['links']} links up",
+    ]
+    lines += [f"  down: {a} <-> {b} ({name})" for a, b, name in st["links_down"]]
+    lines.append(
+        f"controller: {'running (pid ' + str(ctl['pid']) + ')' if ctl['running'] else 'not running'}, "
+        f"routes version {ctl['routes_version']}, "
+        f"{len(ctl['ports_down'])} switch port(s) counted down"
+    )
+    _print_lines("\n".join(lines))
+    return OK
+
+
+def _print_lines(text: str) -> None:
+    """Print `text` line by line, each shown as text only (names come from
+    files others wrote)."""
+    print("\n".join(printable(line) for line in text.split("\n")))
+
+
+# --- exec ----------------------------------------------------------------------
+
+
+def add_exec(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "exec",
+        help="run a command in a host of the running fabric (a shell without one)",
+        description="Run CMD in HOST's network namespace, e.g. 'hpnlab exec s0h0 -- ping -c 3 10.0.1.1'; "
+        "without CMD, an interactive shell there. The command's exit status is hpnlab's.",
+    )
+    p.add_argument("host", metavar="HOST")
+    p.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...")
+    p.set_defaults(run=run_exec)
+
+
+def run_exec(args: argparse.Namespace) -> int:
+    from testbed.emulation.live import NoFabric
+
+    live, status = _running("exec")
+    if live is None:
+        return status
+    if args.host not in {h.name for h in live.fabric.hosts()}:
+        hosts = ", ".join(h.name for h in live.fabric.hosts()[:6])
+        return err(f"{args.host!r} is not a host of fabric {live.fabric.name} (hosts: {hosts}, ...)", INVALID)
+    try:
+        pid = live.host_pid(args.host)
+    except NoFabric as e:
+        return err(str(e))
+    cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+    if not cmd:  # a shell there: interactive on a terminal, else it reads commands from stdin
+        env = dict(os.environ, PS1=f"{args.host}# ")
+        cmd = ["bash", "--norc", "-i"] if os.isatty(0) else ["bash", "--norc"]
+    else:
+        env = dict(os.environ)
+    argv = ["nsenter", f"--net=/proc/{pid}/ns/net", "--", *cmd]
+    try:
+        os.execvpe(argv[0], argv, env)  # the command's exit status becomes ours
+    except OSError as e:
+        return err(f"cannot run {cmd[0]!r} in {args.host}: {e.strerror or e}")
+
+
+# --- link ----------------------------------------------------------------------
+
+
+def add_link(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "link",
+        help="pull or replug a cable of the running fabric, and wait for the controller",
+        description="Set the link between nodes A and B down or up, as a drill's fault does (the "
+        "switch-side end goes down: the host sees carrier loss), then wait until the controller's "
+        "routes, acknowledged by every switch, count the change, and say how long that took.",
+    )
+    p.add_argument("a", metavar="A")
+    p.add_argument("b", metavar="B")
+    p.add_argument("state", choices=("down", "up"))
+    p.add_argument("--index", type=int, default=0, help="which link when A and B have several (default 0)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=run_link)
+
+
+def run_link(args: argparse.Namespace) -> int:
+    from testbed.emulation.live import NoFabric, find_link, set_link
+
+    live, status = _running("link")
+    if live is None:
+        return status
+    try:
+        link = find_link(live.fabric, args.a, args.b, args.index)
+        routes, took = set_link(live, link, up=args.state == "up")
+    except ValueError as e:
+        return err(str(e), INVALID)
+    except NoFabric as e:
+        return err(str(e))
+    out = {
+        "link": [args.a, args.b],
+        "name": link.name,
+        "state": args.state,
+        "converged_s": round(took, 4) if routes else None,
+        "routes_version": routes.get("version") if routes else None,
+    }
+    if args.json:
+        print(json.dumps(out, indent=1))
+    elif routes:
+        print(
+            printable(
+                f"{args.a} <-> {args.b} {args.state}: routes version {out['routes_version']} acknowledged "
+                f"by every switch {took * 1000:.0f} ms after the cable was "
+                f"{'replugged' if args.state == 'up' else 'pulled'}"
+            )
+        )
+    else:
+        print(
+            printable(
+                f"{args.a} <-> {args.b} {args.state}: the controller did not converge within {took:.0f} s"
+            )
+        )
+    return OK if routes else NOT_RUN
+
+
+# --- pingall -------------------------------------------------------------------
+
+
+def add_pingall(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "pingall",
+        help="every host to every other host of its rail, out of each of its ports: a matrix",
+        description="Probe every host's NIC of the same rail from every port of every host, all hosts at "
+        "once, and print the round-trip times as a matrix (x: no answer). Exit status 1 if any pair fails.",
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=run_pingall)
+
+
+def pingall_matrix(fabric, reach: dict) -> str:
+    """Rows: each host port; columns: destination hosts; cells: RTT in ms,
+    x where no answer came, . for the host itself (pure)."""
+    from testbed.results.text import text_table
+
+    by_ip = {nic.ip: nic.host for nic in fabric.nics}
+    hosts = [h.name for h in fabric.hosts()]
+    rows = []
+    for host in hosts:
+        ports: dict = {}
+        for pair, rtt in reach.get(host, {}).items():
+            port, ip = pair.split(":", 1)
+            ports.setdefault(port, {})[by_ip.get(ip)] = rtt
+        for port, answers in sorted(ports.items()):
+            cells = []
+            for dst in hosts:
+                if dst == host:
+                    cells.append(".")
+                elif dst not in answers:
+                    cells.append("")
+                else:
+                    rtt = answers[dst]
+                    cells.append("x" if rtt is None else f"{rtt:.1f}")
+            rows.append([port, *cells])
+    return text_table(["port \\ to", *hosts], rows) + "\n(round-trip ms; x: no answer)"
+
+
+def run_pingall(args: argparse.Namespace) -> int:
+    from testbed.emulation import reachability
+    from testbed.emulation.live import NoFabric
+
+    live, status = _running("pingall")
+    if live is None:
+        return status
+    try:
+        reach = reachability.check(live.fabric, live.ns_argv)
+    except (NoFabric, RuntimeError) as e:
+        return err(str(e))
+    bad = reachability.unreachable(reach)
+    if args.json:
+        print(json.dumps({"reach": reach, "unreachable": bad}, indent=1))
+    else:
+        _print_lines(pingall_matrix(live.fabric, reach))
+        pairs = sum(len(d) for d in reach.values())
+        print(f"{pairs - len(bad)}/{pairs} host-port pairs answered")
+    return OK if not bad else FAILED
+
+
+# --- flows ---------------------------------------------------------------------
+
+
+def add_flows(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "flows",
+        help="a switch's flow and group tables, each rule explained (route, pin, detour, Crux mark)",
+        description="Dump SWITCH's OpenFlow tables and say what each rule is for: toward which host, "
+        "out of which port to which node, through which ECMP or fast-failover group.",
+    )
+    p.add_argument("switch", metavar="SWITCH")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=run_flows)
+
+
+def _ofctl(what: str, switch: str) -> str:
+    import subprocess
+
+    r = subprocess.run(
+        ["ovs-ofctl", "-O", "OpenFlow13", "--no-names", what, switch],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    if r.returncode != 0:
+        raise RuntimeError(f"ovs-ofctl {what} {switch}: {r.stderr.strip()}")
+    return r.stdout
+
+
+def run_flows(args: argparse.Namespace) -> int:
+    from testbed.emulation.flowtable import explain_tables
+    from testbed.emulation.live import NoFabric
+    from testbed.results.text import text_table
+
+    live, status = _running("flows")
+    if live is None:
+        return status
+    if args.switch not in {n.name for n in live.fabric.switches()}:
+        return err(f"{args.switch!r} is not a switch of fabric {live.fabric.name}", INVALID)
+    try:
+        rules = explain_tables(
+            live.fabric, args.switch, _ofctl("dump-flows", args.switch), _ofctl("dump-groups", args.switch)
+        )
+    except (NoFabric, RuntimeError) as e:
+        return err(str(e))
+    if args.json:
+        print(json.dumps(rules, indent=1))
+        return OK
+    rows = [[r["table"], r["priority"], r["packets"], r["what"]] for r in rules]
+    _print_lines(text_table(["table", "priority", "packets", "what it is for"], rows))
+    return OK
+
+
+COMMANDS = (add_status, add_exec, add_link, add_pingall, add_flows)

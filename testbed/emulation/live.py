@@ -1,0 +1,167 @@
+"""The fabric a running `hpnlab up` (or drill) owns, seen from another shell:
+what `hpnlab status`, `exec` and `link` act on.
+
+Everything comes from what the owner recorded: the ledger (who owns the
+fabric, its run folder, each host's namespace holder by PID and start
+time), the model it built (`fabric.json` in the run folder) and the
+controller's events (`controller.log` there, one `event {json}` line each).
+Nothing is guessed from names. A cable is pulled the way the drills pull
+it: the switch-side end of the link goes down, so the host sees carrier
+loss and the controller hears a port status.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from dataclasses import dataclass
+
+from testbed.fabric.model import Fabric, Link
+
+from . import ledger
+
+EVENT_PREFIX = "event "  # how the controller's events appear in its log
+CONVERGE_TIMEOUT_S = 10.0
+
+
+class NoFabric(RuntimeError):
+    """No fabric is up, or the one recorded is not usable from here."""
+
+
+@dataclass
+class Live:
+    record: dict  # the ledger's record
+    fabric: Fabric
+    run_dir: str
+
+    @property
+    def controller_log(self) -> str:
+        return os.path.join(self.run_dir, "controller.log")
+
+    def host_pid(self, host: str) -> int:
+        """The PID of the process holding `host`'s network namespace."""
+        for proc in self.record.get("processes", ()):
+            if proc.get("host") == host and ledger.is_same_process(proc["pid"], proc.get("start")):
+                return proc["pid"]
+        raise NoFabric(f"host {host}'s namespace is not recorded as running (is the fabric still coming up?)")
+
+    def ns_argv(self, host: str, argv: list) -> list:
+        """argv run inside `host`'s network namespace."""
+        return ["nsenter", f"--net=/proc/{self.host_pid(host)}/ns/net", *argv]
+
+    def switch_end(self, link: Link):
+        """The end of `link` on a switch (the one a cable pull sets down)."""
+        return link.b if self.fabric.nodes[link.b.node].is_switch else link.a
+
+
+def find() -> Live:
+    """The running fabric, or NoFabric saying why there is none."""
+    led = ledger.load()
+    if led is None or not led.owner_running():
+        raise NoFabric("no fabric is up: start one with 'hpnlab up FILE' in another shell")
+    run_dir = led.data.get("run_dir")
+    try:
+        fd = os.open(os.path.join(run_dir, "fabric.json"), os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd) as fh:
+            fabric = Fabric.from_dict(json.load(fh))
+    except (OSError, TypeError, ValueError, KeyError) as e:
+        raise NoFabric(f"fabric {led.data.get('fabric')!r} is coming up or going down ({e})") from None
+    return Live(led.data, fabric, run_dir)
+
+
+def find_link(fabric: Fabric, a: str, b: str, index: int = 0) -> Link:
+    """The `index`-th link between nodes `a` and `b`, or ValueError saying
+    what is there instead."""
+    for name in (a, b):
+        if name not in fabric.nodes:
+            raise ValueError(f"{name!r} is not a node of fabric {fabric.name}")
+    links = fabric.links_between(a, b)
+    if not links:
+        raise ValueError(f"no link between {a} and {b} in fabric {fabric.name}")
+    if not 0 <= index < len(links):
+        raise ValueError(f"{a} and {b} have {len(links)} link(s): --index 0..{len(links) - 1}, got {index}")
+    return links[index]
+
+
+def is_up(ifname: str) -> bool | None:
+    """Whether interface `ifname` (in this namespace) is administratively
+    up; None when it does not exist."""
+    try:
+        with open(f"/sys/class/net/{ifname}/flags") as fh:
+            return bool(int(fh.read(), 16) & 0x1)  # IFF_UP
+    except OSError:
+        return None
+
+
+def link_states(live: Live) -> list[tuple[Link, bool | None]]:
+    """Every link of the fabric with whether its switch-side end is up."""
+    return [(link, is_up(live.switch_end(link).ifname)) for link in live.fabric.links]
+
+
+def events(text: str) -> list[dict]:
+    """The controller's events in (part of) its log, in order."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith(EVENT_PREFIX):
+            try:
+                out.append(json.loads(line[len(EVENT_PREFIX) :]))
+            except json.JSONDecodeError:
+                continue
+    return out
+
+
+def routes_for(evs: list[dict], port: tuple[str, int], up: bool) -> dict | None:
+    """The first `routes` event (a version every switch acknowledged) that
+    counts the switch port `port` as up (`up`) or down."""
+    for ev in evs:
+        if ev.get("event") == "routes":
+            down = {tuple(p) for p in ev.get("down", ())}
+            if (tuple(port) in down) != up:
+                return ev
+    return None
+
+
+def last_routes(evs: list[dict]) -> dict | None:
+    return next((ev for ev in reversed(evs) if ev.get("event") == "routes"), None)
+
+
+def read_from(path: str, offset: int) -> tuple[str, int]:
+    """(the text of `path` from byte `offset`, the new end offset)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(offset)
+            data = fh.read()
+    except OSError:
+        return "", offset
+    whole = data[: data.rfind(b"\n") + 1]  # a line still being written waits for the next read
+    return whole.decode("utf-8", "replace"), offset + len(whole)
+
+
+def set_link(
+    live: Live, link: Link, up: bool, timeout: float = CONVERGE_TIMEOUT_S
+) -> tuple[dict | None, float]:
+    """Pull (up=False) or replug a cable and wait until the controller has a
+    routes version every switch acknowledged that counts the change:
+    (that routes event, or None after `timeout`; seconds it took)."""
+    if live.fabric.queues is not None:
+        raise NoFabric(
+            "this fabric has queue classes: pulling a cable from another shell would leave "
+            "the queue engine's backlog counts stale; use a drill's faults instead"
+        )
+    end = live.switch_end(link)
+    offset = os.path.getsize(live.controller_log) if os.path.exists(live.controller_log) else 0
+    start = time.monotonic()
+    subprocess.run(
+        ["ip", "link", "set", "dev", end.ifname, "up" if up else "down"], check=True, capture_output=True
+    )
+    seen: list[dict] = []
+    while time.monotonic() - start < timeout:
+        text, offset = read_from(live.controller_log, offset)
+        seen += events(text)
+        ev = routes_for(seen, (end.node, end.port), up)
+        if ev is not None:
+            return ev, time.monotonic() - start
+        time.sleep(0.01)  # polling the log for the controller's event, with a deadline
+    return None, time.monotonic() - start
