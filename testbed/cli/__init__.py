@@ -10,10 +10,18 @@ Exit statuses: see common.EXIT_STATUSES (printed by --help).
 import argparse
 import sys
 
-from . import crux, drill, files, live, machine, plan
+from . import crux, drill, files, lab, live, machine, plan
 from .common import EXIT_STATUSES, USAGE
 
-COMMANDS = files.COMMANDS + plan.COMMANDS + crux.COMMANDS + machine.COMMANDS + live.COMMANDS + drill.COMMANDS
+COMMANDS = (
+    files.COMMANDS
+    + plan.COMMANDS
+    + crux.COMMANDS
+    + machine.COMMANDS
+    + live.COMMANDS
+    + drill.COMMANDS
+    + lab.COMMANDS
+)
 
 
 def build_parser():

@@ -54,7 +54,7 @@ def is_same_process(pid, start):
     return start is not None and start_time(pid) == start
 
 
-_HELD = {}  # lock file -> its open descriptor, for the claims this process holds
+_HELD: dict[str, int] = {}  # lock file -> its open descriptor, for the claims this process holds
 
 
 def _who(path):

@@ -46,6 +46,9 @@ FORBIDDEN = {
     "testbed.plan": ("testbed.emulation", "testbed.drill", "testbed.cli", "controllers"),
     "testbed.drill": ("testbed.cli", "controllers"),
     "testbed.cli": ("controllers",),
+    # the labs' checker judges measured results; it runs drills through
+    # the command line, never by reaching into the machinery
+    "testbed.lab": ("testbed.emulation", "testbed.drill", "testbed.cli", "controllers", "traffic"),
     "controllers": (
         "testbed.emulation",
         "testbed.drill",

@@ -1,0 +1,129 @@
+"""The labs as data (every shipped lab loads, its files check) and the
+checker's judging, report and JUnit output, from synthetic results; `lab
+list`, `start`, `reset` without root."""
+
+import json
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+
+from testbed.cli import main
+from testbed.cli.common import INVALID, OK
+from testbed.fabric.problems import ConfigError
+from testbed.fabric.scenario import check_files
+from testbed.lab.catalog import all_labs, find_lab, load_lab
+from testbed.lab.checker import RunOutcome, judge, junit, render, run_all
+
+
+def test_every_shipped_lab_loads_and_its_files_check():
+    labs = all_labs()
+    assert [lab.number for lab in labs] == list(range(1, len(labs) + 1)) and len(labs) >= 2
+    for lab in labs:
+        assert (lab.path / "README.md").read_text().startswith(f"# Lab {lab.number:02d}")
+        for folder in (lab.starter, lab.solution):
+            names = sorted(p.name for p in folder.iterdir())
+            assert names == sorted(lab.runs), (lab.slug, folder)
+            assert check_files([str(folder / n) for n in names]) == []
+    assert find_lab("1").slug == find_lab("01").slug == find_lab("01-dual-tor").slug == "01-dual-tor"
+    with pytest.raises(LookupError, match="no lab '9'"):
+        find_lab("9")
+
+
+@pytest.mark.parametrize(
+    "entry,message",
+    [
+        ("{run: ../x.yaml, metric: max_silence_s, max: 1}", "checks[0]: expected run: a plain scenario file"),
+        ("{run: a.yaml, metric: nosuch, max: 1}", "checks[0]: unknown metric 'nosuch'"),
+        ("{run: a.yaml, metric: max_silence_s}", "checks[0]: expected min, max or both"),
+        ("{run: a.yaml, metric: max_silence_s, max: 1, weight: 0}", "checks[0]: expected a weight"),
+        ("{run: a.yaml, metric: max_silence_s, max: 1, grade: 5}", "checks[0]: unknown field 'grade'"),
+    ],
+)
+def test_a_bad_checks_file_is_refused_on_one_line(tmp_path, entry, message):
+    lab = tmp_path / "07-x"
+    lab.mkdir()
+    (lab / "checks.yaml").write_text(f"title: x\nminutes: 5\nchecks: [{entry}]\n")
+    with pytest.raises(ConfigError) as e:
+        load_lab(lab)
+    [problem] = e.value.problems
+    assert message in str(problem) and str(problem).startswith(str(lab / "checks.yaml"))
+
+
+def results(trustworthy=True, **host):
+    return {"trustworthy": trustworthy, "metrics": {"hosts": {"s0h0": host}, "overall": {}}}
+
+
+def test_checks_are_judged_on_what_the_runs_measured():
+    lab = find_lab("1")
+    good = {
+        "dual.yaml": RunOutcome(0, results(fault_throughput_ratio=0.5, max_silence_s=0.1), "PASSED"),
+        "single.yaml": RunOutcome(0, results(fault_throughput_ratio=0.0, max_silence_s=19.2), "PASSED"),
+    }
+    report = judge(lab, "work", good)
+    assert report.status == "passed" and report.score == 1.0
+    # no fault: nothing measured during it; single.yaml missing
+    bad = {"dual.yaml": RunOutcome(1, results(fault_throughput_ratio=None, max_silence_s=0.1), "FAILED")}
+    report = judge(lab, "work", bad)
+    assert [c["status"] for c in report.checks] == ["failed", "passed", "failed", "failed"]
+    assert report.score == pytest.approx(1 / 6)  # weights 2, 1, 2, 1
+    text = render(report)
+    assert "hint: Nothing is measured during a fault that never happened" in text
+    assert "why: single.yaml is not in work" in text
+    assert text.splitlines()[-1] == "score 17%; FAILED"
+    assert "PASS " not in render(report, failed_only=True)
+    # an untrustworthy run judges nothing
+    shaky = {
+        name: RunOutcome(4, results(False, fault_throughput_ratio=0.5, max_silence_s=0.1), "")
+        for name in good
+    }
+    assert judge(lab, "work", shaky).status == "untrustworthy"
+
+
+def test_junit_names_every_check_and_carries_the_hint():
+    report = judge(find_lab("1"), "work", {})
+    suite = ElementTree.fromstring(junit(report))
+    assert suite.get("tests") == "4" and suite.get("failures") == "4"
+    failure = suite.find("testcase/failure")
+    assert "hint:" in failure.text
+
+
+def test_only_the_labs_scenarios_are_run_and_only_from_the_folder(tmp_path):
+    lab = find_lab("1")
+    (tmp_path / "dual.yaml").write_text("x")
+    ran = []
+    outcomes = run_all(
+        lab,
+        str(tmp_path),
+        str(tmp_path / "results"),
+        lambda p, o: ran.append((p, o)) or RunOutcome(0, None, "ok"),
+        log=lambda m: None,
+    )
+    assert ran == [(str(tmp_path / "dual.yaml"), str(tmp_path / "results" / "dual"))]
+    assert list(outcomes) == ["dual.yaml"]
+
+
+def test_start_copies_the_starter_and_reset_puts_it_back(tmp_path, capsys):
+    work = tmp_path / "w"
+    assert main(["lab", "start", "1", str(work)]) == OK
+    lab = find_lab("1")
+    assert sorted(p.name for p in work.iterdir()) == sorted(lab.runs)
+    assert main(["lab", "start", "1", str(work)]) == INVALID  # not over someone's work
+    assert "is not empty" in capsys.readouterr().err
+    (work / "dual.yaml").write_text("mine")
+    (work / "notes.txt").write_text("kept")
+    assert main(["lab", "reset", "1", str(work)]) == OK
+    assert (work / "dual.yaml").read_text() == (lab.starter / "dual.yaml").read_text()
+    assert (work / "notes.txt").read_text() == "kept"
+    assert main(["lab", "check", "1", str(tmp_path / "nope")]) == INVALID
+    assert main(["lab", "list"]) == OK
+    assert "Dual-ToR against single-ToR" in capsys.readouterr().out
+
+
+def test_results_files_are_read_back(tmp_path):
+    from testbed.lab.checker import read_results
+
+    (tmp_path / "results.json").write_text(json.dumps({"trustworthy": True}))
+    assert read_results(str(tmp_path)) == {"trustworthy": True}
+    assert read_results(str(tmp_path / "none")) is None
+    assert Path(tmp_path).exists()
