@@ -10,7 +10,7 @@ Exit statuses: see common.EXIT_STATUSES (printed by --help).
 import argparse
 import sys
 
-from . import crux, drill, files, lab, live, machine, plan
+from . import crux, drill, files, lab, live, machine, plan, traffic
 from .common import EXIT_STATUSES, USAGE
 
 COMMANDS = (
@@ -19,6 +19,7 @@ COMMANDS = (
     + crux.COMMANDS
     + machine.COMMANDS
     + live.COMMANDS
+    + traffic.COMMANDS
     + drill.COMMANDS
     + lab.COMMANDS
 )

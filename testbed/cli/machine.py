@@ -215,12 +215,20 @@ def run_up(args):
             if args.check:
                 status = _check(fnet, fabric, args.json)
             else:
+                from testbed.drill.live_traffic import TrafficServer
+
+                # 'hpnlab traffic start' plays a scenario's traffic on this fabric
+                traffic = TrafficServer(fnet, log)
+                traffic.start()
                 log(f"fabric is up (logs in {fnet.run_dir}); Ctrl-C or 'hpnlab down' tears it down")
                 serving = True
                 if args.serve_detached:
                     _write_to_log(fnet.run_dir)
-                while True:
-                    signal.pause()
+                try:
+                    while True:
+                        signal.pause()
+                finally:
+                    traffic.stop()
         if status == OK and args.run_dir is None:
             # a check that passed leaves nothing behind; one that failed keeps its logs
             shutil.rmtree(fnet.run_dir, ignore_errors=True)

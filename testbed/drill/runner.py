@@ -31,12 +31,14 @@ class ReachabilityError(RuntimeError):
     pass
 
 
-def run_scenario(sc, out_dir, log=print, dilation_choice=None):
+def run_scenario(sc, out_dir, log=print, dilation_choice=None, live=None):
     """Run Scenario `sc` (dilated already, if at all: testbed/fabric/dilation.py)
     and write its report into `out_dir`; `dilation_choice` says how its time
-    dilation was chosen, for the report. Returns the results dict."""
+    dilation was chosen, for the report; `live`: the FabricNet of a fabric
+    that is up, to play the scenario on instead of building one. Returns
+    the results dict."""
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    run = _run(sc, out_dir, log)
+    run = _run(sc, out_dir, log, live)
     results = measure.results(sc, run, started, dilation_choice).to_dict()
     _write(sc, run, results, out_dir, log)
     return results
@@ -159,41 +161,58 @@ def _stop(inst):
     return emulation_cost, capture_files
 
 
-def _run(sc, out_dir, log):
-    """Bring the fabric up, play the scenario on it, tear it down."""
+def _run(sc, out_dir, log, live=None):
+    """Bring the fabric up, play the scenario on it, tear it down; or, with
+    `live` (the FabricNet of a running `hpnlab up`), play it on that one."""
     run_dir = os.path.join(out_dir, "run")
+    if live is not None:
+        os.makedirs(run_dir, mode=0o700, exist_ok=True)
+        for key, value in _ovs_options(sc).items():
+            live.ledger.set_ovs_option(key, value)  # put back when the fabric goes down
+        return _play_on(live, sc, run_dir, out_dir, log, keep_pausing=True)
     with FabricNet(sc.fabric, run_dir, log=log, ovs_options=_ovs_options(sc)) as fnet:
         _require_reachable(fnet)
-        inst = _instruments(sc, fnet, run_dir, log)
-        try:
-            t0 = _start(sc, fnet, inst, out_dir)
-            faults, controller_actions, problems, ran_s = _play(sc, fnet, inst, t0, log)
-        finally:
-            emulation_cost, capture_files = _stop(inst)
-        pause_record = fnet.pauses.stop() if fnet.pauses is not None else None
-        events = list(fnet.controller.events)
-        problems += _instrument_problems(fnet, inst, pause_record) + controller_problems(events)
-        return measure.RunRecord(
-            t0=t0,
-            ran_s=ran_s,
-            faults=faults,
-            problems=problems,
-            events=events,
-            flows=inst.flows,
-            samples=inst.sampler.samples,
-            cpu=inst.sampler.cpu,
-            agent_results=inst.agents.results() if inst.agents else None,
-            capture_files=capture_files,
-            datapath=fnet.datapath,
-            bringup_s=fnet.timings.get("routes"),
-            emulator=emulation_cost,
-            queues=inst.queues.result() if inst.queues else None,
-            pauses=pause_record,
-            controller_actions=controller_actions,
-            probes=inst.probes.records() if inst.probes else None,
-            placement=inst.placement,
-            announced=inst.announced,
-        )
+        return _play_on(fnet, sc, run_dir, out_dir, log)
+
+
+def _play_on(fnet, sc, run_dir, out_dir, log, keep_pausing=False):
+    """Play the scenario on a fabric that is up; the record of the run.
+    `keep_pausing`: the fabric lives on, so its pause daemon is started
+    again once it handed over this run's pauses."""
+    first_event, first_route_error = len(fnet.controller.events), len(fnet.route_errors)
+    inst = _instruments(sc, fnet, run_dir, log)
+    try:
+        t0 = _start(sc, fnet, inst, out_dir)
+        faults, controller_actions, problems, ran_s = _play(sc, fnet, inst, t0, log)
+    finally:
+        emulation_cost, capture_files = _stop(inst)
+    pause_record = fnet.pauses.stop() if fnet.pauses is not None else None
+    if keep_pausing and fnet.pauses is not None:
+        fnet.ledger.add_process(fnet.pauses.start(), fnet.pauses.argv)
+    events = list(fnet.controller.events)[first_event:]
+    problems += _instrument_problems(fnet, inst, pause_record, first_route_error)
+    problems += controller_problems(events)
+    return measure.RunRecord(
+        t0=t0,
+        ran_s=ran_s,
+        faults=faults,
+        problems=problems,
+        events=events,
+        flows=inst.flows,
+        samples=inst.sampler.samples,
+        cpu=inst.sampler.cpu,
+        agent_results=inst.agents.results() if inst.agents else None,
+        capture_files=capture_files,
+        datapath=fnet.datapath,
+        bringup_s=fnet.timings.get("routes"),
+        emulator=emulation_cost,
+        queues=inst.queues.result() if inst.queues else None,
+        pauses=pause_record,
+        controller_actions=controller_actions,
+        probes=inst.probes.records() if inst.probes else None,
+        placement=inst.placement,
+        announced=inst.announced,
+    )
 
 
 def _ovs_options(sc):
@@ -205,9 +224,9 @@ def _ovs_options(sc):
     return {"max-revalidator": str(OVS_REVALIDATE_MS)}
 
 
-def _instrument_problems(fnet, inst, pause_record):
+def _instrument_problems(fnet, inst, pause_record, first_route_error=0):
     """What went wrong in the fabric's own machinery while the run ran."""
-    problems = list(fnet.route_errors)
+    problems = list(fnet.route_errors[first_route_error:])
     if inst.sampler.error:
         problems.append(f"sampling stopped early: {inst.sampler.error}")
     if inst.queues and inst.queues.error:

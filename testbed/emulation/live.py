@@ -145,17 +145,23 @@ def set_link(
     """Pull (up=False) or replug a cable and wait until the controller has a
     routes version every switch acknowledged that counts the change:
     (that routes event, or None after `timeout`; seconds it took)."""
-    if live.fabric.queues is not None:
-        raise NoFabric(
-            "this fabric has queue classes: pulling a cable from another shell would leave "
-            "the queue engine's backlog counts stale; use a drill's faults instead"
-        )
     end = live.switch_end(link)
     offset = os.path.getsize(live.controller_log) if os.path.exists(live.controller_log) else 0
     start = time.monotonic()
     subprocess.run(
         ["ip", "link", "set", "dev", end.ifname, "up" if up else "down"], check=True, capture_output=True
     )
+    if live.fabric.queues is not None:  # the kernel flushed both ends' queues, as in a drill's fault
+        from .queues import QueueEngine, QueueSetupError
+
+        try:
+            engine = QueueEngine(live.fabric).attach_pinned()
+        except QueueSetupError as e:
+            raise NoFabric(f"the queue engine's counters cannot be opened ({e})") from None
+        try:
+            engine.reset([link.a.ifname, link.b.ifname])
+        finally:
+            engine.detach()
     seen: list[dict] = []
     while time.monotonic() - start < timeout:
         text, offset = read_from(live.controller_log, offset)

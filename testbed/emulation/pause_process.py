@@ -25,6 +25,11 @@ class PauseProcess:
         self.result = None
 
     def start(self):
+        """Start the daemon (again, on a fabric that lives on after a run):
+        the record a stop reads is only ever the one this start will write."""
+        if os.path.lexists(self.out_path):
+            os.unlink(self.out_path)
+        self.result = None
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             self.argv, stdout=subprocess.PIPE, stderr=self._log, text=True, start_new_session=True

@@ -293,6 +293,22 @@ class QueueEngine:
                 self.maps["hpnlab_ports"].update(key, struct.pack("=I", slot))
         self.zero()
 
+    def attach_pinned(self):
+        """Open the maps a running fabric's owner pinned (from another
+        process: `hpnlab link`), without configuring them; `detach` closes
+        them and leaves the pins to their owner."""
+        try:
+            self.maps = {n: PinnedMap(os.path.join(PIN_DIR, n)) for n in ("hpnlab_qstat", "hpnlab_pfc")}
+        except OSError as e:
+            self.detach()
+            raise QueueSetupError(str(e)) from None
+        return self
+
+    def detach(self):
+        for m in self.maps.values():
+            m.close()
+        self.maps = {}
+
     def zero(self):
         """Start every counter from nothing (packets that crossed before the
         maps were filled were never counted on one side)."""
@@ -357,9 +373,7 @@ class QueueEngine:
 
     # --- teardown -------------------------------------------------------------------
     def close(self):
-        for m in self.maps.values():
-            m.close()
-        self.maps = {}
+        self.detach()
         for n in MAP_NAMES:
             path = os.path.join(PIN_DIR, n)
             if os.path.exists(path):

@@ -85,6 +85,15 @@ def run_all(lab: Lab, folder: str, out_dir: str, run, log=print) -> dict[str, Ru
     return outcomes
 
 
+def _measured_against_expected(c: dict) -> str:
+    parts = []
+    if c["expected"]:
+        parts.append(f"expected {c['expected']}")
+    if c["measured"] is not None:
+        parts.append(f"measured {c['measured']:.4g}")
+    return ", ".join(parts) + "; " if parts else ""
+
+
 def render(report: Report, failed_only: bool = False) -> str:
     """The report a student reads: a line per check, the hint under each
     one that did not pass, the score."""
@@ -93,9 +102,9 @@ def render(report: Report, failed_only: bool = False) -> str:
         if failed_only and c["status"] == PASSED:
             continue
         mark = {PASSED: "PASS", FAILED: "FAIL", UNTRUSTWORTHY: "UNTRUSTED"}[c["status"]]
-        measured = "" if c["measured"] is None else f", measured {c['measured']:.4g}"
-        expected = f": expected {c['expected']}" if c["expected"] else ""
-        lines.append(f"  {mark:9s} {c['name']} ({c['run']}, weight {c['weight']:g}){expected}{measured}")
+        found = _measured_against_expected(c).rstrip("; ")
+        found = f": {found}" if found else ""
+        lines.append(f"  {mark:9s} {c['name']} ({c['run']}, weight {c['weight']:g}){found}")
         if c["status"] != PASSED:
             if c["reason"]:
                 lines.append(f"            why: {c['reason']}")
@@ -116,7 +125,7 @@ def junit(report: Report) -> str:
     for c in report.checks:
         out.append(f"  <testcase classname={quoteattr(c['run'])} name={quoteattr(c['name'])}>")
         if c["status"] != PASSED:
-            text = f"{c['status']}: {c['reason'] or ''} hint: {c['hint']}"
+            text = f"{c['status']}: {_measured_against_expected(c)}{c['reason'] or ''} hint: {c['hint']}"
             out.append(f"    <failure message={quoteattr(c['status'])}>{escape(text)}</failure>")
         out.append("  </testcase>")
     out.append("</testsuite>")

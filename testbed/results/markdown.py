@@ -330,7 +330,11 @@ def _dilation_text(results):
     return text
 
 
-_CHOSEN_BY = {"scenario": "set in the scenario", "command line": "set by --dilation"}
+_CHOSEN_BY = {
+    "scenario": "set in the scenario",
+    "command line": "set by --dilation",
+    "running fabric": "the running fabric's (hpnlab traffic start)",
+}
 
 
 def _emulator_drops_text(lost):

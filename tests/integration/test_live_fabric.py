@@ -5,6 +5,7 @@
 import json
 import subprocess
 import sys
+import time
 
 HPNLAB = [sys.executable, "-m", "testbed.cli"]
 
@@ -64,3 +65,81 @@ def test_a_detached_fabric_is_driven_from_another_shell(tmp_path, leak_check):
     assert down.returncode == 0, down.stdout + down.stderr
     assert "no fabric is up" in hpnlab("status").stderr
     assert (tmp_path / "run" / "up.log").exists()  # the detached fabric's own output
+
+
+def test_queues_and_a_scenarios_traffic_on_a_live_fabric(tmp_path, leak_check):
+    up = hpnlab(
+        "up", "scenarios/crux-classes.yaml", "--detach", "--run-dir", str(tmp_path / "run"), timeout=180
+    )
+    server = client = traffic = None
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        server = subprocess.Popen(
+            [*HPNLAB, "exec", "s1h0", "--", "iperf3", "-s", "-1", "-B", "10.0.1.1"],
+            stdout=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until the server listens (its socket, seen from its host)
+            if hpnlab("exec", "s1h0", "--", "ss", "-Hltn", "sport = :5201").stdout.strip():
+                break
+        else:
+            raise AssertionError("iperf3 -s did not listen within 10 s")
+        client = subprocess.Popen(
+            [*HPNLAB, "exec", "s0h0", "--", "iperf3", "-c", "10.0.1.1", "-t", "5", "-J"],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        seen = hpnlab("queues", "s0h0", "s1h3", "--interval", "2", "--json", timeout=30)
+        assert seen.returncode == 0, seen.stdout + seen.stderr
+        out, _ = client.communicate(timeout=30)
+        tcp_mbit = json.loads(out)["end"]["sum_sent"]["bits_per_second"] / 1e6
+        rows = json.loads(seen.stdout)["queues"]
+        sender = [r for r in rows if r["node"] == "s0h0"]
+        idle = [r for r in rows if r["node"] == "s1h3"]
+        assert {r["class"] for r in sender} == {"high", "low"}
+        sent = sum(r["sent_mbit_s"] for r in sender)
+        # the host's queues carried the stream at the rate TCP measured (the
+        # window is inside the 5 s it ran), no faster than the port
+        assert 0.6 * tcp_mbit <= sent <= 1.05 * sender[0]["port_mbit"], (sent, tcp_mbit)
+        assert sum(r["sent_bytes"] for r in idle) < 0.01 * sum(r["sent_bytes"] for r in sender)
+
+        # the scenario's own traffic on the live fabric, watched and faulted from here
+        out = tmp_path / "report"
+        traffic = subprocess.Popen(
+            [*HPNLAB, "traffic", "start", "scenarios/crux-classes.yaml", "--out", str(out)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        said = []
+        for line in traffic.stdout:  # wait until the jobs iterate
+            said.append(line)
+            if "intense 1/6 iterations" in line:
+                break
+        busy = json.loads(hpnlab("queues", "t0r0k0", "t0r0k1", "--json", timeout=30).stdout)["queues"]
+        assert sum(r["sent_bytes"] for r in busy if r["class"] == "high") > 0, busy
+        text = hpnlab("queues", "t0r0k0", "--interval", "0.5")
+        assert text.returncode == 0 and "t0r0k0-e1 -> s0h0" in text.stdout, text.stdout + text.stderr
+        again = hpnlab("traffic", "start", "scenarios/crux-classes.yaml", "--out", str(tmp_path / "second"))
+        assert again.returncode == 5 and "already running" in again.stderr, again.stderr
+        assert not (tmp_path / "second").exists()
+        # a cable no job uses, pulled and replugged by hand on a fabric with queues
+        for state in ("down", "up"):
+            pulled = json.loads(hpnlab("link", "s1h3", "t1r0k1", state, "--json").stdout)
+            assert pulled["converged_s"] is not None, pulled
+        rest, _ = traffic.communicate(timeout=120)
+        said.append(rest)
+        assert traffic.returncode == 0, "".join(said)
+        assert "PASSED" in rest
+        report = json.loads((out / "results.json").read_text())
+        assert report["time_dilation_choice"]["from"] == "running fabric"
+        wrong = hpnlab("traffic", "start", "scenarios/ecn-dcqcn.yaml", "--out", str(tmp_path / "wrong"))
+        assert wrong.returncode == 2 and "its fabric is not the one running" in wrong.stderr, wrong.stderr
+        assert not (tmp_path / "wrong").exists()
+    finally:
+        for p in (client, server, traffic):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+        down = hpnlab("down", timeout=120)
+    assert down.returncode == 0, down.stdout + down.stderr

@@ -86,6 +86,9 @@ def test_junit_names_every_check_and_carries_the_hint():
     assert suite.get("tests") == "4" and suite.get("failures") == "4"
     failure = suite.find("testcase/failure")
     assert "hint:" in failure.text
+    measured = {"dual.yaml": RunOutcome(1, results(fault_throughput_ratio=0.2, max_silence_s=0.1), "FAILED")}
+    failure = ElementTree.fromstring(junit(judge(find_lab("1"), "work", measured))).find("testcase/failure")
+    assert "expected in [0.4, 0.65], measured 0.2;" in failure.text
 
 
 def test_only_the_labs_scenarios_are_run_and_only_from_the_folder(tmp_path):

@@ -134,3 +134,40 @@ def test_a_switchs_rules_are_explained_in_the_fabrics_words():
     assert what[5] == "route to s1h0 (10.0.1.1): group 1: ECMP over port 5 (to a0n0), port 6 (to a0n1)"
     assert what[6] == "not installed by hpnlab's controller"
     assert rules[1]["packets"] == 900
+
+
+def test_queue_rows_come_from_two_reads_of_the_counters():
+    import numpy as np
+
+    from testbed.cli.live import queue_table
+    from testbed.emulation import livequeues
+    from testbed.emulation.queues import CLASSES
+
+    fabric = load_fabric(ROOT / "scenarios" / "crux-classes.yaml")[1]
+    ports = livequeues.ports_of(fabric)
+    assert len(ports) == 2 * len(fabric.links)
+    chosen = livequeues.select(ports, ["s0h0", "t0r0k0-e1"])
+    assert {p.ifname for p in chosen} == {"s0h0-n0p0", "s0h0-n0p1", "t0r0k0-e1"}
+    with pytest.raises(ValueError, match="nosuch: neither a port"):
+        livequeues.select(ports, ["nosuch"])
+    port = next(p for p in ports if p.ifname == "t0r0k0-e1")
+    size = (max(p.slot for p in ports) + 1) * CLASSES
+    st0, pf0 = np.zeros((size, 8), np.uint64), np.zeros((size, 4), np.uint64)
+    st1, pf1 = st0.copy(), pf0.copy()
+    low = port.slot * CLASSES + 1
+    # 1.25 MB left in 0.5 s (20 Mbit/s), 30 KB still queued, 3 drops, 7 marks,
+    # the queue above XOFF for the second time
+    st0[low] = [1_000_000, 700, 1_000_000, 700, 0, 0, 0, 0]
+    st1[low] = [2_280_000, 1_560, 2_250_000, 1_540, 4_500, 3, 7, 900]
+    pf1[low, 0] = 3
+    rows = livequeues.rows([port], ["high", "low"], (st0, pf0), (st1, pf1), 0.5)
+    high, low_row = rows
+    assert not livequeues.busy(high)
+    assert low_row["to"] == "s0h0" and low_row["class"] == "low"
+    assert low_row["backlog_bytes"] == 30_000 and low_row["backlog_pkts"] == 20
+    assert low_row["sent_mbit_s"] == pytest.approx(20.0)
+    assert (low_row["drops"], low_row["marks"]) == (3, 7)
+    assert low_row["pausing_upstream"] and low_row["pauses_total"] == 2
+    text = queue_table(rows, show_idle=False)
+    assert "high" not in text and "t0r0k0-e1 -> s0h0" in text and "PAUSING (2)" in text
+    assert queue_table(rows[:1], show_idle=False) == "every queue idle"
