@@ -1,4 +1,4 @@
-"""`hpnlab lab`: the course labs (list, start, check, reset)."""
+"""`hpnlab lab`: the course labs (list, start, check, grade, reset)."""
 
 import argparse
 import os
@@ -10,7 +10,7 @@ from .common import FAILED, INVALID, NOT_RUN, OK, UNTRUSTWORTHY, err, need_root,
 
 
 def add_lab(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("lab", help="course labs: list, start, check, reset")
+    p = sub.add_parser("lab", help="course labs: list, start, check, grade, reset")
     lab = p.add_subparsers(dest="lab_command", metavar="SUBCOMMAND", required=True)
     ls = lab.add_parser("list", help="the labs, with their time on a 2-core laptop")
     ls.set_defaults(run=run_list)
@@ -36,15 +36,39 @@ def add_lab(sub: argparse._SubParsersAction) -> None:
     check.add_argument("dir", nargs="?", metavar="DIR", help="default: ./lab-N-topic")
     check.add_argument("--junit", metavar="FILE", help="also write the report as JUnit XML")
     check.add_argument("--failed-only", action="store_true", help="list only the checks that did not pass")
+    _add_checks_option(check)
     check.set_defaults(run=run_check_lab)
+    grade = lab.add_parser(
+        "grade",
+        help="check every student's folder and write the grader's summary (root)",
+        description="Run 'lab check' on each DIR (one per student), one after the other, then print a "
+        "line per student (score, status, the checks not passed) and, with --csv, every check of every "
+        "student as CSV. Exit status 0 once every folder was judged, passed or not; 4 when a run of one "
+        "was untrustworthy (grade that folder again on a quieter machine).",
+    )
+    grade.add_argument("lab", metavar="N")
+    grade.add_argument("dirs", nargs="+", metavar="DIR")
+    grade.add_argument("--csv", metavar="FILE", help="write every check of every student as CSV")
+    grade.add_argument("--failed-only", action="store_true", help="list only the students who did not pass")
+    _add_checks_option(grade)
+    grade.set_defaults(run=run_grade)
 
 
-def _lab(which):
+def _add_checks_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--checks",
+        metavar="FILE",
+        help="judge with these checks instead of the lab's (an instructor's copy students never see; "
+        "the checks.yaml format, title and minutes optional)",
+    )
+
+
+def _lab(which, checks_file=None):
     """(the lab, None) or (None, exit status) once said why not."""
     from testbed.lab.catalog import find_lab
 
     try:
-        return find_lab(which), None
+        return find_lab(which, checks_file=checks_file), None
     except LookupError as e:
         return None, err(str(e), INVALID)
     except ConfigError as e:
@@ -113,11 +137,21 @@ def run_reset(args: argparse.Namespace) -> int:
     return OK
 
 
+def _judged(lab, folder):
+    """Run the student's scenarios in `folder` and judge the lab's checks."""
+    from testbed.lab.checker import judge, run_all
+
+    outcomes = run_all(
+        lab, folder, os.path.join(folder, "results"), _run_drill, log=lambda m: print(printable(m))
+    )
+    return judge(lab, folder, outcomes)
+
+
 def run_check_lab(args: argparse.Namespace) -> int:
-    from testbed.lab.checker import PASSED, judge, junit, render, run_all
+    from testbed.lab.checker import PASSED, junit, render
     from testbed.lab.checker import UNTRUSTWORTHY as LAB_UNTRUSTED
 
-    lab, status = _lab(args.lab)
+    lab, status = _lab(args.lab, args.checks)
     if lab is None:
         return status
     folder = _work_dir(lab, args.dir)
@@ -125,10 +159,7 @@ def run_check_lab(args: argparse.Namespace) -> int:
         return err(f"{folder}: no such folder (start the lab with 'hpnlab lab start {args.lab}')", INVALID)
     if need_root("lab check"):
         return NOT_RUN
-    outcomes = run_all(
-        lab, folder, os.path.join(folder, "results"), _run_drill, log=lambda m: print(printable(m))
-    )
-    report = judge(lab, folder, outcomes)
+    report = _judged(lab, folder)
     print("\n".join(printable(line) for line in render(report, args.failed_only).split("\n")))
     if args.junit:
         try:
@@ -139,6 +170,34 @@ def run_check_lab(args: argparse.Namespace) -> int:
     if report.status == PASSED:
         return OK
     return UNTRUSTWORTHY if report.status == LAB_UNTRUSTED else FAILED
+
+
+def run_grade(args: argparse.Namespace) -> int:
+    from testbed.lab.checker import UNTRUSTWORTHY as LAB_UNTRUSTED
+    from testbed.lab.checker import grade_csv, grade_summary
+
+    lab, status = _lab(args.lab, args.checks)
+    if lab is None:
+        return status
+    missing = [d for d in args.dirs if not os.path.isdir(d)]
+    if missing:
+        return err(f"{missing[0]}: no such folder", INVALID)
+    if args.csv and os.path.islink(args.csv):  # root writes it: never through a link
+        return err(f"--csv: {args.csv} is a symbolic link; name a new file", INVALID)
+    if need_root("lab grade"):
+        return NOT_RUN
+    reports = []
+    for i, folder in enumerate(args.dirs, 1):
+        print(printable(f"[{i}/{len(args.dirs)}] {folder}"))
+        reports.append(_judged(lab, folder))
+    print("\n".join(printable(line) for line in grade_summary(reports, args.failed_only).split("\n")))
+    if args.csv:
+        try:
+            with open(args.csv, "w", newline="") as fh:
+                fh.write(grade_csv(reports))
+        except OSError as e:
+            return err(f"--csv: cannot write {args.csv}: {e.strerror or e}", INVALID)
+    return UNTRUSTWORTHY if any(r.status == LAB_UNTRUSTED for r in reports) else OK
 
 
 def _run_drill(path, out):

@@ -1,5 +1,5 @@
 """Subcommands on the fabric a running `hpnlab up` owns, from another shell
-(root): status, exec, link, pingall, flows, queues."""
+(root): status, exec, link, switch, pingall, flows, queues."""
 
 import argparse
 import json
@@ -35,11 +35,15 @@ def add_status(sub: argparse._SubParsersAction) -> None:
         "hosts and switches, which links are down, and the controller's last routes version.",
     )
     p.add_argument("--json", action="store_true", help="print it as JSON")
+    p.add_argument(
+        "--draw", metavar="PICTURE", help="also draw the fabric, its links down marked (NAME.svg or NAME.png)"
+    )
     p.set_defaults(run=run_status)
 
 
 def status_of(live) -> dict:
     """What `status` reports, as a dict (pure but for the reads `live` makes)."""
+    from testbed.drill.live_traffic import running as traffic_running
     from testbed.emulation import ledger
     from testbed.emulation.live import events, last_routes, link_states, read_from
 
@@ -66,6 +70,7 @@ def status_of(live) -> dict:
             "routes_version": routes.get("version") if routes else None,
             "ports_down": routes.get("down", []) if routes else [],
         },
+        "traffic": traffic_running(live.run_dir),
     }
 
 
@@ -84,6 +89,10 @@ def run_status(args: argparse.Namespace) -> int:
     if live is None:
         return status
     st = status_of(live)
+    if args.draw:
+        drawn = _draw_live(live.fabric, args.draw, {name for _, _, name in st["links_down"]})
+        if drawn != OK:
+            return drawn
     if args.json:
         print(json.dumps(st, indent=1))
         return OK
@@ -100,7 +109,33 @@ def run_status(args: argparse.Namespace) -> int:
         f"routes version {ctl['routes_version']}, "
         f"{len(ctl['ports_down'])} switch port(s) counted down"
     )
+    traffic = st["traffic"]
+    if traffic:
+        jobs = ", ".join(map(str, traffic.get("jobs") or [])) or "no jobs"
+        lines.append(
+            f"traffic: {traffic.get('scenario')} ({jobs}) since {traffic.get('started')}, "
+            f"report in {traffic.get('out')}"
+        )
+    else:
+        lines.append("traffic: none (hpnlab traffic start SCENARIO)")
+    if args.draw:
+        lines.append(f"picture: {args.draw}")
     _print_lines("\n".join(lines))
+    return OK
+
+
+def _draw_live(fabric, path: str, down: set) -> int:
+    """The running fabric's picture at `path`, the links now down drawn as failed."""
+    from testbed.results.drawing import FORMATS, draw_fabric
+
+    if os.path.splitext(path)[1].lstrip(".").lower() not in FORMATS:
+        return err(f"--draw: expected a file name ending in .svg or .png, got {path!r}", INVALID)
+    if os.path.islink(path):  # root writes it: never through a link someone left there
+        return err(f"--draw: {path} is a symbolic link; name a new file", INVALID)
+    try:
+        draw_fabric(fabric, path, down=down, title=f"{fabric.name}, live: {len(down)} link(s) down")
+    except OSError as e:
+        return err(f"--draw: cannot write {path}: {e.strerror or e}", INVALID)
     return OK
 
 
@@ -183,9 +218,46 @@ def run_link(args: argparse.Namespace) -> int:
         return err(str(e), INVALID)
     except NoFabric as e:
         return err(str(e))
+    return _say_converged(
+        args, routes, took, f"{args.a} <-> {args.b}", {"link": [args.a, args.b], "name": link.name}
+    )
+
+
+def add_switch(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "switch",
+        help="fail or restore a whole switch of the running fabric, and wait for the controller",
+        description="Set every port of switch NAME down (its neighbours lose carrier, as when a switch "
+        "dies) or up again, then wait until the controller's routes, acknowledged by every switch, count "
+        "all of them, and say how long that took.",
+    )
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("state", choices=("down", "up"))
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=run_switch)
+
+
+def run_switch(args: argparse.Namespace) -> int:
+    from testbed.emulation.live import NoFabric, set_switch, switch_links
+
+    live, status = running_or_status("switch")
+    if live is None:
+        return status
+    try:
+        ports = len(switch_links(live.fabric, args.name))
+        routes, took = set_switch(live, args.name, up=args.state == "up")
+    except ValueError as e:
+        return err(str(e), INVALID)
+    except NoFabric as e:
+        return err(str(e))
+    return _say_converged(args, routes, took, f"{args.name} ({ports} ports)", {"switch": args.name})
+
+
+def _say_converged(args, routes, took, what: str, which: dict) -> int:
+    """What `link` and `switch` print once the controller counted the change
+    (or did not within the timeout); `which`: what changed, for --json."""
     out = {
-        "link": [args.a, args.b],
-        "name": link.name,
+        **which,
         "state": args.state,
         "converged_s": round(took, 4) if routes else None,
         "routes_version": routes.get("version") if routes else None,
@@ -195,17 +267,12 @@ def run_link(args: argparse.Namespace) -> int:
     elif routes:
         print(
             printable(
-                f"{args.a} <-> {args.b} {args.state}: routes version {out['routes_version']} acknowledged "
-                f"by every switch {took * 1000:.0f} ms after the cable was "
-                f"{'replugged' if args.state == 'up' else 'pulled'}"
+                f"{what} {args.state}: routes version {out['routes_version']} acknowledged "
+                f"by every switch {took * 1000:.0f} ms later"
             )
         )
     else:
-        print(
-            printable(
-                f"{args.a} <-> {args.b} {args.state}: the controller did not converge within {took:.0f} s"
-            )
-        )
+        print(printable(f"{what} {args.state}: the controller did not converge within {took:.0f} s"))
     return OK if routes else NOT_RUN
 
 
@@ -416,4 +483,4 @@ def run_queues(args: argparse.Namespace) -> int:
     return OK
 
 
-COMMANDS = (add_status, add_exec, add_link, add_pingall, add_flows, add_queues)
+COMMANDS = (add_status, add_exec, add_link, add_switch, add_pingall, add_flows, add_queues)

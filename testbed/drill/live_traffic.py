@@ -21,13 +21,16 @@ import os
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable
 
+from testbed.emulation.rundir import write_private
 from testbed.fabric.dilation import dilate
 from testbed.fabric.problems import ConfigError
 from testbed.fabric.scenario import load_scenario
 
 SOCKET_NAME = "traffic.sock"
+RUNNING_NAME = "traffic.json"
 MAX_REQUEST = 64 * 1024
 MAX_SOCKET_PATH = 100  # longer paths do not fit a sockaddr_un
 
@@ -43,6 +46,22 @@ def fabric_difference(running: dict, wanted: dict) -> str | None:
 
 def socket_path(run_dir: str) -> str:
     return os.path.join(run_dir, SOCKET_NAME)
+
+
+def running_path(run_dir: str) -> str:
+    """The file that says which traffic runs on the fabric, while it runs."""
+    return os.path.join(run_dir, RUNNING_NAME)
+
+
+def running(run_dir: str) -> dict | None:
+    """The traffic running on the fabric of `run_dir`, if any."""
+    try:
+        fd = os.open(running_path(run_dir), os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd) as fh:
+            about = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    return about if isinstance(about, dict) else None
 
 
 def _reachable(path: str) -> tuple[str, int | None]:
@@ -154,11 +173,19 @@ class TrafficServer:
             _send(conn, {"log": line})
 
         log(f"traffic of {sc.name} on the running fabric; report in {out}")
+        now = running_path(self.fnet.run_dir)
+        if os.path.lexists(now):
+            os.unlink(now)
+        started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        about = {"scenario": path, "out": out, "started": started, "jobs": [j.name for j in sc.jobs]}
+        write_private(now, json.dumps(about))  # what `hpnlab status` shows meanwhile
         try:
             run_scenario(sc, out, log=log, dilation_choice={"from": "running fabric"}, live=self.fnet)
         except (ReachabilityError, RuntimeError, TimeoutError, OSError) as e:
             _send(conn, {"error": f"the traffic stopped: {e}"})
             return
+        finally:
+            os.unlink(now)
         _send(conn, {"done": True})
 
 

@@ -112,13 +112,15 @@ def events(text: str) -> list[dict]:
     return out
 
 
-def routes_for(evs: list[dict], port: tuple[str, int], up: bool) -> dict | None:
+def routes_for(evs: list[dict], ports, up: bool) -> dict | None:
     """The first `routes` event (a version every switch acknowledged) that
-    counts the switch port `port` as up (`up`) or down."""
+    counts every switch port of `ports` (one (switch, port) pair, or a
+    list of them) as up (`up`) or down."""
+    wanted = {tuple(ports)} if isinstance(ports, tuple) else {tuple(p) for p in ports}
     for ev in evs:
         if ev.get("event") == "routes":
             down = {tuple(p) for p in ev.get("down", ())}
-            if (tuple(port) in down) != up:
+            if (not (wanted & down)) if up else wanted <= down:
                 return ev
     return None
 
@@ -145,12 +147,39 @@ def set_link(
     """Pull (up=False) or replug a cable and wait until the controller has a
     routes version every switch acknowledged that counts the change:
     (that routes event, or None after `timeout`; seconds it took)."""
-    end = live.switch_end(link)
+    return _set_ends(live, [live.switch_end(link)], [link], up, timeout)
+
+
+def switch_links(fabric: Fabric, name: str) -> list[Link]:
+    """Every link of switch `name`, or ValueError saying what `name` is."""
+    node = fabric.nodes.get(name)
+    if node is None or not node.is_switch:
+        raise ValueError(f"{name!r} is not a switch of fabric {fabric.name}")
+    return [link for link in fabric.links if name in (link.a.node, link.b.node)]
+
+
+def set_switch(
+    live: Live, name: str, up: bool, timeout: float = CONVERGE_TIMEOUT_S
+) -> tuple[dict | None, float]:
+    """Fail (up=False) or restore a whole switch: every one of its ports
+    goes down (its neighbours lose carrier), and the wait is for a routes
+    version that counts all of them."""
+    links = switch_links(live.fabric, name)
+    ends = [link.a if link.a.node == name else link.b for link in links]
+    return _set_ends(live, ends, links, up, timeout)
+
+
+def _set_ends(
+    live: Live, ends: list, links: list[Link], up: bool, timeout: float
+) -> tuple[dict | None, float]:
+    """Set `ends` (interfaces of `links`) down or up, count the flushed
+    queues as gone, and wait for the routes version that counts them."""
     offset = os.path.getsize(live.controller_log) if os.path.exists(live.controller_log) else 0
     start = time.monotonic()
-    subprocess.run(
-        ["ip", "link", "set", "dev", end.ifname, "up" if up else "down"], check=True, capture_output=True
-    )
+    for end in ends:
+        subprocess.run(
+            ["ip", "link", "set", "dev", end.ifname, "up" if up else "down"], check=True, capture_output=True
+        )
     if live.fabric.queues is not None:  # the kernel flushed both ends' queues, as in a drill's fault
         from .queues import QueueEngine, QueueSetupError
 
@@ -159,14 +188,15 @@ def set_link(
         except QueueSetupError as e:
             raise NoFabric(f"the queue engine's counters cannot be opened ({e})") from None
         try:
-            engine.reset([link.a.ifname, link.b.ifname])
+            engine.reset([e.ifname for link in links for e in (link.a, link.b)])
         finally:
             engine.detach()
+    ports = [(end.node, end.port) for end in ends]
     seen: list[dict] = []
     while time.monotonic() - start < timeout:
         text, offset = read_from(live.controller_log, offset)
         seen += events(text)
-        ev = routes_for(seen, (end.node, end.port), up)
+        ev = routes_for(seen, ports, up)
         if ev is not None:
             return ev, time.monotonic() - start
         time.sleep(0.01)  # polling the log for the controller's event, with a deadline

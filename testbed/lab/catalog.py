@@ -91,31 +91,39 @@ def all_labs(root: Path = LABS_DIR) -> list[Lab]:
     return [load_lab(p) for p in found]
 
 
-def find_lab(which: str, root: Path = LABS_DIR) -> Lab:
-    """The lab numbered or named `which` (1, 01 or 01-dual-tor)."""
-    for lab in all_labs(root):
-        if which in (str(lab.number), f"{lab.number:02d}", lab.slug):
-            return lab
-    names = ", ".join(lab.slug for lab in all_labs(root)) or "none"
-    raise LookupError(f"no lab {which!r} (labs: {names})")
-
-
-def load_lab(path: Path) -> Lab:
+def load_lab(path: Path, checks_file: str | None = None) -> Lab:
     """The lab in folder `path`; ConfigError naming the field on a bad
-    checks file."""
+    checks file. `checks_file`: an instructor's own checks (the same
+    format; title and minutes may be left out), judged instead of the
+    lab's: checks students never see."""
     file = str(path / "checks.yaml")
-    doc = load_yaml(file)
+    doc = _mapping(file)
     problems: list[Problem] = []
-    if not isinstance(doc, dict):
-        raise ConfigError([Problem(file, "(top)", "expected a mapping with title, minutes and checks")])
-    title, minutes, raws = doc.get("title"), doc.get("minutes"), doc.get("checks")
+    title, minutes = doc.get("title"), doc.get("minutes")
     if not isinstance(title, str) or not title:
         problems.append(Problem(file, "title", "expected the lab's title"))
     if not isinstance(minutes, int) or isinstance(minutes, bool) or not 1 <= minutes <= 600:
         problems.append(Problem(file, "minutes", "expected whole minutes from 1 to 600"))
+    if checks_file is not None:
+        file, doc = checks_file, _mapping(checks_file)
+    checks = _checks(file, doc.get("checks"), problems)
+    if problems:
+        raise ConfigError(problems)
+    return Lab(int(path.name[:2]), path.name, path, str(title), int(minutes or 0), tuple(checks))
+
+
+def _mapping(file: str) -> dict:
+    doc = load_yaml(file)
+    if not isinstance(doc, dict):
+        raise ConfigError([Problem(file, "(top)", "expected a mapping with title, minutes and checks")])
+    return doc
+
+
+def _checks(file: str, raws, problems: list[Problem]) -> list[Check]:
+    """The checks of list `raws` from `file`; what is wrong goes to `problems`."""
     if not isinstance(raws, list) or not raws:
         problems.append(Problem(file, "checks", "expected a list of at least one check"))
-        raws = []
+        return []
     checks: list[Check] = []
     for i, raw in enumerate(raws):
         check, why = _check(raw)
@@ -123,9 +131,17 @@ def load_lab(path: Path) -> Lab:
             problems.append(Problem(file, f"checks[{i}]", why or "expected a check"))
         else:
             checks.append(check)
-    if problems:
-        raise ConfigError(problems)
-    return Lab(int(path.name[:2]), path.name, path, str(title), int(minutes or 0), tuple(checks))
+    return checks
+
+
+def find_lab(which: str, root: Path = LABS_DIR, checks_file: str | None = None) -> Lab:
+    """The lab numbered or named `which` (1, 01 or 01-dual-tor), judged by
+    `checks_file` when given (load_lab)."""
+    for lab in all_labs(root):
+        if which in (str(lab.number), f"{lab.number:02d}", lab.slug):
+            return load_lab(lab.path, checks_file) if checks_file else lab
+    names = ", ".join(lab.slug for lab in all_labs(root)) or "none"
+    raise LookupError(f"no lab {which!r} (labs: {names})")
 
 
 def _check(raw) -> tuple[Check | None, str | None]:

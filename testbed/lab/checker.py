@@ -138,3 +138,48 @@ def read_results(out: str) -> dict | None:
             return json.load(fh)
     except (OSError, ValueError):
         return None
+
+
+def grade_csv(reports: list[Report]) -> str:
+    """Every student's checks as CSV rows, for a grader's spreadsheet: one
+    row per (student folder, check) with its status, measured value and
+    bound, then one row per student with the score (pure)."""
+    import csv
+    import io
+
+    buf = io.StringIO()
+    w = csv.writer(buf)
+    w.writerow(["student", "check", "run", "weight", "status", "measured", "expected", "reason"])
+    for r in reports:
+        for c in r.checks:
+            measured = "" if c["measured"] is None else f"{c['measured']:.6g}"
+            w.writerow(
+                [
+                    r.folder,
+                    c["name"],
+                    c["run"],
+                    f"{c['weight']:g}",
+                    c["status"],
+                    measured,
+                    c["expected"] or "",
+                    c["reason"] or "",
+                ]
+            )
+        w.writerow([r.folder, "(score)", "", "", r.status, f"{r.score:.4f}", "", ""])
+    return buf.getvalue()
+
+
+def grade_summary(reports: list[Report], failed_only: bool = False) -> str:
+    """The grader's table: a line per student with score, status and the
+    checks that did not pass (pure)."""
+    from testbed.results.text import text_table
+
+    rows = []
+    for r in reports:
+        if failed_only and r.status == PASSED:
+            continue
+        missed = "; ".join(c["name"] for c in r.checks if c["status"] != PASSED) or "-"
+        rows.append([r.folder, f"{r.score:.0%}", r.status.upper(), missed])
+    if not rows:
+        return "every student passed"
+    return text_table(["student", "score", "status", "not passed"], rows)

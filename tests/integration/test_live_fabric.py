@@ -40,8 +40,10 @@ def test_a_detached_fabric_is_driven_from_another_shell(tmp_path, leak_check):
         assert pulled.returncode == 0, pulled.stdout + pulled.stderr
         answer = json.loads(pulled.stdout)
         assert answer["converged_s"] is not None and answer["converged_s"] < 2.0
-        status = json.loads(hpnlab("status", "--json").stdout)
+        picture = tmp_path / "live.svg"
+        status = json.loads(hpnlab("status", "--json", "--draw", str(picture)).stdout)
         assert [d[:2] for d in status["links_down"]] == [["s0h0", "t0r0k0"]]
+        assert "failed link" in picture.read_text()
         assert ["t0r0k0", 1] in status["controller"]["ports_down"]
         # pingall finds what plane 0 lost with the cable, and only that: s0h0's
         # port 0 to anyone, and anyone's port 0 to s0h0 (plane 0 no longer
@@ -59,6 +61,16 @@ def test_a_detached_fabric_is_driven_from_another_shell(tmp_path, leak_check):
         assert ping.returncode == 0, ping.stdout + ping.stderr
         replugged = json.loads(hpnlab("link", "s0h0", "t0r0k0", "up", "--json").stdout)
         assert replugged["converged_s"] is not None
+        assert json.loads(hpnlab("status", "--json").stdout)["links_down"] == []
+
+        # a whole ToR dies: its 6 links go down, its hosts go on over their other port
+        failed = json.loads(hpnlab("switch", "t1r0k1", "down", "--json").stdout)
+        assert failed["converged_s"] is not None, failed
+        down = json.loads(hpnlab("status", "--json").stdout)["links_down"]
+        assert len(down) == 6 and all("t1r0k1" in d[:2] for d in down), down
+        ping = hpnlab("exec", "s1h0", "--", "ping", "-c", "3", "-i", "0.2", "-W", "1", "10.0.0.1")
+        assert ping.returncode == 0, ping.stdout + ping.stderr
+        assert json.loads(hpnlab("switch", "t1r0k1", "up", "--json").stdout)["converged_s"] is not None
         assert json.loads(hpnlab("status", "--json").stdout)["links_down"] == []
     finally:
         down = hpnlab("down", timeout=120)
@@ -116,6 +128,7 @@ def test_queues_and_a_scenarios_traffic_on_a_live_fabric(tmp_path, leak_check):
             said.append(line)
             if "intense 1/6 iterations" in line:
                 break
+        assert json.loads(hpnlab("status", "--json").stdout)["traffic"]["jobs"] == ["intense", "light"]
         busy = json.loads(hpnlab("queues", "t0r0k0", "t0r0k1", "--json", timeout=30).stdout)["queues"]
         assert sum(r["sent_bytes"] for r in busy if r["class"] == "high") > 0, busy
         text = hpnlab("queues", "t0r0k0", "--interval", "0.5")
@@ -131,6 +144,7 @@ def test_queues_and_a_scenarios_traffic_on_a_live_fabric(tmp_path, leak_check):
         said.append(rest)
         assert traffic.returncode == 0, "".join(said)
         assert "PASSED" in rest
+        assert json.loads(hpnlab("status", "--json").stdout)["traffic"] is None
         report = json.loads((out / "results.json").read_text())
         assert report["time_dilation_choice"]["from"] == "running fabric"
         wrong = hpnlab("traffic", "start", "scenarios/ecn-dcqcn.yaml", "--out", str(tmp_path / "wrong"))

@@ -130,3 +130,37 @@ def test_results_files_are_read_back(tmp_path):
     assert read_results(str(tmp_path)) == {"trustworthy": True}
     assert read_results(str(tmp_path / "none")) is None
     assert Path(tmp_path).exists()
+
+
+def test_an_instructors_checks_replace_the_labs_and_are_checked_alike(tmp_path):
+    hidden = tmp_path / "hidden.yaml"
+    check = "checks:\n  - name: secret\n    run: {run}\n    metric: max_silence_s\n    max: 0.5\n"
+    hidden.write_text(check.format(run="dual.yaml"))
+    lab = find_lab("1", checks_file=str(hidden))
+    assert [c.expectation.name for c in lab.checks] == ["secret"] and lab.title == find_lab("1").title
+    hidden.write_text(check.format(run="../x.yaml"))
+    with pytest.raises(ConfigError) as e:
+        find_lab("1", checks_file=str(hidden))
+    assert str(e.value.problems[0]).startswith(f"{hidden}: checks[0]: expected run: a plain scenario file")
+
+
+def test_the_graders_summary_and_csv_have_a_line_per_student():
+    import csv
+    import io
+
+    from testbed.lab.checker import grade_csv, grade_summary
+
+    lab = find_lab("1")
+    good = {
+        "dual.yaml": RunOutcome(0, results(fault_throughput_ratio=0.5, max_silence_s=0.1), "PASSED"),
+        "single.yaml": RunOutcome(0, results(fault_throughput_ratio=0.0, max_silence_s=19.2), "PASSED"),
+    }
+    reports = [judge(lab, "ana", good), judge(lab, "bo", {"dual.yaml": good["dual.yaml"]})]
+    summary = grade_summary(reports)
+    assert "ana" in summary and "100%" in summary and "bo" in summary and "50%" in summary
+    assert "ana" not in grade_summary(reports, failed_only=True)
+    rows = list(csv.reader(io.StringIO(grade_csv(reports))))
+    assert rows[0][:5] == ["student", "check", "run", "weight", "status"]
+    assert len(rows) == 1 + 2 * (4 + 1)
+    assert ["bo", "(score)", "", "", "failed", "0.5000", "", ""] in rows
+    assert grade_summary([judge(lab, "ana", good)], failed_only=True) == "every student passed"

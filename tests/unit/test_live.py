@@ -171,3 +171,15 @@ def test_queue_rows_come_from_two_reads_of_the_counters():
     text = queue_table(rows, show_idle=False)
     assert "high" not in text and "t0r0k0-e1 -> s0h0" in text and "PAUSING (2)" in text
     assert queue_table(rows[:1], show_idle=False) == "every queue idle"
+
+
+def test_a_switch_counts_as_failed_once_every_port_of_it_is_down():
+    evs = live.events(LOG)
+    assert live.routes_for(evs, [("t0r0k0", 1), ("t0r0k0", 2)], up=False) is None  # never both at once
+    both = evs + [{"event": "routes", "version": 5, "down": [["t0r0k0", 1], ["t0r0k0", 2], ["a0n0", 1]]}]
+    assert live.routes_for(both, [("t0r0k0", 1), ("t0r0k0", 2)], up=False)["version"] == 5
+    fabric = load_fabric(ROOT / "topologies" / "hpn-mini.yaml")[1]
+    links = live.switch_links(fabric, "t0r0k0")
+    assert len(links) == 4 + 2 and all("t0r0k0" in (link.a.node, link.b.node) for link in links)
+    with pytest.raises(ValueError, match="'s0h0' is not a switch of fabric hpn-mini"):
+        live.switch_links(fabric, "s0h0")
