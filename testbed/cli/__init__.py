@@ -25,6 +25,16 @@ COMMANDS = (
 )
 
 
+def _version() -> str:
+    """The installed package's version (a clone not installed says so)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hpnlab")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="hpnlab",
@@ -32,6 +42,7 @@ def build_parser():
         epilog=EXIT_STATUSES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"hpnlab {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in COMMANDS:
         add(subparsers)

@@ -1,6 +1,7 @@
 """Subcommands about drills: run (needs root) and compare (reads results)."""
 
 import argparse
+import json
 import os
 
 from testbed.fabric.dilation import dilate
@@ -8,7 +9,7 @@ from testbed.fabric.problems import ConfigError, printable
 from testbed.fabric.scenario import load_scenario
 from testbed.plan import budget, calibration
 from testbed.results import store
-from testbed.results.compare import render_side_by_side
+from testbed.results.compare import render_side_by_side, side_by_side_data
 from testbed.results.text import fmt
 from testbed.results.trust import WARN
 from testbed.results.verdicts import failed_checks, verdict
@@ -160,6 +161,7 @@ def _calibrate_from_first_run(results, path, out):
 def add_compare(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="print several drill results side by side")
     p.add_argument("dirs", nargs="+", metavar="DIR")
+    p.add_argument("--json", action="store_true", help="the same numbers as JSON, one object per run")
     p.set_defaults(run=run_compare)
 
 
@@ -174,7 +176,13 @@ def run_compare(args: argparse.Namespace) -> int:
             return err(f"{d}: not the results of an hpnlab drill (expected a JSON object)", INVALID)
         results.append(res)
     try:
-        print(render_side_by_side(results))
+        if args.json:
+            data = side_by_side_data(results)
+            for d, run in zip(args.dirs, data):
+                run["dir"] = d
+            print(json.dumps(data, indent=1))
+        else:
+            print(render_side_by_side(results))
     except (AttributeError, KeyError, TypeError, ValueError) as e:
         return err(f"results not in hpnlab's shape ({type(e).__name__}: {e})", INVALID)
     return OK

@@ -19,25 +19,41 @@ def add_check(subparsers):
         description="Validate each FILE as a scenario (it has a 'topology' key) or a topology.",
     )
     p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="one JSON list: per file its kind and size, or its problems (file, field, message)",
+    )
     add_topology_dir_option(p)
     p.set_defaults(run=run_check)
 
 
 def run_check(args):
     status = OK
+    found = []
     for path in args.files:
         try:
             kind, fabric = load_fabric(path, args.topology_dir)
         except ConfigError as e:
-            print_problems(e)
             status = INVALID
+            if args.json:
+                problems = [{"field": p.field, "message": p.message} for p in e.problems]
+                found.append({"file": path, "valid": False, "problems": problems})
+            else:
+                print_problems(e)
             continue
-        print(
-            printable(
-                f"OK {path} ({kind}: {len(fabric.hosts())} hosts, "
-                f"{len(fabric.switches())} switches, {len(fabric.links)} links)"
+        size = {"hosts": len(fabric.hosts()), "switches": len(fabric.switches()), "links": len(fabric.links)}
+        if args.json:
+            found.append({"file": path, "valid": True, "kind": kind, **size})
+        else:
+            print(
+                printable(
+                    f"OK {path} ({kind}: {size['hosts']} hosts, {size['switches']} switches, "
+                    f"{size['links']} links)"
+                )
             )
-        )
+    if args.json:
+        print(json.dumps(found, indent=1))
     return status
 
 

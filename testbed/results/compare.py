@@ -105,3 +105,42 @@ def render_side_by_side(results_list: list[dict]) -> str:
         text += "".join("\n" + line for line in _utilization_against_first(results_list))
     # results.json files may come from anyone: what they say is shown, never obeyed
     return "\n".join(printable(line) for line in text.split("\n"))
+
+
+HOST_KEYS = ("before_mbit", "during_mbit", "after_mbit", "max_silence_s", "fault_throughput_ratio")
+JOB_KEYS = (
+    "iterations_completed",
+    "iteration_time_s",
+    "iteration_time_p99_s",
+    "job_completion_s",
+    "gpu_utilization",
+    "retransmissions",
+    "stalled_iterations",
+)
+
+
+def side_by_side_data(results_list: list[dict]) -> list[dict]:
+    """What `compare --json` prints: per run the numbers the tables show,
+    unformatted, and its aggregate GPU utilization against the first run's
+    (pure)."""
+    out = []
+    base = ((results_list[0].get("metrics") or {}).get("gpu_utilization")) if results_list else None
+    for results in results_list:
+        metrics = results.get("metrics") or {}
+        util = metrics.get("gpu_utilization")
+        out.append(
+            {
+                "scenario": results.get("scenario"),
+                "time_dilation": results.get("time_dilation"),
+                "verdict": verdict(results),
+                "fidelity": fidelity_min(results),
+                "hosts": {
+                    h: {k: m.get(k) for k in HOST_KEYS} for h, m in (metrics.get("hosts") or {}).items()
+                },
+                "overall": {k: (metrics.get("overall") or {}).get(k) for k in HOST_KEYS},
+                "jobs": {j: {k: m.get(k) for k in JOB_KEYS} for j, m in (metrics.get("jobs") or {}).items()},
+                "gpu_utilization": util,
+                "gpu_utilization_vs_first": util / base - 1 if base and util is not None else None,
+            }
+        )
+    return out

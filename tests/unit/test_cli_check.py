@@ -52,6 +52,21 @@ def test_one_bad_file_fails_the_whole_check(tmp_path, capsys):
     assert err == f"{bad}: planes: expected one of 1, 2, got 3\n"
 
 
+def test_check_as_json_gives_each_files_kind_or_problems(tmp_path, capsys):
+    good = _write(tmp_path, "good.yaml", "kind: hpn\n")
+    bad = _write(tmp_path, "bad.yaml", "kind: hpn\nplanes: 3\n")
+    assert main(["check", "--json", good, bad]) == INVALID
+    out, err = capsys.readouterr()
+    assert err == ""
+    first, second = json.loads(out)
+    assert first == {"file": good, "valid": True, "kind": "topology", "hosts": 8, "switches": 8, "links": 24}
+    assert second == {
+        "file": bad,
+        "valid": False,
+        "problems": [{"field": "planes", "message": "expected one of 1, 2, got 3"}],
+    }
+
+
 def test_missing_file(tmp_path, capsys):
     path = str(tmp_path / "nope.yaml")
     assert main(["check", path]) == INVALID
@@ -67,6 +82,13 @@ def test_usage_errors_exit_2(argv, capsys):
 def test_help_exits_0(capsys):
     assert main(["--help"]) == 0
     assert "check" in capsys.readouterr().out
+
+
+def test_version_names_the_installed_package(capsys):
+    from importlib.metadata import version
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"hpnlab {version('hpnlab')}"
 
 
 @pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from testbed.fabric.records import Expectation
-from testbed.results.compare import render_side_by_side
+from testbed.results.compare import render_side_by_side, side_by_side_data
 from testbed.results.emulator import fold_generators, generator_metrics
 from testbed.results.flows import compute_metrics
 from testbed.results.judge import judge
@@ -380,6 +380,11 @@ def test_side_by_side_sets_policies_against_the_first():
     ]
     assert jct == ["~12.6", "~84.3", "12", "~84.3"]
     assert lines[-1] == "crux: aggregate GPU utilization +24.0% against shared"
+    data = side_by_side_data(runs)
+    assert [d["scenario"] for d in data] == ["shared", "crux"]
+    assert data[1]["gpu_utilization_vs_first"] == pytest.approx(0.434 / 0.35 - 1)
+    assert data[1]["jobs"]["ring4"]["job_completion_s"] == 12.0
+    assert data[0]["jobs"]["other"]["job_completion_s"] is None
 
 
 def test_summary_locates_loss_and_names_what_the_emulator_lost(tmp_path):
