@@ -25,7 +25,7 @@ def run_timeline(fnet, flows, pairs, sc, t0, log):
         if kind == "controller":
             (fnet.stop_controller if item["action"] == "stop" else fnet.start_controller)()
             t = time.monotonic() - t0
-            log(f"[{t:6.2f}s] controller {item['action']}")
+            log(f"[{t / fnet.fabric.time_dilation:6.2f}s] controller {item['action']}")
             controller.append({"at": at, "applied_at": round(t, 4), "action": item["action"]})
             continue
         a, b = item.link
@@ -35,7 +35,7 @@ def run_timeline(fnet, flows, pairs, sc, t0, log):
         issued = time.monotonic() - t0
         fnet.set_link(link, up=item.action == "link-up")
         t = time.monotonic() - t0
-        log(f"[{t:6.2f}s] {item.action} {a} <-> {b}")
+        log(f"[{t / fnet.fabric.time_dilation:6.2f}s] {item.action} {a} <-> {b}")  # emulated time
         applied.append(
             {
                 "at": at,

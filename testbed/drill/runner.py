@@ -38,7 +38,11 @@ def run_scenario(sc, out_dir, log=print, dilation_choice=None, live=None):
     that is up, to play the scenario on instead of building one. Returns
     the results dict."""
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    n = sc.fabric.time_dilation
+    if n != 1:
+        log(f"time dilation {n:g}: times and rates below are emulated ones ({n:g}x slower on this machine)")
     run = _run(sc, out_dir, log, live)
+    log("measuring what the run did and writing the report")
     results = measure.results(sc, run, started, dilation_choice).to_dict()
     _write(sc, run, results, out_dir, log)
     return results
@@ -172,7 +176,9 @@ def _run(sc, out_dir, log, live=None):
         return _play_on(live, sc, run_dir, out_dir, log, keep_pausing=True)
     with FabricNet(sc.fabric, run_dir, log=log, ovs_options=_ovs_options(sc)) as fnet:
         _require_reachable(fnet)
-        return _play_on(fnet, sc, run_dir, out_dir, log)
+        record = _play_on(fnet, sc, run_dir, out_dir, log)
+        log("traffic over; tearing the fabric down")
+        return record
 
 
 def _play_on(fnet, sc, run_dir, out_dir, log, keep_pausing=False):
@@ -318,11 +324,14 @@ def _require_reachable(fnet):
 
 
 def _progress(fabric, senders, agents, jobs, log):
+    """A line a second: each job's iterations and each sender's rate, in
+    emulated time and rates (a dilated fabric runs n times slower here)."""
     ports = {h: sampler.host_ports(fabric, h) for h in senders}
+    n = fabric.time_dilation
     last = [0.0]
 
     def on_sample(t, samp):
-        if t - last[0] < 1.0:
+        if t - last[0] < n:
             return
         last[0] = t
         parts = []
@@ -335,9 +344,9 @@ def _progress(fabric, senders, agents, jobs, log):
                 it = min(ranks.values()) if len(ranks) == len(job.hosts) else 0
                 parts.append(f"{job.name} {it}/{job.iterations} iterations")
         for h in senders:
-            rates = [samp.rate_mbit(p) for p in ports[h]]
+            rates = [samp.rate_mbit(p) * n for p in ports[h]]
             per_port = " ".join(f"{r:5.1f}" for r in rates)
             parts.append(f"{h} {sum(rates):6.1f} Mbit/s (ports: {per_port})")
-        log(f"[{t:6.2f}s] " + "; ".join(parts))
+        log(f"[{t / n:6.2f}s] " + "; ".join(parts))
 
     return on_sample

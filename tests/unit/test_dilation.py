@@ -546,3 +546,25 @@ def test_the_results_record_and_the_published_schema_name_the_same_keys():
     assert set(schema["properties"]) - written_later == set(document.keys())
     fabric = schema["properties"]["fabric"]
     assert [f.name for f in dataclasses.fields(document.FabricSummary)] == fabric["required"]
+
+
+def test_progress_speaks_in_emulated_time_and_rates():
+    """At dilation 4 a second of emulated time is 4 s here, and a port the
+    machine runs at 10 Mbit/s stands for 40."""
+    import dataclasses
+
+    from testbed.drill.runner import _progress
+    from testbed.fabric.scenario import load_fabric
+
+    fabric = load_fabric(SCENARIOS.parent / "topologies" / "hpn-mini.yaml")[1]
+    fabric = dataclasses.replace(fabric, time_dilation=4.0)
+    said = []
+
+    class Sample:
+        def rate_mbit(self, port):
+            return 10.0 if port.endswith("p0") else 0.0
+
+    tick = _progress(fabric, ["s0h0"], None, [], said.append)
+    tick(2.0, Sample())  # half an emulated second: nothing yet
+    tick(4.0, Sample())
+    assert said == ["[  1.00s] s0h0   40.0 Mbit/s (ports:  40.0   0.0)"]
