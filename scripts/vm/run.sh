@@ -34,7 +34,7 @@ mem=${HPNLAB_VM_MEM_MB:-4096}
 # the run was untrustworthy. At 4 both drills passed: fidelity 0.965-0.971,
 # convergence 106-138 ms (emulated), longest silence 0.65 s (bound 1 s). At 8
 # too, but with fidelity down to 0.927 (rates of 5 Mbit/s carry 9000-byte
-# frames) for half the wall time saved on convergence; README "The VM tier".
+# frames) for half the wall time saved on convergence; docs/tests.md, "The VM tier".
 vm_dilation=4
 t0=$SECONDS
 phase() { printf '[test-vm +%ds] %s\n' "$((SECONDS - t0))" "$*"; }

@@ -2,7 +2,7 @@
 queue engine's XOFF/XON events and pauses or resumes the links that feed a
 full queue, one lossless class at a time.
 
-How a pause works (measured choices, see the README's "Lossless classes"):
+How a pause works (measured choices, see "Lossless classes" in docs/scenarios.md):
 - the engine (bpf/queue.c) tells which ingress link fed a lossless queue
   while it was at or above XOFF, one event per link and episode, and tells
   once when the queue is back at XON;

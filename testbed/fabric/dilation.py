@@ -12,7 +12,7 @@ place that brings what was measured back to emulated time.
 Not stretched here: the traffic agents' transport timers (the agent
 stretches them itself, told N by its config: drill/jobs.py), and what no
 setting reaches (the kernel's TCP timers of iperf3 flows, the controller's
-reaction, Open vSwitch's own timers; see "Time dilation" in the README).
+reaction, Open vSwitch's own timers; see "Time dilation" in docs/scenarios.md).
 """
 
 from __future__ import annotations
