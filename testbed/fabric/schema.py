@@ -58,8 +58,11 @@ def _validator(name):
     schemas = {
         kind: {k: v for k, v in load_schema(kind).items() if k != "$schema"} for kind in (TOPOLOGY, SCENARIO)
     }
-    # The scenario schema refers to the topology schema by its $id.
-    registry = Registry().with_resources((s["$id"], DRAFT202012.create_resource(s)) for s in schemas.values())
+    # The scenario schema refers to the topology schema by its file name, as
+    # an editor's YAML language server resolves it (beside the scenario's).
+    registry = Registry().with_resources(
+        (f"{kind}.json", DRAFT202012.create_resource(s)) for kind, s in schemas.items()
+    )
     return _Validator(schemas[name], registry=registry)
 
 

@@ -150,3 +150,15 @@ def test_crux_plan_needs_jobs(capsys):
     assert main(["crux", "plan", "scenarios/dual-tor-link-failure.yaml"]) == INVALID
     err = capsys.readouterr().err
     assert "jobs: expected at least one training job to plan" in err
+
+
+@pytest.mark.parametrize("folder,kind", [("scenarios", "scenario"), ("topologies", "topology")])
+def test_shipped_files_name_their_schema_for_editors(folder, kind):
+    """The first line tells a YAML language server which schema to check and
+    complete the file with; the path it names is the schema hpnlab uses."""
+    files = sorted((TOPOLOGIES.parent / folder).glob("*.yaml"))
+    assert len(files) >= 10
+    for path in files:
+        first = path.read_text().splitlines()[0]
+        assert first == f"# yaml-language-server: $schema=../testbed/fabric/schemas/{kind}.json", path
+        assert (path.parent / first.split("=", 1)[1]).resolve().is_file()
