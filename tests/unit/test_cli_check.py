@@ -162,3 +162,29 @@ def test_shipped_files_name_their_schema_for_editors(folder, kind):
         first = path.read_text().splitlines()[0]
         assert first == f"# yaml-language-server: $schema=../testbed/fabric/schemas/{kind}.json", path
         assert (path.parent / first.split("=", 1)[1]).resolve().is_file()
+
+
+@pytest.mark.parametrize("kind", ["scenario", "topology"])
+def test_every_field_an_editor_offers_says_what_it_is(kind):
+    """An editor shows a property's `description` while one types it."""
+    from testbed.fabric.schema import load_schema
+
+    bare = []
+
+    def walk(node, owner):
+        if isinstance(node, dict):
+            for name, prop in (node.get("properties") or {}).items():
+                if not owner.startswith("is-") and not (isinstance(prop, dict) and prop.get("description")):
+                    bare.append(f"{owner}.{name}")
+                walk(prop, name)
+            for name, sub in (node.get("$defs") or {}).items():
+                walk(sub, name)
+            for key, sub in node.items():
+                if key not in ("properties", "$defs"):
+                    walk(sub, owner)
+        elif isinstance(node, list):
+            for sub in node:
+                walk(sub, owner)
+
+    walk(load_schema(kind), "")
+    assert bare == []
