@@ -10,6 +10,7 @@ from testbed.fabric.scenario import load_scenario
 from testbed.plan import budget, calibration
 from testbed.results import store
 from testbed.results.compare import render_side_by_side, side_by_side_data
+from testbed.results.findings import findings
 from testbed.results.text import fmt
 from testbed.results.trust import WARN
 from testbed.results.verdicts import failed_checks, verdict
@@ -107,7 +108,8 @@ def outcome_text(results: dict, summary_path: str) -> str:
     """What a drill found, for the terminal: each expectation, problem and
     failed trust check, then the verdict. Names and messages come from the
     scenario file: shown, never obeyed (no control characters pass)."""
-    lines = [
+    lines = [f"  {line}" for line in findings(results)]
+    lines += [
         f"  {e['status'].upper():13} {e['name']}: expected {e['expected']}, measured {fmt(e['measured'])}"
         for e in results["expectations"]
     ]

@@ -8,6 +8,7 @@ deserves a readable report of what it did measure.
 import os
 
 from .dilation import note
+from .findings import findings
 from .markdown_fabric import (
     section_controller,
     section_fabric,
@@ -360,6 +361,9 @@ def render_summary(results: dict) -> str:
     if results.get("description"):
         parts.append(md_text(results["description"]))
     parts.append(_headline(results))
+    found = findings(results)
+    if found:
+        parts.append("\n".join(f"- {md_text(line)}" for line in found))
     if results.get("problems"):
         parts.append(
             "> **Problems during the run (the run cannot pass):**\n"

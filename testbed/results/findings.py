@@ -1,0 +1,71 @@
+"""What a drill found, in a few sentences a person reads before any table:
+the report's and the terminal's first lines after the verdict (pure).
+
+Each sentence is built from measured values only (throughput before and
+during the faults, silences, recovery, convergence, iteration times, GPU
+utilization, retransmissions); a value the run did not measure is left
+out, never guessed.
+"""
+
+from __future__ import annotations
+
+from .text import fmt
+
+
+def findings(results: dict) -> list[str]:
+    """Sentences, most telling first: the faults' effect on each sending
+    host, how fast the routes converged, then each job."""
+    metrics = results.get("metrics") or {}
+    out = [_host_finding(h, m) for h, m in (metrics.get("hosts") or {}).items()]
+    out.append(_convergence_finding(results.get("faults") or []))
+    out += [_job_finding(j, m) for j, m in (metrics.get("jobs") or {}).items()]
+    if len(metrics.get("jobs") or {}) > 1 and metrics.get("gpu_utilization") is not None:
+        out.append(f"All GPUs together were busy {metrics['gpu_utilization']:.0%} of the time.")
+    return [s for s in out if s]
+
+
+def _host_finding(host: str, m: dict) -> str | None:
+    ratio, before, during = m.get("fault_throughput_ratio"), m.get("before_mbit"), m.get("during_mbit")
+    if ratio is None or before is None or during is None:
+        return None
+    rates = f"({fmt(during)} of {fmt(before)} Mbit/s)"
+    if ratio < 0.02:
+        text = f"{host} was cut off while the link was down {rates}"
+    else:
+        text = f"{host} kept {ratio:.0%} of its throughput while the link was down {rates}"
+    silence = m.get("max_silence_s")
+    if silence is not None:
+        text += f"; its longest silence was {fmt(silence)} s"
+    recovery = m.get("recovery_s")
+    if recovery is not None:
+        text += f"; it was back to 90% of its rate {fmt(recovery)} s after the link came back"
+    elif m.get("recovered_throughput_ratio") is not None:
+        text += f"; at the end it ran at {m['recovered_throughput_ratio']:.0%} of its rate before"
+    return text + "."
+
+
+def _convergence_finding(faults: list) -> str | None:
+    times = [f["converged_s"] * 1000 for f in faults if f.get("converged_s") is not None]
+    if not times:
+        return None
+    span = f"{fmt(min(times))} ms" if len(times) == 1 else f"{fmt(min(times))}-{fmt(max(times))} ms"
+    return f"The controller's routes converged {span} after each fault ({len(times)} of {len(faults)} timed)."
+
+
+def _job_finding(job: str, m: dict) -> str | None:
+    done, planned = m.get("iterations_completed"), m.get("iterations_planned")
+    if done is None:
+        return None
+    text = f"Job {job} ran {done}" + (f" of {planned}" if planned else "") + " iterations"
+    mean, vs = m.get("iteration_time_s"), m.get("iteration_time_vs_analytical")
+    if mean is not None:
+        text += f", {fmt(mean)} s each" + (f" ({fmt(vs)}x its analytical time)" if vs is not None else "")
+    util = m.get("gpu_utilization")
+    if util is not None:
+        text += f"; its GPUs were busy {util:.0%} of the time"
+    retx, stalled = m.get("retransmissions"), m.get("stalled_iterations")
+    if retx:
+        text += f"; {retx} retransmissions"
+    if stalled:
+        text += f"; {stalled} stalled iterations"
+    return text + "."

@@ -1,0 +1,45 @@
+"""The sentences a report opens with, from measured values only."""
+
+from testbed.results.findings import findings
+
+
+def test_a_failure_drill_says_what_the_host_kept_and_how_fast_it_came_back():
+    results = {
+        "metrics": {
+            "hosts": {
+                "s0h0": {
+                    "before_mbit": 39.4,
+                    "during_mbit": 0.0,
+                    "fault_throughput_ratio": 0.0,
+                    "max_silence_s": 19.2,
+                    "recovery_s": 9.3,
+                }
+            }
+        },
+        "faults": [{"converged_s": 0.012}, {"converged_s": 0.017}],
+    }
+    assert findings(results) == [
+        "s0h0 was cut off while the link was down (0 of 39.4 Mbit/s); its longest silence was 19.2 s; "
+        "it was back to 90% of its rate 9.3 s after the link came back.",
+        "The controller's routes converged 12-17 ms after each fault (2 of 2 timed).",
+    ]
+    results["metrics"]["hosts"]["s0h0"].update(during_mbit=20.0, fault_throughput_ratio=0.508, recovery_s=None)
+    assert findings(results)[0].startswith("s0h0 kept 51% of its throughput while the link was down (20 of")
+
+
+def test_jobs_say_their_pace_and_what_went_wrong_only_when_measured():
+    job = {
+        "iterations_completed": 6,
+        "iterations_planned": 8,
+        "iteration_time_s": 0.9,
+        "iteration_time_vs_analytical": 1.12,
+        "gpu_utilization": 0.4,
+        "retransmissions": 0,
+        "stalled_iterations": 2,
+    }
+    text = findings({"metrics": {"jobs": {"ring": job}, "gpu_utilization": 0.4}})
+    assert text == [
+        "Job ring ran 6 of 8 iterations, 0.9 s each (1.12x its analytical time); "
+        "its GPUs were busy 40% of the time; 2 stalled iterations."
+    ]
+    assert findings({"metrics": {"hosts": {"s0h0": {"before_mbit": 40}}}}) == []  # no fault: nothing said
