@@ -23,7 +23,8 @@ def test_a_failure_drill_says_what_the_host_kept_and_how_fast_it_came_back():
         "it was back to 90% of its rate 9.3 s after the link came back.",
         "The controller's routes converged 12-17 ms after each fault (2 of 2 timed).",
     ]
-    results["metrics"]["hosts"]["s0h0"].update(during_mbit=20.0, fault_throughput_ratio=0.508, recovery_s=None)
+    host = results["metrics"]["hosts"]["s0h0"]
+    host.update(during_mbit=20.0, fault_throughput_ratio=0.508, recovery_s=None)
     assert findings(results)[0].startswith("s0h0 kept 51% of its throughput while the link was down (20 of")
 
 
