@@ -84,11 +84,34 @@ class Fault:
     link: tuple[str, str]
     index: int = 0
     name: str | None = None  # faults that share a name are judged together (probes)
+    # the entry of the file's `faults` this one comes from (a switch-down or
+    # a link-flap entry makes several), so that problems name that entry
+    source: int | None = dataclasses.field(default=None, compare=False)
 
     @classmethod
-    def from_entry(cls, raw: dict[str, Any]) -> Fault:
+    def from_entry(cls, raw: dict[str, Any], source: int | None = None) -> Fault:
         a, b = raw["link"]
-        return cls(parse_time(raw["at"]), raw["action"], (a, b), raw.get("index", 0), raw.get("name") or None)
+        at, index, name = parse_time(raw["at"]), raw.get("index", 0), raw.get("name") or None
+        return cls(at, raw["action"], (a, b), index, name, source)
+
+    @classmethod
+    def flap(cls, raw: dict[str, Any], source: int | None = None) -> list[Fault]:
+        """A link-flap entry: the link down at `at`, up `every` later, down
+        again, `times` times over."""
+        a, b = raw["link"]
+        at, every = parse_time(raw["at"]), parse_time(raw["every"])
+        return [
+            cls(
+                at + (2 * k + up) * every,
+                "link-up" if up else "link-down",
+                (a, b),
+                raw.get("index", 0),
+                None,
+                source,
+            )
+            for k in range(raw["times"])
+            for up in (0, 1)
+        ]
 
     def dilated(self, n: float) -> Fault:
         return dataclasses.replace(self, at=self.at * n)

@@ -196,6 +196,10 @@ def _scenario_from_doc(path: Path, doc: dict, topology_dirs: Sequence[PathArg] =
     topo_path, params = _shape_checked(file, path, doc, topology_dirs)
     parts = _Parts.of(doc)
     fabric, problems = _scenario_fabric(file, doc, params, topo_path)
+    if fabric is not None and parts.switch_faults:
+        expanded, found = _switch_faults(file, parts.switch_faults, fabric)
+        problems += found
+        parts = dataclasses.replace(parts, faults=parts.faults + expanded)
     jobs, found = _semantic_problems(file, doc, parts, fabric)
     problems += found
     capture = doc.get("capture")
@@ -254,6 +258,7 @@ class _Parts:
     duration: float
     traffic: list[TrafficFlow]
     faults: list[Fault]
+    switch_faults: list  # (entry number, entry) of each switch-down/up: expanded once the fabric is built
     controller_timeline: list
     expect: list[Expectation]
     probes: list
@@ -264,7 +269,10 @@ class _Parts:
         return cls(
             duration=parse_time(doc["duration"]),
             traffic=[TrafficFlow.from_entry(t) for t in doc.get("traffic", [])],
-            faults=[Fault.from_entry(f) for f in doc.get("faults", [])],
+            faults=_link_faults(doc.get("faults", [])),
+            switch_faults=[
+                (i, f) for i, f in enumerate(doc.get("faults", [])) if f["action"] in SWITCH_ACTIONS
+            ],
             controller_timeline=[
                 {"at": parse_time(e["at"]), "action": e["action"]} for e in doc.get("controller_timeline", [])
             ],
@@ -275,6 +283,42 @@ class _Parts:
             ],
             crux=CruxRunning.from_entry(doc["crux"]) if doc.get("crux") is not None else None,
         )
+
+
+SWITCH_ACTIONS = {"switch-down": "link-down", "switch-up": "link-up"}
+
+
+def _link_faults(entries: list) -> list[Fault]:
+    """The faults of the entries that name a link: a link-down or link-up
+    each, a link-flap as its downs and ups."""
+    out: list[Fault] = []
+    for i, raw in enumerate(entries):
+        if raw["action"] == "link-flap":
+            out += Fault.flap(raw, source=i)
+        elif raw["action"] not in SWITCH_ACTIONS:
+            out.append(Fault.from_entry(raw, source=i))
+    return out
+
+
+def _switch_faults(file: str, entries: list, fabric) -> tuple[list[Fault], list[Problem]]:
+    """A switch-down (switch-up) entry as a link-down (link-up) of every
+    link of the switch at the same time, sharing the entry's name if any."""
+    faults, problems = [], []
+    for i, raw in entries:
+        node = fabric.nodes.get(raw["switch"])
+        if node is None or not node.is_switch:
+            problems.append(
+                Problem(
+                    file, f"faults[{i}].switch", f"expected a switch of the topology, got {raw['switch']!r}"
+                )
+            )
+            continue
+        at, action, name = parse_time(raw["at"]), SWITCH_ACTIONS[raw["action"]], raw.get("name") or None
+        for link in fabric.links_of(node.name):
+            other = link.other(node.name).node
+            index = fabric.links_between(node.name, other).index(link)
+            faults.append(Fault(at, action, (node.name, other), index, name, source=i))
+    return faults, problems
 
 
 def _scenario_fabric(file, doc, params, topo_path):

@@ -15,18 +15,17 @@ from .semantics import after_the_end
 def fault_problems(file: str, faults: list[Fault], duration: float, fabric: Fabric | None) -> list[Problem]:
     """Every problem of the faults, each fault's together in the order of the file."""
     problems, valid = [], []
-    for i, f in enumerate(faults):
+    for i, f in _numbered(faults):
         here = f"faults[{i}]"
         problems += after_the_end(file, f"{here}.at", "a time", f.at, duration)
         link_problems = [] if fabric is None else _link_problems(file, here, f, fabric)
         problems += link_problems
         if not link_problems:
             valid.append((i, f))
-    # Stable sort: each fault's problems together, in the order of the file.
-    return sorted(
-        problems + _sequence_problems(file, valid) + _fault_name_problems(file, faults),
-        key=lambda p: _fault_number(p.field),
-    )
+    # Stable sort: each fault's problems together, in the order of the file;
+    # an entry that made several faults (a flap, a switch) says each once.
+    found = problems + _sequence_problems(file, valid) + _fault_name_problems(file, faults)
+    return sorted(dict.fromkeys(found), key=lambda p: _fault_number(p.field))
 
 
 def controller_timeline_problems(file: str, timeline: list, duration: float) -> list[Problem]:
@@ -122,12 +121,17 @@ def _fault_number(field):
     return int(re.search(r"\[(\d+)\]", field).group(1))
 
 
+def _numbered(faults):
+    """(the number of the file's entry it comes from, fault) of each fault."""
+    return [(i if f.source is None else f.source, f) for i, f in enumerate(faults)]
+
+
 def _fault_name_problems(file, faults):
     """Faults that share a name happen together (a switch failing takes all
     its links): the same time and the same action."""
     first = {}
     problems = []
-    for i, f in enumerate(faults):
+    for i, f in _numbered(faults):
         name = f.name
         if not name:
             continue

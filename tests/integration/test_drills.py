@@ -26,6 +26,20 @@ def test_dual_tor_survives_link_failure(tmp_path, leak_check):
     assert "failed link" in (tmp_path / "fabric.svg").read_text()
 
 
+def test_a_dead_tor_costs_a_dual_tor_host_one_port(tmp_path, leak_check):
+    """switch-down takes every link of t0r0k0 down at once: its hosts go on
+    over their other ToR, and every link of it counts as failed."""
+    r = drillrun.run("scenarios/tor-failure.yaml", tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = json.loads((tmp_path / "results.json").read_text())
+    host = res["metrics"]["hosts"]["s0h0"]
+    assert host["max_silence_s"] <= 1.0 and 0.4 <= host["fault_throughput_ratio"] <= 0.65, host
+    downs = [f for f in res["faults"] if f["action"] == "link-down"]
+    assert len(downs) == 6 and {f["link"][0] for f in downs} == {"t0r0k0"}
+    assert all(f["converged_s"] is not None for f in downs)
+    assert "s0h0 kept" in (tmp_path / "summary.md").read_text()  # the report says what it found
+
+
 def test_single_tor_stalls_for_outage(tmp_path, leak_check):
     r = drillrun.run("scenarios/single-tor-link-failure.yaml", tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr

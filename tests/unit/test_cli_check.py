@@ -180,7 +180,7 @@ def test_every_field_an_editor_offers_says_what_it_is(kind):
             for name, sub in (node.get("$defs") or {}).items():
                 walk(sub, name)
             for key, sub in node.items():
-                if key not in ("properties", "$defs"):
+                if key not in ("properties", "$defs", "if"):  # an `if` is a condition, not a field
                     walk(sub, owner)
         elif isinstance(node, list):
             for sub in node:

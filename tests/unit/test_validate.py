@@ -300,6 +300,37 @@ MALFORMED = [
         "already down at 2s (since 1s, faults[0])",
     ),
     (
+        "switch-down-of-a-host",
+        HEAD + TRAFFIC + "faults: [{at: 1, action: switch-down, switch: s0h0}]\n",
+        "faults[0].switch",
+        "expected a switch of the topology, got 's0h0'",
+    ),
+    (
+        "switch-down-with-a-link",
+        HEAD + TRAFFIC + "faults: [{at: 1, action: switch-down, switch: t0r0k0, link: [s0h0, t0r0k0]}]\n",
+        "faults[0].link",
+        "a switch-down or switch-up names its switch, not a link",
+    ),
+    (
+        "switch-down-while-a-link-of-it-is-down",
+        HEAD + TRAFFIC + "faults:\n  - {at: 1, action: link-down, link: [s0h0, t0r0k0]}\n"
+        "  - {at: 2, action: switch-down, switch: t0r0k0}\n",
+        "faults[1].action",
+        "already down at 2s (since 1s, faults[0])",
+    ),
+    (
+        "flap-without-a-period",
+        HEAD + TRAFFIC + "faults: [{at: 1, action: link-flap, link: [s0h0, t0r0k0], times: 3}]\n",
+        "faults[0].every",
+        "required field is missing",
+    ),
+    (
+        "flap-past-the-end",
+        HEAD + TRAFFIC + "faults: [{at: 1, action: link-flap, link: [s0h0, t0r0k0], every: 2s, times: 3}]\n",
+        "faults[0].at",
+        "expected a time before the end of the run (10s), got 11s",
+    ),
+    (
         "expect-min-above-max",
         HEAD + TRAFFIC + "expect: [{metric: fidelity, min: 2, max: 1}]\n",
         "expect[0].min",
