@@ -46,7 +46,67 @@ def build_parser():
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in COMMANDS:
         add(subparsers)
+    for name, sub in subparsers.choices.items():
+        _with_example(sub, name)
     return parser
+
+
+# What `hpnlab COMMAND --help` ends with: whether it needs root, and one
+# line to copy (the README's commands, as typed).
+ROOT_COMMANDS = {
+    "doctor",
+    "up",
+    "down",
+    "status",
+    "exec",
+    "link",
+    "switch",
+    "pingall",
+    "flows",
+    "queues",
+    "traffic",
+    "run",
+}
+EXAMPLES = {
+    "check": "hpnlab check scenarios/dual-tor-link-failure.yaml topologies/hpn-mini.yaml",
+    "topo": "hpnlab topo draw topologies/hpn-mini.yaml --out fabric.svg",
+    "plan": "hpnlab plan scenarios/allreduce-ring.yaml",
+    "crux": "hpnlab crux plan scenarios/crux-contention.yaml",
+    "doctor": "sudo hpnlab doctor",
+    "up": "sudo hpnlab up topologies/hpn-mini.yaml --detach",
+    "down": "sudo hpnlab down",
+    "status": "sudo hpnlab status --draw fabric.svg",
+    "exec": "sudo hpnlab exec s0h0 -- ping -c 3 10.0.1.1",
+    "link": "sudo hpnlab link s0h0 t0r0k0 down",
+    "switch": "sudo hpnlab switch t0r0k0 down",
+    "pingall": "sudo hpnlab pingall",
+    "flows": "sudo hpnlab flows t0r0k0",
+    "queues": "sudo hpnlab queues t0r0k0 --count 0",
+    "traffic": "sudo hpnlab traffic start scenarios/crux-classes.yaml --out /tmp/live",
+    "run": "sudo hpnlab run scenarios/dual-tor-link-failure.yaml --out results/dual",
+    "compare": "hpnlab compare results/dual results/single",
+    "lab": "hpnlab lab start 1; sudo hpnlab lab check 1 lab-01-dual-tor",
+}
+
+
+def _with_example(sub: argparse.ArgumentParser, name: str) -> None:
+    head = "needs root (sudo)" if name in ROOT_COMMANDS else "no root needed"
+    if name == "lab":
+        head = "lab check and lab grade need root (sudo), the others do not"
+    example = EXAMPLES.get(name)
+    text = f"{head}; example:\n  {example}" if example else head
+    sub.epilog = f"{text}\n\n{sub.epilog}" if sub.epilog else text
+    sub.formatter_class = _Formatter
+
+
+class _Formatter(argparse.HelpFormatter):
+    """Fills a one-line description to the terminal's width, as argparse
+    does; keeps text laid out in lines (the examples, the exit statuses)."""
+
+    def _fill_text(self, text, width, indent):
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
 
 
 def main(argv=None):

@@ -84,6 +84,18 @@ def test_help_exits_0(capsys):
     assert "check" in capsys.readouterr().out
 
 
+def test_every_commands_help_says_whether_it_needs_root_and_gives_an_example(capsys):
+    from testbed.cli import EXAMPLES, ROOT_COMMANDS, build_parser
+
+    commands = build_parser()._subparsers._group_actions[0].choices
+    assert set(EXAMPLES) == set(commands)
+    for name in commands:
+        assert main([name, "--help"]) == 0
+        out = capsys.readouterr().out
+        assert ("needs root (sudo)" in out) == (name in ROOT_COMMANDS), name
+        assert f"example:\n  {EXAMPLES[name]}" in out
+
+
 def test_version_names_the_installed_package(capsys):
     from importlib.metadata import version
 
