@@ -3,6 +3,7 @@
 import argparse
 import json
 import os
+import sys
 
 from testbed.fabric.dilation import dilate
 from testbed.fabric.problems import ConfigError, printable
@@ -60,6 +61,11 @@ def add_run(sub: argparse._SubParsersAction) -> None:
         "scenario's time_dilation)",
     )
     add_calibration_option(p)
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="progress on stderr; on stdout, one JSON object: verdict, findings, expectations, report folder",
+    )
     p.set_defaults(run=run_run)
 
 
@@ -80,16 +86,17 @@ def run_run(args: argparse.Namespace) -> int:
     out, status = prepare_report(args.out or default_dir("results", sc.name), args.force)
     if out is None:
         return status
+    say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else print
     if choice["from"] == "auto":
         plan = choice["plan"]
-        print(
+        say(
             f"time dilation auto: {n:g} ({fmt(plan['cores_asked'])} cores asked at dilation 1, "
             f"budget {fmt(plan['budget_cores'])}; capacity: {plan['capacity']})"
         )
-    print(f"running {sc.name}: {_length(emulated, sc)}, {len(sc.faults)} faults; report in {out}")
+    say(f"running {sc.name}: {_length(emulated, sc)}, {len(sc.faults)} faults; report in {out}")
     sigterm_as_interrupt()
     try:
-        results = run_scenario(sc, out, dilation_choice=choice)
+        results = run_scenario(sc, out, log=say, dilation_choice=choice)
     except KeyboardInterrupt as e:
         err("interrupted; the fabric was torn down")
         return interrupted_status(e)
@@ -99,9 +106,30 @@ def run_run(args: argparse.Namespace) -> int:
         return err(str(e))
     except OSError as e:  # a full disk, a folder gone: one line, not a traceback
         return err(f"{e.filename or out}: {e.strerror or e}")
-    print(outcome_text(results, os.path.join(out, "summary.md")))
-    _calibrate_from_first_run(results, args.calibration, out)
+    if args.json:
+        print(json.dumps(outcome_data(results, out), indent=1))
+    else:
+        print(outcome_text(results, os.path.join(out, "summary.md")))
+    _calibrate_from_first_run(results, args.calibration, out, say)
     return run_status(results)
+
+
+def outcome_data(results: dict, out: str) -> dict:
+    """What `run --json` prints: the verdict and what the drill found, for scripts."""
+    return {
+        "scenario": results.get("scenario"),
+        "verdict": verdict(results),
+        "passed": results.get("passed"),
+        "trustworthy": results.get("trustworthy"),
+        "fidelity": results["metrics"]["fidelity"]["min"],
+        "findings": findings(results),
+        "expectations": [
+            {k: e.get(k) for k in ("name", "status", "expected", "measured")} for e in results["expectations"]
+        ],
+        "problems": results.get("problems") or [],
+        "untrusted": [c["name"] for c in failed_checks(results) if c["severity"] != WARN],
+        "report": out,
+    }
 
 
 def outcome_text(results: dict, summary_path: str) -> str:
@@ -142,7 +170,7 @@ def _length(emulated, sc):
     return f"{text} (emulated), {sc.duration_s:g} s on this machine at time dilation {n:g}"
 
 
-def _calibrate_from_first_run(results, path, out):
+def _calibrate_from_first_run(results, path, out, say=print):
     """A machine without a calibration takes it from its first undilated run
     that measured enough packets (`doctor --calibrate` measures it on purpose)."""
     if results.get("time_dilation", 1) != 1 or os.path.lexists(path):
@@ -155,9 +183,9 @@ def _calibrate_from_first_run(results, path, out):
     except ValueError:
         return  # this run measured too little to calibrate on
     except OSError as e:
-        print(f"(could not store this machine's calibration in {path}: {e.strerror or e})")
+        say(f"(could not store this machine's calibration in {path}: {e.strerror or e})")
         return
-    print(f"stored this machine's calibration in {path}, from this run: {cal.describe()}")
+    say(f"stored this machine's calibration in {path}, from this run: {cal.describe()}")
 
 
 def add_compare(sub: argparse._SubParsersAction) -> None:

@@ -178,8 +178,11 @@ def add_up(sub):
     p.add_argument("--json", action="store_true", help="machine-readable summary (with --check)")
     p.add_argument(
         "--run-dir",
+        "--out",
+        dest="run_dir",
         default=None,
-        help="where logs go: a new or empty folder (default: a new private folder in /tmp)",
+        help="where logs go: a new or empty folder (default: a new private folder in /tmp); "
+        "--out is the same, as in 'run'",
     )
     p.add_argument(
         "--detach",

@@ -9,11 +9,13 @@ import pytest
 from testbed.fabric.records import Expectation
 from testbed.results.compare import render_side_by_side, side_by_side_data
 from testbed.results.emulator import fold_generators, generator_metrics
+from testbed.results.findings import findings
 from testbed.results.flows import compute_metrics
 from testbed.results.judge import judge
 from testbed.results.plots import plot_iterations, plot_throughput
 from testbed.results.store import jsonable, load_results, write_results
 from testbed.results.text import fmt
+from testbed.results.verdicts import verdict
 
 DT = 0.1
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -421,3 +423,13 @@ def test_summary_says_when_a_drill_ended_with_its_last_job(tmp_path):
     write_results(str(tmp_path), results)
     text = (tmp_path / "summary.md").read_text()
     assert "| traffic duration (s) | 5.2 (of 30 planned: every job had finished) |" in text
+
+
+def test_run_json_gives_the_verdict_and_what_was_found():
+    from testbed.cli.drill import outcome_data
+
+    data = outcome_data(drill("dual-tor"), "results/x")
+    assert data["verdict"] == verdict(drill("dual-tor")) and data["report"] == "results/x"
+    assert data["findings"] == findings(drill("dual-tor"))
+    assert [e["name"] for e in data["expectations"]] == [e["name"] for e in drill("dual-tor")["expectations"]]
+    json.dumps(data)  # what a script reads
