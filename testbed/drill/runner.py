@@ -303,6 +303,8 @@ def _write(sc, run, results, out_dir, log=print):
         ),
     )
     for key, draw in drawings:
+        if key == "plot" and not sc.traffic:
+            continue  # no iperf3 flows: the throughput plot would be empty (jobs have iterations.png)
         try:
             path = draw()
         except Exception as e:  # noqa: BLE001 - the run's results stand without the plot

@@ -373,7 +373,7 @@ def render_summary(results: dict) -> str:
         parts.append(_warning_block(results))
     parts.append(_run_table(results))
     plot = (results.get("files") or {}).get("plot")
-    if plot:
+    if plot and not _no_iperf_flows(metrics):  # a jobs-only drill's would be empty
         parts.append(f"![throughput]({os.path.basename(plot)})")
     for title, body in _sections(results, metrics):
         parts.append(f"## {title}\n\n{body}")
