@@ -184,6 +184,10 @@ def _check_status(check):
 
 
 def _trust_table(trust):
+    """The checks that judged this run; those with nothing to judge here
+    (no lossless class, no fault, ...) on one line under the table."""
+    checks = trust.get("checks") or []
+    judged = [c for c in checks if c.get("ok") is not None]
     rows = [
         [
             c.get("name"),
@@ -193,9 +197,16 @@ def _trust_table(trust):
             _check_status(c),
             c.get("reason") or c.get("note") or "",
         ]
-        for c in trust.get("checks") or []
+        for c in judged
     ]
-    return md_table(["check", "measures", "measured", "expected", "status", "why"], rows)
+    text = md_table(["check", "measures", "measured", "expected", "status", "why"], rows) if rows else ""
+    idle = [c for c in checks if c.get("ok") is None]
+    if idle:
+        names = "; ".join(
+            f"{c.get('name')} ({c.get('note') or c.get('reason') or 'nothing to judge'})" for c in idle
+        )
+        text += ("\n\n" if text else "") + f"Not judged in this run: {names}."
+    return text
 
 
 def _links_table(links):

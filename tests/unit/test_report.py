@@ -433,3 +433,18 @@ def test_run_json_gives_the_verdict_and_what_was_found():
     assert data["findings"] == findings(drill("dual-tor"))
     assert [e["name"] for e in data["expectations"]] == [e["name"] for e in drill("dual-tor")["expectations"]]
     json.dumps(data)  # what a script reads
+
+
+def test_trust_checks_with_nothing_to_judge_go_on_one_line():
+    from testbed.results.markdown import section_trust
+
+    results = drill("dual-tor")
+    results["trust"] = {
+        "checks": [
+            {"name": "fault_lag", "measures": "lag", "value": 0.01, "expected": "<= 0.1", "ok": True},
+            {"name": "pause_daemon", "measures": "pauses", "ok": None, "note": "no lossless class"},
+        ]
+    }
+    text = section_trust(results)
+    assert "| fault_lag |" in text and "not judged |" not in text
+    assert "Not judged in this run: pause_daemon (no lossless class)." in text
