@@ -15,6 +15,7 @@ from testbed.fabric.records import TrafficFlow
 
 BASE_PORT = 5201
 INTERVAL_S = 0.1
+SHORTEST_INTERVAL = 0.75  # a receiver interval shorter than this share of INTERVAL_S joins the next
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,22 @@ def receiver_series(report: dict | None, pair: PairSpec, offset: float) -> dict[
     pair's `parallel` are ignored; a missing report gives empty series."""
     ids = pair.flow_ids()
     flows: dict[str, list] = {fid: [] for fid in ids}
+    short: dict[
+        int, tuple[float, float]
+    ] = {}  # stream -> (bytes, seconds) of intervals too short to stand alone
     for interval in (report or {}).get("intervals", []):
         for k, stream in enumerate(interval.get("streams", [])[: len(ids)]):
-            flows[ids[k]].append((offset + stream["end"], stream["bits_per_second"] / 1e6))
+            if "bytes" not in stream or "seconds" not in stream:
+                flows[ids[k]].append((offset + stream["end"], stream["bits_per_second"] / 1e6))
+                continue
+            # A server whose interval timer fired late reports, next, an
+            # interval of a few milliseconds: its rate is a spike (one read
+            # over a sliver of time) and its end falls in the bin of the
+            # interval before. Its bytes join the next interval instead.
+            nbytes, seconds = short.pop(k, (0.0, 0.0))
+            nbytes, seconds = nbytes + stream["bytes"], seconds + stream["seconds"]
+            if seconds < SHORTEST_INTERVAL * INTERVAL_S:
+                short[k] = (nbytes, seconds)
+                continue
+            flows[ids[k]].append((offset + stream["end"], nbytes * 8 / seconds / 1e6))
     return flows

@@ -1,0 +1,36 @@
+"""Per-flow throughput read from iperf3 servers' reports."""
+
+import pytest
+
+from traffic.iperf import PairSpec, receiver_series
+
+
+def stream(start, end, nbytes):
+    return {
+        "start": start,
+        "end": end,
+        "seconds": end - start,
+        "bytes": nbytes,
+        "bits_per_second": nbytes * 8 / (end - start),
+    }
+
+
+def test_a_sliver_of_an_interval_joins_the_next_and_no_byte_is_lost():
+    """A server's timer that fired late makes an interval of 0.18 s and then
+    one of 2 ms; the sliver's rate alone would read 1,600 Mbit/s."""
+    pair = PairSpec("s0h0", "s1h0", "10.0.1.1", 1, 0.0, 5201)
+    intervals = [
+        stream(0.0, 0.1, 125_000),  # 10 Mbit/s
+        stream(0.1, 0.28, 225_000),  # late: 0.18 s at 10 Mbit/s
+        stream(0.28, 0.282, 400_000),  # a read's worth in 2 ms
+        stream(0.282, 0.382, 125_000),
+    ]
+    series = receiver_series({"intervals": [{"streams": [s]} for s in intervals]}, pair, offset=1.0)
+    points = series["s0h0->s1h0#0"]
+    assert [round(t, 3) for t, _ in points] == [1.1, 1.28, 1.382]
+    assert points[0][1] == pytest.approx(10.0) and points[1][1] == pytest.approx(10.0)
+    assert points[2][1] == pytest.approx((400_000 + 125_000) * 8 / 0.102 / 1e6)
+    assert max(mbit for _, mbit in points) < 50  # no spike
+    # every byte is in some point: rate x duration adds back to what arrived
+    durations = [0.1, 0.18, 0.102]
+    assert sum(m * d for (_, m), d in zip(points, durations)) * 1e6 / 8 == pytest.approx(875_000)
