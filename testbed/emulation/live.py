@@ -96,8 +96,15 @@ def is_up(ifname: str) -> bool | None:
 
 
 def link_states(live: Live) -> list[tuple[Link, bool | None]]:
-    """Every link of the fabric with whether its switch-side end is up."""
-    return [(link, is_up(live.switch_end(link).ifname)) for link in live.fabric.links]
+    """Every link of the fabric with whether it is up: every switch-side end
+    of it up (a failed switch sets its own ends down, whichever end of a
+    switch-to-switch link the drills would pull); None when none is seen."""
+    out = []
+    for link in live.fabric.links:
+        ends = [e for e in (link.a, link.b) if live.fabric.nodes[e.node].is_switch]
+        seen = [up for up in (is_up(e.ifname) for e in ends) if up is not None]
+        out.append((link, all(seen) if seen else None))
+    return out
 
 
 def events(text: str) -> list[dict]:

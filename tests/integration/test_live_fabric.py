@@ -3,11 +3,14 @@
 `down`."""
 
 import json
+import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 HPNLAB = [sys.executable, "-m", "testbed.cli"]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def hpnlab(*args, timeout=60):
@@ -115,10 +118,26 @@ def test_queues_and_a_scenarios_traffic_on_a_live_fabric(tmp_path, leak_check):
         assert 0.6 * tcp_mbit <= sent <= 1.05 * sender[0]["port_mbit"], (sent, tcp_mbit)
         assert sum(r["sent_bytes"] for r in idle) < 0.01 * sum(r["sent_bytes"] for r in sender)
 
-        # the scenario's own traffic on the live fabric, watched and faulted from here
+        # the scenario's own traffic on the live fabric, watched and faulted
+        # from here: its jobs made long enough (20 iterations, about 10 s)
+        # to outlast the commands run meanwhile
+        longer = tmp_path / "longer.yaml"
+        text = (ROOT / "scenarios" / "crux-classes.yaml").read_text()
+        text = text.replace("iterations: 6", "iterations: 20").replace("duration: 14", "duration: 40")
+        topology = os.path.relpath(ROOT / "topologies" / "hpn-mini.yaml", tmp_path)
+        longer.write_text(text.replace("../topologies/hpn-mini.yaml", topology))
         out = tmp_path / "report"
         traffic = subprocess.Popen(
-            [*HPNLAB, "traffic", "start", "scenarios/crux-classes.yaml", "--out", str(out)],
+            [
+                *HPNLAB,
+                "traffic",
+                "start",
+                str(longer),
+                "--topology-dir",
+                str(ROOT / "topologies"),
+                "--out",
+                str(out),
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -126,14 +145,16 @@ def test_queues_and_a_scenarios_traffic_on_a_live_fabric(tmp_path, leak_check):
         said = []
         for line in traffic.stdout:  # wait until the jobs iterate
             said.append(line)
-            if "intense 1/6 iterations" in line:
+            if "intense 1/20 iterations" in line:
                 break
+        assert traffic.poll() is None, "".join(said)
         assert json.loads(hpnlab("status", "--json").stdout)["traffic"]["jobs"] == ["intense", "light"]
         busy = json.loads(hpnlab("queues", "t0r0k0", "t0r0k1", "--json", timeout=30).stdout)["queues"]
         assert sum(r["sent_bytes"] for r in busy if r["class"] == "high") > 0, busy
         text = hpnlab("queues", "t0r0k0", "--interval", "0.5")
         assert text.returncode == 0 and "t0r0k0-e1 -> s0h0" in text.stdout, text.stdout + text.stderr
         again = hpnlab("traffic", "start", "scenarios/crux-classes.yaml", "--out", str(tmp_path / "second"))
+        assert traffic.poll() is None  # the first still runs: this one was refused for it
         assert again.returncode == 5 and "already running" in again.stderr, again.stderr
         assert not (tmp_path / "second").exists()
         # a cable no job uses, pulled and replugged by hand on a fabric with queues
