@@ -302,7 +302,14 @@ def _link_faults(entries: list) -> list[Fault]:
 
 def _switch_faults(file: str, entries: list, fabric) -> tuple[list[Fault], list[Problem]]:
     """A switch-down (switch-up) entry as a link-down (link-up) of every
-    link of the switch at the same time, sharing the entry's name if any."""
+    link of the switch at the same time, sharing the entry's name if any.
+
+    They are applied one after the other, a few ms apart, in an order that
+    never leaves a host's cable up to a switch cut off from the fabric:
+    down, the links to hosts first; up, the links to other switches first.
+    (Up in the other order, a host sent into a ToR whose uplinks were still
+    down, its flows timed out, and TCP's back-off kept them silent for
+    seconds after everything was back.)"""
     faults, problems = [], []
     for i, raw in entries:
         node = fabric.nodes.get(raw["switch"])
@@ -314,7 +321,12 @@ def _switch_faults(file: str, entries: list, fabric) -> tuple[list[Fault], list[
             )
             continue
         at, action, name = parse_time(raw["at"]), SWITCH_ACTIONS[raw["action"]], raw.get("name") or None
-        for link in fabric.links_of(node.name):
+        up = action == "link-up"
+
+        def later(link, up=up, switch=node.name):  # sorts after the others
+            return fabric.nodes[link.other(switch).node].is_switch != up
+
+        for link in sorted(fabric.links_of(node.name), key=later):
             other = link.other(node.name).node
             index = fabric.links_between(node.name, other).index(link)
             faults.append(Fault(at, action, (node.name, other), index, name, source=i))

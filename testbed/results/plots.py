@@ -33,34 +33,74 @@ def _draw_flows(ax, series, flow_info):
         by_host.setdefault(_host_of(fid, flow_info), []).append(fid)
     colors = [f"C{i % 10}" for i in range(len(by_host))]
     label_flows = len(series.flows) <= 8  # beyond that the legend drowns the plot
+    one_host = len(by_host) == 1
     for color, (host, ids) in zip(colors, sorted(by_host.items())):
         total = aggregate([series.values(f) for f in ids], len(series.t))
-        ax.plot(series.t, _nan(total), color=color, linewidth=2.6, alpha=0.6, zorder=2, label=f"{host} total")
-        # Flows of one host share its colour; line styles tell them apart,
-        # and they sit above the thick total so they stay visible.
+        total_color = "black" if one_host else color
+        ax.plot(
+            series.t,
+            _nan(total),
+            color=total_color,
+            linewidth=2.6,
+            alpha=0.5,
+            zorder=2,
+            label=f"{host} total",
+        )
+        # One sending host: a colour per flow. Several: the flows of a host
+        # share its colour and line styles tell them apart. Either way they
+        # sit above the thick total so they stay visible.
         for k, fid in enumerate(ids):
             ax.plot(
                 series.t,
                 _nan(series.values(fid)),
-                color=color,
+                color=f"C{k % 10}" if one_host else color,
                 linewidth=1.0,
-                linestyle=FLOW_STYLES[k % len(FLOW_STYLES)],
+                linestyle="-" if one_host else FLOW_STYLES[k % len(FLOW_STYLES)],
                 zorder=3,
                 label=fid if label_flows else None,
             )
 
 
+def fault_marks(faults) -> list[tuple[float, bool, str]]:
+    """(time, down?, label) of each line the plots draw: faults scheduled
+    together with the same action (a switch's links, a named group) share
+    one line, labelled by their name or their count (pure)."""
+    groups: dict = {}
+    for raw in faults or []:
+        f = as_faults([raw])[0]
+        name = raw.get("name") if isinstance(raw, dict) else None
+        key = (f.at, f.action, name)
+        groups.setdefault(key, []).append(f)
+    marks = []
+    for (_, action, name), fs in groups.items():
+        down = action == "link-down"
+        what = name or ("-".join(map(str, fs[0].link)) if len(fs) == 1 else f"{len(fs)} links")
+        marks.append((min(f.time for f in fs), down, f"{'down' if down else 'up'} {what}"))
+    return sorted(marks)
+
+
+def outage_spans(faults, duration) -> list[tuple[float, float]]:
+    """The times some link was down, overlapping outages merged (a failed
+    switch is one span, not six shades stacked darker) (pure)."""
+    spans: list[list[float]] = []
+    for w in sorted(link_outages(faults, duration), key=lambda w: w["start"]):
+        if spans and w["start"] <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], w["end"])
+        else:
+            spans.append([w["start"], w["end"]])
+    return [(a, b) for a, b in spans]
+
+
 def _draw_faults(ax, faults, duration):
     """Shade outage windows; mark every fault edge with a labelled line."""
-    for i, w in enumerate(link_outages(faults, duration)):
-        ax.axvspan(w["start"], w["end"], color="red", alpha=0.10, label="link down" if i == 0 else None)
-    for f in as_faults(faults):
-        down = f.action == "link-down"
-        ax.axvline(f.time, color="red" if down else "green", linestyle="--", linewidth=1.1)
+    for i, (start, end) in enumerate(outage_spans(faults, duration)):
+        ax.axvspan(start, end, color="red", alpha=0.10, label="link down" if i == 0 else None)
+    for t, down, label in fault_marks(faults):
+        ax.axvline(t, color="red" if down else "green", linestyle="--", linewidth=1.1)
         ax.text(
-            f.time,
+            t,
             0.98,
-            f" {'down' if down else 'up'} {'-'.join(map(str, f.link))}",
+            f" {label}",
             transform=ax.get_xaxis_transform(),
             rotation=90,
             va="top",

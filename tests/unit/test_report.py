@@ -448,3 +448,33 @@ def test_trust_checks_with_nothing_to_judge_go_on_one_line():
     text = section_trust(results)
     assert "| fault_lag |" in text and "not judged |" not in text
     assert "Not judged in this run: pause_daemon (no lossless class)." in text
+
+
+def test_a_failed_switch_is_one_mark_on_the_plots_not_six():
+    from testbed.results.plots import fault_marks
+
+    downs = [
+        {"at": 5.0, "applied_at": 5.01 + i / 1000, "action": "link-down", "link": ["t0r0k0", h]}
+        for i, h in enumerate(["s0h0", "s0h1", "a0n0"])
+    ]
+    named = {"at": 9.0, "applied_at": 9.0, "action": "link-down", "link": ["s1h0", "t1r0k0"], "name": "cut"}
+    up = {"at": 15.0, "applied_at": 15.02, "action": "link-up", "link": ["s0h0", "t0r0k0"]}
+    assert fault_marks([*downs, named, up]) == [
+        (5.01, True, "down 3 links"),
+        (9.0, True, "down cut"),
+        (15.02, False, "up s0h0-t0r0k0"),
+    ]
+
+
+def test_overlapping_outages_shade_as_one_span():
+    from testbed.results.plots import outage_spans
+
+    faults = [
+        {"at": 5.0, "applied_at": 5.0, "action": "link-down", "link": ["t0r0k0", "s0h0"]},
+        {"at": 5.0, "applied_at": 5.01, "action": "link-down", "link": ["t0r0k0", "a0n0"]},
+        {"at": 9.0, "applied_at": 9.0, "action": "link-up", "link": ["t0r0k0", "s0h0"]},
+        {"at": 12.0, "applied_at": 12.0, "action": "link-down", "link": ["s1h0", "t1r0k0"]},
+        {"at": 13.0, "applied_at": 13.0, "action": "link-up", "link": ["s1h0", "t1r0k0"]},
+    ]
+    assert outage_spans(faults, 20.0) == [(5.0, 20.0)]  # a0n0's link never came back
+    assert outage_spans(faults[:1] + faults[2:], 20.0) == [(5.0, 9.0), (12.0, 13.0)]

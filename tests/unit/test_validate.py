@@ -658,3 +658,20 @@ def test_schema_knows_exactly_the_metrics_expectations_can_measure():
 
     enum = load_schema("scenario")["$defs"]["expect"]["properties"]["metric"]["enum"]
     assert set(enum) == set(METRICS) | set(JOB_METRICS)
+
+
+def test_a_switch_fails_from_its_hosts_in_and_comes_back_from_its_uplinks_out(tmp_path):
+    from testbed.fabric.scenario import load_scenario
+
+    path = tmp_path / "tor.yaml"
+    path.write_text(
+        "name: tor\ntopology: {kind: hpn}\nduration: 20\ntraffic: [{src: s0h0, dst: s1h0}]\nfaults:\n"
+        "  - {at: 5, action: switch-down, switch: t0r0k0, name: tor_down}\n"
+        "  - {at: 15, action: switch-up, switch: t0r0k0, name: tor_up}\n"
+    )
+    sc = load_scenario(path)
+    down = [f.link[1] for f in sc.faults if f.action == "link-down"]
+    up = [f.link[1] for f in sc.faults if f.action == "link-up"]
+    assert down == ["s0h0", "s0h1", "s0h2", "s0h3", "a0n0", "a0n1"]
+    assert up == ["a0n0", "a0n1", "s0h0", "s0h1", "s0h2", "s0h3"]
+    assert {f.name for f in sc.faults} == {"tor_down", "tor_up"} and {f.source for f in sc.faults} == {0, 1}
