@@ -51,13 +51,27 @@ ROUTE_TIMEOUT_S = 60.0
 TEARDOWN_DEADLINE_S = 60.0
 
 
+def saying_never_fails(log):
+    """`log`, made unable to stop what calls it: once whoever read the
+    output has gone (a parent killed, a closed pipe), a line is dropped,
+    and a teardown goes on to remove everything it recorded."""
+
+    def say(message):
+        try:
+            log(message)
+        except OSError:
+            pass
+
+    return say
+
+
 class FabricNet:
     def __init__(
         self, fabric, run_dir, log=print, feats=None, route_timeout=ROUTE_TIMEOUT_S, ovs_options=None
     ):
         self.fabric = fabric
         self.run_dir = run_dir
-        self.log = log
+        self.log = saying_never_fails(log)
         self.feats = feats
         self.route_timeout = route_timeout
         self.ovs_options = dict(ovs_options or {})  # Open vSwitch other_config for this run, put back after
