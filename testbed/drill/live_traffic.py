@@ -24,6 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from testbed.emulation.jobchannel import socket_name
 from testbed.emulation.rundir import write_private
 from testbed.fabric.dilation import dilate
 from testbed.fabric.problems import ConfigError
@@ -32,7 +33,6 @@ from testbed.fabric.scenario import load_scenario
 SOCKET_NAME = "traffic.sock"
 RUNNING_NAME = "traffic.json"
 MAX_REQUEST = 64 * 1024
-MAX_SOCKET_PATH = 100  # longer paths do not fit a sockaddr_un
 
 
 def fabric_difference(running: dict, wanted: dict) -> str | None:
@@ -64,15 +64,6 @@ def running(run_dir: str) -> dict | None:
     return about if isinstance(about, dict) else None
 
 
-def _reachable(path: str) -> tuple[str, int | None]:
-    """A name `connect`/`bind` accept for `path` (through a descriptor of
-    its folder when the path is too long), and that descriptor."""
-    if len(path) <= MAX_SOCKET_PATH:
-        return path, None
-    dirfd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)
-    return f"/proc/self/fd/{dirfd}/{os.path.basename(path)}", dirfd
-
-
 def _peer_uid(conn: socket.socket) -> int:
     creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     return struct.unpack("3i", creds)[2]
@@ -101,7 +92,7 @@ class TrafficServer:
         if os.path.lexists(self.path):
             os.unlink(self.path)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        name, dirfd = _reachable(self.path)
+        name, dirfd = socket_name(self.path)
         old = os.umask(0o077)  # root's alone, whatever folder the run is in
         try:
             self.sock.bind(name)
@@ -210,7 +201,7 @@ def request(
     """The client's side: send the request and hand every answer line to
     `on_line` until the owner closes the connection."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    name, dirfd = _reachable(socket_path(run_dir))
+    name, dirfd = socket_name(socket_path(run_dir))
     try:
         sock.connect(name)
         asked = {"scenario": scenario, "out": out, "topology_dirs": topology_dirs}

@@ -15,16 +15,23 @@ class JobChannelError(RuntimeError):
     pass
 
 
+def socket_name(path):
+    """(a name `connect` and `bind` accept for the Unix socket at `path`,
+    the descriptor of its folder to close afterwards or None): a path too
+    long for a sockaddr_un is reached through that descriptor."""
+    if len(path) <= MAX_SOCKET_PATH:
+        return path, None
+    dirfd = os.open(os.path.dirname(path), os.O_RDONLY | os.O_DIRECTORY)
+    return f"/proc/self/fd/{dirfd}/{os.path.basename(path)}", dirfd
+
+
 def announce(path, jobs, timeout=30.0):
     """Send {"announce": jobs}; return the controller's answer dict."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     dirfd = None
     try:
-        target = path
-        if len(path) > MAX_SOCKET_PATH:
-            dirfd = os.open(os.path.dirname(path), os.O_RDONLY)
-            target = f"/proc/self/fd/{dirfd}/{os.path.basename(path)}"
+        target, dirfd = socket_name(path)
         try:
             sock.connect(target)
             sock.sendall((json.dumps({"announce": jobs}) + "\n").encode())

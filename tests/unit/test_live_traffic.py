@@ -64,3 +64,11 @@ def test_one_run_at_a_time(tmp_path):
         server.stop()
     assert lines == [{"error": "traffic is already running on this fabric; wait until it ends"}]
     assert not (tmp_path / live_traffic.SOCKET_NAME).exists()
+
+
+def test_a_run_folder_too_long_for_a_socket_name_still_serves(tmp_path):
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    assert len(str(deep / live_traffic.SOCKET_NAME)) > 100
+    lines = serve_once(deep, ROOT / "scenarios" / "ecn-dcqcn.yaml", ROOT / "scenarios" / "crux-classes.yaml")
+    assert "its fabric is not the one running" in lines[0]["error"]
