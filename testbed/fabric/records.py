@@ -9,7 +9,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from .units import parse_bytes, parse_time
+from .units import parse_bound, parse_bytes, parse_time
+from .vocabulary import time_unit
 
 
 @dataclass(frozen=True)
@@ -176,8 +177,8 @@ class Expectation:
             relative_to=raw.get("relative_to"),
             queue_class=raw.get("class"),
             fault=raw.get("fault"),
-            min=raw.get("min"),
-            max=raw.get("max"),
+            min=_bound(raw, "min"),
+            max=_bound(raw, "max"),
         )
         return e if e.name else dataclasses.replace(e, name=e.default_name())
 
@@ -191,6 +192,13 @@ class Expectation:
         if low is not None and high is not None:
             return f"{text} in [{low:g}, {high:g}]"
         return f"{text} >= {low:g}" if low is not None else f"{text} <= {high:g}"
+
+
+def _bound(raw: dict[str, Any], side: str) -> float | None:
+    """An expectation's `min` or `max` in its metric's unit ('45%' is 0.45,
+    '2s' of a metric in ms is 2000); None when not written."""
+    value = raw.get(side)
+    return None if value is None else parse_bound(value, time_unit(raw["metric"]) or "")
 
 
 @dataclass(frozen=True)

@@ -369,6 +369,7 @@ def _semantic_problems(file, doc, parts, fabric):
         {f.name for f in parts.faults if f.name},
         bool(parts.probes),
     )
+    problems += semantics_expect.bound_spelling_problems(file, doc.get("expect", []))
     problems += semantics_jobs.crux_running_problems(
         file, parts.crux, jobs, duration, bool(doc.get("queues"))
     )

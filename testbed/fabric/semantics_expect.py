@@ -8,7 +8,8 @@ from .model import Fabric
 from .problems import Problem
 from .records import Expectation
 from .semantics import host_problem
-from .vocabulary import CLASS_METRICS, JOB_METRICS
+from .units import is_percent
+from .vocabulary import CLASS_METRICS, JOB_METRICS, RATIO_METRICS, time_unit
 
 
 def expect_problems(
@@ -135,4 +136,37 @@ def _host_and_range_problems(file: str, i: int, e: Expectation, fabric: Fabric |
         problems.append(
             Problem(file, f"expect[{i}].min", f"expected min <= max, got min {e.min:g} > max {e.max:g}")
         )
+    return problems
+
+
+def bound_spelling_problems(file: str, raw_expect: list[dict]) -> list[Problem]:
+    """A percentage bounds only a ratio (a ratio metric, or any metric with
+    relative_to) and a duration only a time: '45%' of a byte count, or
+    '2s' of a ratio, is a slip the file is refused for, not a number to guess."""
+    problems = []
+    for i, raw in enumerate(raw_expect):
+        metric, relative = raw["metric"], raw.get("relative_to") is not None
+        for side in ("min", "max"):
+            value = raw.get(side)
+            if not isinstance(value, str):
+                continue
+            if is_percent(value):
+                if metric not in RATIO_METRICS and not relative:
+                    problems.append(
+                        Problem(
+                            file,
+                            f"expect[{i}].{side}",
+                            f"a percentage bounds a ratio and {metric} is not one: "
+                            f"expected a number, got {value!r}",
+                        )
+                    )
+            elif time_unit(metric) is None or relative:
+                problems.append(
+                    Problem(
+                        file,
+                        f"expect[{i}].{side}",
+                        f"a duration bounds a time and {metric}{' relative to a job' if relative else ''} "
+                        f"is not one: expected a number, got {value!r}",
+                    )
+                )
     return problems

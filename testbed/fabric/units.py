@@ -7,11 +7,14 @@ import re
 
 _RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kMGT]?)(bit|bps|b/s)?\s*$")
 _RATE_MULT = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
-_TIME = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(us|ms|s)\s*$")
-_TIME_MULT = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
+# Minutes and hours too: a long drill is written '2min' (or '2m', as
+# systemd and Go write it) rather than '120s'.
+_TIME = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(us|ms|s|min|m|h)\s*$")
+_TIME_MULT = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "m": 60.0, "h": 3600.0}
 
 RATE_PATTERN = r"^\s*[0-9]*\.?[0-9]+\s*[kMGT]?(bit|bps|b/s)\s*$"
-TIME_PATTERN = r"^\s*[0-9]*\.?[0-9]+\s*(us|ms|s)\s*$"
+TIME_PATTERN = r"^\s*[0-9]*\.?[0-9]+\s*(us|ms|s|min|m|h)\s*$"
+PERCENT_PATTERN = r"^\s*[0-9]*\.?[0-9]+\s*%\s*$"
 # The longest rate, time or size a file may write: a number of this many
 # characters stays finite in every unit ('9' * 30 + 'TB' is 1e42 bytes).
 MAX_UNIT_TEXT = 32
@@ -41,8 +44,24 @@ def parse_time(text: str | float) -> float:
         return _finite(float(text), text, "duration")
     m = _TIME.match(str(text))
     if not m:
-        raise ValueError(f"not a duration: {text!r} (expected e.g. '2ms', '1.5s')")
+        raise ValueError(f"not a duration: {text!r} (expected e.g. '2ms', '1.5s', '2min')")
     return _finite(float(m.group(1)) * _TIME_MULT[m.group(2)], text, "duration")
+
+
+def is_percent(text: object) -> bool:
+    return isinstance(text, str) and re.match(PERCENT_PATTERN, text) is not None
+
+
+def parse_bound(text: str | float, unit: str = "") -> float:
+    """An expectation's bound as a number in the metric's own unit: a bare
+    number as written, '45%' as 0.45, a duration in seconds (`unit` 's')
+    or milliseconds ('ms'). Which spelling fits which metric is the
+    scenario check's business (semantics_expect); this only converts."""
+    if _bare_number(text):
+        return _finite(float(text), text, "bound")
+    if is_percent(text):
+        return _finite(float(str(text).strip().rstrip("%")) / 100, text, "bound")
+    return parse_time(text) / (1e-3 if unit == "ms" else 1.0)
 
 
 def format_rate(bps: float) -> str:
@@ -98,8 +117,8 @@ _TIME_WORDS = {
     1e-3: ("ms", "msec", "msecs", "millisecond", "milliseconds"),
     1e-6: ("us", "\u00b5s", "\u03bcs", "usec", "usecs", "microsecond", "microseconds"),
     1e-9: ("ns", "nsec", "nsecs", "nanosecond", "nanoseconds"),
-    60.0: ("min", "mins", "minute", "minutes"),
-    3600.0: ("h", "hr", "hrs", "hour", "hours"),
+    60.0: ("mins", "minute", "minutes"),
+    3600.0: ("hr", "hrs", "hour", "hours"),
 }
 
 

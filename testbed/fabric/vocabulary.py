@@ -47,3 +47,29 @@ CLASS_METRICS = (
 CONTROLLER_METRICS = ("controller_restart_changes", "controller_restart_s")
 # Measured by probes, per named fault: the longest gap in delivery (ms).
 PROBE_METRICS = ("gap_ms",)
+
+# Metrics that are a ratio (1.0 is "the same"): a bound on one may be
+# written as a percentage, as may any bound with `relative_to`.
+RATIO_METRICS = (
+    "fault_throughput_ratio",
+    "recovered_throughput_ratio",
+    "fidelity",
+    "gpu_utilization",
+    "bytes_per_rank_ratio",
+    "iteration_time_vs_analytical",
+    "retransmission_ratio",
+    "fault_iteration_slowdown",
+    "link_load_max_mean",
+    "crux_compute_ratio",
+    "crux_bytes_ratio",
+    "crux_intensity_ratio",
+)
+
+
+def time_unit(metric: str) -> str | None:
+    """'s' or 'ms' for a metric measured in time (its name says which), so a
+    bound on it may be written as a duration; None for any other."""
+    for unit in ("ms", "s"):
+        if metric.endswith("_" + unit):
+            return unit
+    return None

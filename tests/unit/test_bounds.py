@@ -114,9 +114,9 @@ def test_sample_rates_and_slots_are_those_of_the_samplers_and_the_engine():
         ("time", "25 sec", "did you mean '25s'?"),
         ("time", "2 msec", "did you mean '2ms'?"),
         ("time", "500\u00b5s", "did you mean '500us'?"),
-        ("time", "1.5min", "did you mean '90s'?"),
+        ("time", "1.5 minutes", "did you mean '90s'?"),
         ("time", "100ns", "did you mean '0.1us'?"),
-        ("time", "2m", None),  # minutes or milliseconds: no guess
+        ("time", "2m", None),  # accepted: minutes, as systemd and Go write them
         ("size", "5gb", "did you mean '5GB'?"),
         ("size", "4mib", "did you mean '4MiB'?"),
         ("size", "550 MBytes", "did you mean '550MB'?"),
@@ -130,6 +130,29 @@ def test_a_near_miss_unit_gets_the_accepted_spelling(kind, text, hint):
     assert units.spelling_hint(kind, text) == hint
 
 
+@pytest.mark.parametrize(
+    "text, seconds",
+    [("2min", 120.0), ("2m", 120.0), ("1.5 min", 90.0), ("1h", 3600.0), ("250ms", 0.25), (7, 7.0)],
+)
+def test_durations_in_minutes_and_hours(text, seconds):
+    assert units.parse_time(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize(
+    "text, unit, value",
+    [
+        ("45%", "", 0.45),
+        ("120 %", "", 1.2),
+        (0.45, "", 0.45),
+        ("2s", "s", 2.0),
+        ("2s", "ms", 2000.0),
+        ("1min", "s", 60.0),
+    ],
+)
+def test_a_bound_is_converted_to_its_metrics_unit(text, unit, value):
+    assert units.parse_bound(text, unit) == pytest.approx(value)
+
+
 @pytest.mark.parametrize("text", ["40 Gbit/s", "40mbit", "40MB/s", "40Kbit", "200G"])
 def test_a_near_miss_rate_is_refused_not_read(text):
     with pytest.raises(ValueError):
@@ -139,7 +162,7 @@ def test_a_near_miss_rate_is_refused_not_read(text):
 def test_every_hint_is_a_spelling_that_parses():
     for kind, text, parse in (
         ("rate", "40 Gbit/s", units.parse_rate),
-        ("time", "1.5min", units.parse_time),
+        ("time", "1.5 minutes", units.parse_time),
         ("size", "5gb", units.parse_bytes),
     ):
         spelling = units.spelling_hint(kind, text).split("'")[1]

@@ -222,7 +222,8 @@ MALFORMED = [
         "expect-bound-text",
         HEAD + TRAFFIC + "expect: [{metric: fidelity, min: high}]\n",
         "expect[0].min",
-        "expected a number, got 'high'",
+        "expected a number, a percentage such as '45%' (ratios) or a duration such as '2s' (times), "
+        "got 'high'",
     ),
     # --- scenario files: semantic ---
     (
@@ -448,6 +449,18 @@ MALFORMED = [
         "time_dilation",
         "expected a number from 1 to 64, or 'auto', got true",
     ),
+    (
+        "percent-of-seconds",
+        HEAD + TRAFFIC + "expect: [{metric: max_silence_s, max: 45%}]\n",
+        "expect[0].max",
+        "a percentage bounds a ratio and max_silence_s is not one: expected a number, got '45%'",
+    ),
+    (
+        "duration-of-ratio",
+        HEAD + TRAFFIC + "expect: [{metric: fault_throughput_ratio, host: s0h0, min: 2s}]\n",
+        "expect[0].min",
+        "a duration bounds a time and fault_throughput_ratio is not one: expected a number, got '2s'",
+    ),
 ]
 
 
@@ -589,10 +602,13 @@ expect:
   - {metric: fault_throughput_ratio, host: s0h0, min: 0.45}
   - {metric: max_silence_s, min: 0, max: 1.5}
   - {name: mine, metric: fidelity, max: 1}
+  - {metric: recovered_throughput_ratio, host: s0h0, min: 90%}
+  - {metric: max_silence_s, max: 1500ms}
 """,
     )
     s = load_scenario(path)
     assert (s.name, s.description, s.path, s.duration_s) == ("dual-tor-link-failure", "", path, 25.0)
+    assert [(e.min, e.max) for e in s.expect[3:]] == [(0.9, None), (None, 1.5)]
     assert s.topology_params == {"kind": "hpn"}
     assert Path(s.topology_path) == tmp_path / "topos" / "mini.yaml"
     assert s.fabric.name == "mini" and len(s.fabric.hosts()) == 8
@@ -608,6 +624,8 @@ expect:
         "fault_throughput_ratio of s0h0 >= 0.45",
         "max_silence_s in [0, 1.5]",
         "mine",
+        "recovered_throughput_ratio of s0h0 >= 0.9",
+        "max_silence_s <= 1.5",
     ]
     assert s.expect[1].host is None
 
