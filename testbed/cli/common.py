@@ -1,6 +1,7 @@
 """What every subcommand shares: exit statuses and how problems are printed."""
 
 import os
+import stat
 import sys
 
 from testbed.fabric.problems import printable
@@ -68,3 +69,31 @@ def add_topology_dir_option(parser):
         help="a folder a scenario's 'topology:' may name files in, besides "
         "the scenario's own folder and hpnlab's topologies (repeatable)",
     )
+
+
+def write_output_file(path: str, text: str, option: str) -> int | None:
+    """Write a file the user named (`--junit`, `--csv`) as root would want
+    it written: never through a symbolic link or into a file with another
+    name linked to it (a student's folder may hold either, aimed at a file
+    of root's), replacing an ordinary file's content. None when written,
+    else the exit status after one line naming the option and the reason."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        return link_refused(path, option) or err(f"{option}: cannot write {path}: {e.strerror or e}", INVALID)
+    with os.fdopen(fd, "w", newline="") as fh:
+        st = os.fstat(fh.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+            return err(f"{option}: {path} is not a plain file of its own; name a new file", INVALID)
+        fh.truncate(0)
+        fh.write(text)
+    return None
+
+
+def link_refused(path: str | None, option: str) -> int | None:
+    """The exit status after one line when the file an option names is a
+    symbolic link (checked before a long run, so that it fails at once;
+    write_output_file refuses it again when it writes); None otherwise."""
+    if path and os.path.islink(path):
+        return err(f"{option}: {path} is a symbolic link; name a new file", INVALID)
+    return None

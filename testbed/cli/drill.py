@@ -12,6 +12,7 @@ from testbed.plan import budget, calibration
 from testbed.results import store
 from testbed.results.compare import render_side_by_side, side_by_side_data
 from testbed.results.findings import findings
+from testbed.results.junit import drill_cases, suite
 from testbed.results.text import fmt
 from testbed.results.trust import WARN
 from testbed.results.verdicts import failed_checks, verdict
@@ -27,8 +28,10 @@ from .common import (
     add_topology_dir_option,
     err,
     interrupted_status,
+    link_refused,
     need_root,
     print_problems,
+    write_output_file,
 )
 from .machine import default_dir, prepare_report, sigterm_as_interrupt
 from .plan import add_calibration_option, dilation_arg
@@ -66,6 +69,11 @@ def add_run(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="progress on stderr; on stdout, one JSON object: verdict, findings, expectations, report folder",
     )
+    p.add_argument(
+        "--junit",
+        metavar="FILE",
+        help="also write the outcome as JUnit XML: each expectation, problem and trust check a test case",
+    )
     p.set_defaults(run=run_run)
 
 
@@ -77,6 +85,9 @@ def run_run(args: argparse.Namespace) -> int:
         )
     except ConfigError as e:
         return print_problems(e)
+    refused = link_refused(args.junit, "--junit")
+    if refused is not None:
+        return refused
     if need_root("run"):
         return NOT_RUN
     from testbed.drill.runner import ReachabilityError, run_scenario
@@ -111,6 +122,12 @@ def run_run(args: argparse.Namespace) -> int:
     else:
         print(outcome_text(results, os.path.join(out, "summary.md")))
     _calibrate_from_first_run(results, args.calibration, out, say)
+    if args.junit:
+        refused = write_output_file(
+            args.junit, suite(f"hpnlab run {sc.name}", drill_cases(results)), "--junit"
+        )
+        if refused is not None:
+            return refused
     return run_status(results)
 
 

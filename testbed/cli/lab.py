@@ -6,7 +6,18 @@ import shutil
 
 from testbed.fabric.problems import ConfigError, printable
 
-from .common import FAILED, INVALID, NOT_RUN, OK, UNTRUSTWORTHY, err, need_root, print_problems
+from .common import (
+    FAILED,
+    INVALID,
+    NOT_RUN,
+    OK,
+    UNTRUSTWORTHY,
+    err,
+    link_refused,
+    need_root,
+    print_problems,
+    write_output_file,
+)
 
 
 def add_lab(sub: argparse._SubParsersAction) -> None:
@@ -157,16 +168,17 @@ def run_check_lab(args: argparse.Namespace) -> int:
     folder = _work_dir(lab, args.dir)
     if not os.path.isdir(folder):
         return err(f"{folder}: no such folder (start the lab with 'hpnlab lab start {args.lab}')", INVALID)
+    refused = link_refused(args.junit, "--junit")
+    if refused is not None:
+        return refused
     if need_root("lab check"):
         return NOT_RUN
     report = _judged(lab, folder)
     print("\n".join(printable(line) for line in render(report, args.failed_only).split("\n")))
     if args.junit:
-        try:
-            with open(args.junit, "w") as fh:
-                fh.write(junit(report))
-        except OSError as e:
-            return err(f"--junit: cannot write {args.junit}: {e.strerror or e}", INVALID)
+        refused = write_output_file(args.junit, junit(report), "--junit")
+        if refused is not None:
+            return refused
     if report.status == PASSED:
         return OK
     return UNTRUSTWORTHY if report.status == LAB_UNTRUSTED else FAILED
@@ -182,8 +194,9 @@ def run_grade(args: argparse.Namespace) -> int:
     missing = [d for d in args.dirs if not os.path.isdir(d)]
     if missing:
         return err(f"{missing[0]}: no such folder", INVALID)
-    if args.csv and os.path.islink(args.csv):  # root writes it: never through a link
-        return err(f"--csv: {args.csv} is a symbolic link; name a new file", INVALID)
+    refused = link_refused(args.csv, "--csv")
+    if refused is not None:
+        return refused
     if need_root("lab grade"):
         return NOT_RUN
     reports = []
@@ -192,11 +205,9 @@ def run_grade(args: argparse.Namespace) -> int:
         reports.append(_judged(lab, folder))
     print("\n".join(printable(line) for line in grade_summary(reports, args.failed_only).split("\n")))
     if args.csv:
-        try:
-            with open(args.csv, "w", newline="") as fh:
-                fh.write(grade_csv(reports))
-        except OSError as e:
-            return err(f"--csv: cannot write {args.csv}: {e.strerror or e}", INVALID)
+        refused = write_output_file(args.csv, grade_csv(reports), "--csv")
+        if refused is not None:
+            return refused
     return UNTRUSTWORTHY if any(r.status == LAB_UNTRUSTED for r in reports) else OK
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from xml.sax.saxutils import escape, quoteattr
 
 from testbed.results.expectations import evaluate_one
+from testbed.results.junit import Case, suite
 
 from .catalog import Lab, student_file
 
@@ -116,20 +116,20 @@ def render(report: Report, failed_only: bool = False) -> str:
 
 def junit(report: Report) -> str:
     """The report as JUnit XML, for graders' tools."""
-    failures = sum(1 for c in report.checks if c["status"] != PASSED)
-    out = [
-        '<?xml version="1.0" encoding="UTF-8"?>',
-        f'<testsuite name={quoteattr("lab " + report.lab.slug)} tests="{len(report.checks)}" '
-        f'failures="{failures}">',
-    ]
-    for c in report.checks:
-        out.append(f"  <testcase classname={quoteattr(c['run'])} name={quoteattr(c['name'])}>")
-        if c["status"] != PASSED:
-            text = f"{c['status']}: {_measured_against_expected(c)}{c['reason'] or ''} hint: {c['hint']}"
-            out.append(f"    <failure message={quoteattr(c['status'])}>{escape(text)}</failure>")
-        out.append("  </testcase>")
-    out.append("</testsuite>")
-    return "\n".join(out) + "\n"
+    return suite(
+        "lab " + report.lab.slug,
+        (
+            Case(
+                c["run"],
+                c["name"],
+                failure=None if c["status"] == PASSED else c["status"],
+                text=f"{c['status']}: {_measured_against_expected(c)}{c['reason'] or ''} hint: {c['hint']}"
+                if c["status"] != PASSED
+                else "",
+            )
+            for c in report.checks
+        ),
+    )
 
 
 def read_results(out: str) -> dict | None:
