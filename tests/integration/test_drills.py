@@ -4,6 +4,7 @@ through a link failure, the single-ToR host stalls for the outage."""
 import json
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 
 import drillrun
 import pytest
@@ -41,12 +42,18 @@ def test_a_dead_tor_costs_a_dual_tor_host_one_port(tmp_path, leak_check):
 
 
 def test_single_tor_stalls_for_outage(tmp_path, leak_check):
-    r = drillrun.run("scenarios/single-tor-link-failure.yaml", tmp_path)
+    junit = tmp_path.parent / f"{tmp_path.name}.xml"  # beside the report: --out holds hpnlab's files only
+    r = drillrun.run("scenarios/single-tor-link-failure.yaml", tmp_path, "--junit", str(junit))
     assert r.returncode == 0, r.stdout + r.stderr
     res = json.loads((tmp_path / "results.json").read_text())
     host = res["metrics"]["hosts"]["s0h0"]
     assert host["max_silence_s"] >= 9.0
     assert host["during_mbit"] < 1.0 < host["before_mbit"]
+    # the same outcome as a CI system reads it: every expectation a passing case
+    suite = ET.parse(junit).getroot()
+    cases = {(c.get("classname"), c.get("name")): c for c in suite.iter("testcase")}
+    assert {n for g, n in cases if g == "expectations"} == {e["name"] for e in res["expectations"]}
+    assert suite.get("failures") == "0" and {g for g, _ in cases} >= {"expectations", "trust"}
 
 
 def test_eight_rails_lose_one_port_in_sixteen_or_one_nic_in_eight(tmp_path, leak_check):
