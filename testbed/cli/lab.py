@@ -2,9 +2,10 @@
 
 import argparse
 import os
-import shutil
 
 from testbed.fabric.problems import ConfigError, printable
+from testbed.lab import files as lab_files
+from testbed.lab.params import describe
 
 from .common import (
     FAILED,
@@ -28,12 +29,14 @@ def add_lab(sub: argparse._SubParsersAction) -> None:
     start = lab.add_parser("start", help="copy a lab's starter files into a work folder")
     start.add_argument("lab", metavar="N")
     start.add_argument("dir", nargs="?", metavar="DIR", help="default: ./lab-N-topic")
+    _add_student_option(start)
     start.set_defaults(run=run_start)
     reset = lab.add_parser(
         "reset", help="put a lab's starter files back in a work folder (yours are replaced)"
     )
     reset.add_argument("lab", metavar="N")
     reset.add_argument("dir", nargs="?", metavar="DIR", help="default: ./lab-N-topic")
+    _add_student_option(reset)
     reset.set_defaults(run=run_reset)
     check = lab.add_parser(
         "check",
@@ -47,6 +50,7 @@ def add_lab(sub: argparse._SubParsersAction) -> None:
     check.add_argument("dir", nargs="?", metavar="DIR", help="default: ./lab-N-topic")
     check.add_argument("--junit", metavar="FILE", help="also write the report as JUnit XML")
     check.add_argument("--failed-only", action="store_true", help="list only the checks that did not pass")
+    _add_student_option(check)
     _add_checks_option(check)
     check.set_defaults(run=run_check_lab)
     grade = lab.add_parser(
@@ -54,8 +58,10 @@ def add_lab(sub: argparse._SubParsersAction) -> None:
         help="check every student's folder and write the grader's summary (root)",
         description="Run 'lab check' on each DIR (one per student), one after the other, then print a "
         "line per student (score, status, the checks not passed) and, with --csv, every check of every "
-        "student as CSV. Exit status 0 once every folder was judged, passed or not; 4 when a run of one "
-        "was untrustworthy (grade that folder again on a quieter machine).",
+        "student as CSV. In a lab that gives each student their own numbers, a folder's name is its "
+        "student's id (name the folders you collect after your students). Exit status 0 once every "
+        "folder was judged, passed or not; 4 when a run of one was untrustworthy (grade that folder "
+        "again on a quieter machine).",
     )
     grade.add_argument("lab", metavar="N")
     grade.add_argument("dirs", nargs="+", metavar="DIR")
@@ -72,6 +78,49 @@ def _add_checks_option(p: argparse.ArgumentParser) -> None:
         help="judge with these checks instead of the lab's (an instructor's copy students never see; "
         "the checks.yaml format, title and minutes optional)",
     )
+
+
+def _add_student_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--student",
+        metavar="ID",
+        help="your id, as your instructor names you: in a lab with parameters it picks your own "
+        "numbers (start writes it into the folder; check and reset read it from there)",
+    )
+
+
+STUDENT_FILE = ".hpnlab-student"
+
+
+def _student(lab, folder, given):
+    """(the student's id or None for a lab without parameters, None) or
+    (None, exit status) once said why not."""
+    from testbed.lab.params import STUDENT
+
+    if not lab.parameters:
+        return None, None
+    student = given if given is not None else _read_student_file(folder)
+    if student is None:
+        return None, err(
+            f"lab {lab.slug} gives each student their own numbers: add --student ID "
+            "(the id your instructor knows you by)",
+            INVALID,
+        )
+    if not STUDENT.match(student):
+        return None, err(
+            f"--student: expected letters, digits and . _ @ - (at most 64), got {student!r}", INVALID
+        )
+    return student, None
+
+
+def _read_student_file(folder):
+    """The id `lab start --student` wrote into `folder`, or None."""
+    try:
+        fd = os.open(os.path.join(folder, STUDENT_FILE), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read(100).decode("utf-8", "replace").strip() or None
 
 
 def _lab(which, checks_file=None):
@@ -104,17 +153,13 @@ def run_list(args: argparse.Namespace) -> int:
     return OK
 
 
-def _copy_starter(lab, folder, replace):
+def _copy_starter(lab, folder, replace, student=None):
+    """Copy the starter's files into `folder`, a student's numbers written
+    in where they have {{placeholders}}; the names copied."""
     os.makedirs(folder, exist_ok=True)
-    copied = []
-    for entry in sorted(lab.starter.iterdir()):
-        target = os.path.join(folder, entry.name)
-        if os.path.lexists(target) and not replace:
-            continue
-        if os.path.islink(target):
-            os.unlink(target)  # never write through a link
-        shutil.copyfile(entry, target)
-        copied.append(entry.name)
+    copied = lab_files.copy_filled(lab.starter, folder, lab.values(student) if student else {}, replace)
+    if student is not None:
+        lab_files.write_text(os.path.join(folder, STUDENT_FILE), student + "\n")
     return copied
 
 
@@ -128,13 +173,18 @@ def run_start(args: argparse.Namespace) -> int:
             f"{folder} is not empty: choose a new folder, or 'hpnlab lab reset {args.lab}' to start over",
             INVALID,
         )
-    _copy_starter(lab, folder, replace=False)
+    student, status = _student(lab, folder, args.student)
+    if status is not None:
+        return status
+    _copy_starter(lab, folder, replace=False, student=student)
     handout = lab.path / "README.md"
     print(
         printable(
             f"lab {lab.slug} in {folder}: read {handout}, then 'sudo hpnlab lab check {args.lab} {folder}'"
         )
     )
+    if student is not None:
+        print(printable(f"your numbers ({student}): {describe(lab.values(student))}"))
     return OK
 
 
@@ -143,15 +193,22 @@ def run_reset(args: argparse.Namespace) -> int:
     if lab is None:
         return status
     folder = _work_dir(lab, args.dir)
-    copied = _copy_starter(lab, folder, replace=True)
+    student, status = _student(lab, folder, args.student)
+    if status is not None:
+        return status
+    copied = _copy_starter(lab, folder, replace=True, student=student)
     print(printable(f"put back in {folder}: {', '.join(copied)}"))
     return OK
 
 
-def _judged(lab, folder):
-    """Run the student's scenarios in `folder` and judge the lab's checks."""
+def _judged(lab, folder, student=None):
+    """Run the student's scenarios in `folder` and judge the lab's checks,
+    with the student's own numbers when the lab has parameters."""
     from testbed.lab.checker import judge, run_all
 
+    if student is not None:
+        lab = lab.for_student(student)
+        print(printable(f"{student}'s numbers: {describe(lab.values(student))}"))
     outcomes = run_all(
         lab, folder, os.path.join(folder, "results"), _run_drill, log=lambda m: print(printable(m))
     )
@@ -171,9 +228,12 @@ def run_check_lab(args: argparse.Namespace) -> int:
     refused = link_refused(args.junit, "--junit")
     if refused is not None:
         return refused
+    student, status = _student(lab, folder, args.student)
+    if status is not None:
+        return status
     if need_root("lab check"):
         return NOT_RUN
-    report = _judged(lab, folder)
+    report = _judged(lab, folder, student)
     print("\n".join(printable(line) for line in render(report, args.failed_only).split("\n")))
     if args.junit:
         refused = write_output_file(args.junit, junit(report), "--junit")
@@ -197,12 +257,18 @@ def run_grade(args: argparse.Namespace) -> int:
     refused = link_refused(args.csv, "--csv")
     if refused is not None:
         return refused
+    students = []
+    for folder in args.dirs:  # the instructor names the folders: a student's own file is not asked
+        student, status = _student(lab, folder, os.path.basename(os.path.normpath(folder)))
+        if status is not None:
+            return status
+        students.append(student)
     if need_root("lab grade"):
         return NOT_RUN
     reports = []
-    for i, folder in enumerate(args.dirs, 1):
+    for i, (folder, student) in enumerate(zip(args.dirs, students), 1):
         print(printable(f"[{i}/{len(args.dirs)}] {folder}"))
-        reports.append(_judged(lab, folder))
+        reports.append(_judged(lab, folder, student))
     print("\n".join(printable(line) for line in grade_summary(reports, args.failed_only).split("\n")))
     if args.csv:
         refused = write_output_file(args.csv, grade_csv(reports), "--csv")

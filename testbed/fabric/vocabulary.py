@@ -10,6 +10,7 @@ JOB_METRICS = (
     "iteration_time_p99_s",
     "job_completion_s",
     "gpu_utilization",
+    "bytes_per_rank",
     "bytes_per_rank_ratio",
     "iteration_time_vs_analytical",
     "retransmissions",

@@ -23,16 +23,21 @@ judged on what the run measured, never on what the student's file says.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from testbed.fabric.loader import load_yaml
 from testbed.fabric.problems import ConfigError, Problem
 from testbed.fabric.records import Expectation
 from testbed.fabric.vocabulary import JOB_METRICS
 from testbed.results.expectations import METRICS
+
+from . import params
+from .params import bound_problem
 
 LABS_DIR = Path(__file__).resolve().parents[2] / "labs"
 PLAIN_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\.ya?ml$")
@@ -58,6 +63,28 @@ class Check:
     run: str  # a scenario file among the student's files
     weight: float
     hint: str
+    # min and max as written when one names a parameter (params.py): the
+    # expectation then holds None there until resolved for a student
+    bounds: tuple[tuple[str, Any], ...] = ()
+    named: bool = True  # the file gave the check its name
+
+    @property
+    def parametric(self) -> bool:
+        return any(params.is_parametric(v) for _, v in self.bounds)
+
+    def resolved(self, values: dict[str, float]) -> Check:
+        """This check with a student's numbers in its bounds."""
+        if not self.parametric:
+            return self
+        bound = dict(self.bounds)
+        e = self.expectation
+        if "min" in bound:
+            e = dataclasses.replace(e, min=params.resolve_bound(bound["min"], values))
+        if "max" in bound:
+            e = dataclasses.replace(e, max=params.resolve_bound(bound["max"], values))
+        if not self.named:
+            e = dataclasses.replace(e, name=e.default_name())
+        return dataclasses.replace(self, expectation=e, bounds=())
 
 
 @dataclass(frozen=True)
@@ -68,6 +95,17 @@ class Lab:
     title: str
     minutes: int
     checks: tuple[Check, ...]
+    parameters: tuple[params.Parameter, ...] = ()
+    seed: str = ""
+
+    def values(self, student: str) -> dict[str, float]:
+        """The student's own numbers (none for a lab without parameters)."""
+        return params.values_for(self.parameters, self.seed, self.slug, student)
+
+    def for_student(self, student: str) -> Lab:
+        """The lab with the student's numbers in its checks' bounds."""
+        values = self.values(student)
+        return dataclasses.replace(self, checks=tuple(c.resolved(values) for c in self.checks))
 
     @property
     def starter(self) -> Path:
@@ -106,10 +144,24 @@ def load_lab(path: Path, checks_file: str | None = None) -> Lab:
         problems.append(Problem(file, "minutes", "expected whole minutes from 1 to 600"))
     if checks_file is not None:
         file, doc = checks_file, _mapping(checks_file)
-    checks = _checks(file, doc.get("checks"), problems)
+    parameters, found = params.parameter_problems(doc.get("parameters"))
+    problems += [Problem(file, field, why) for field, why in found]
+    seed = doc.get("seed", "")
+    if not isinstance(seed, str) or len(seed) > 200:
+        problems.append(Problem(file, "seed", "expected text of at most 200 characters"))
+    checks = _checks(file, doc.get("checks"), problems, parameters)
     if problems:
         raise ConfigError(problems)
-    return Lab(int(path.name[:2]), path.name, path, str(title), int(minutes or 0), tuple(checks))
+    return Lab(
+        int(path.name[:2]),
+        path.name,
+        path,
+        str(title),
+        int(minutes or 0),
+        tuple(checks),
+        parameters,
+        str(seed),
+    )
 
 
 def _mapping(file: str) -> dict:
@@ -119,14 +171,14 @@ def _mapping(file: str) -> dict:
     return doc
 
 
-def _checks(file: str, raws, problems: list[Problem]) -> list[Check]:
+def _checks(file: str, raws, problems: list[Problem], parameters=()) -> list[Check]:
     """The checks of list `raws` from `file`; what is wrong goes to `problems`."""
     if not isinstance(raws, list) or not raws:
         problems.append(Problem(file, "checks", "expected a list of at least one check"))
         return []
     checks: list[Check] = []
     for i, raw in enumerate(raws):
-        check, why = _check(raw)
+        check, why = _check(raw, parameters)
         if check is None:
             problems.append(Problem(file, f"checks[{i}]", why or "expected a check"))
         else:
@@ -144,7 +196,7 @@ def find_lab(which: str, root: Path = LABS_DIR, checks_file: str | None = None) 
     raise LookupError(f"no lab {which!r} (labs: {names})")
 
 
-def _check(raw) -> tuple[Check | None, str | None]:
+def _check(raw, parameters=()) -> tuple[Check | None, str | None]:
     """(the Check an entry describes, None) or (None, what is wrong)."""
     if not isinstance(raw, dict):
         return None, "expected a mapping"
@@ -158,8 +210,9 @@ def _check(raw) -> tuple[Check | None, str | None]:
     if metric not in METRICS and metric not in JOB_METRICS:
         return None, f"unknown metric {metric!r}"
     for bound in ("min", "max"):
-        if bound in raw and (not isinstance(raw[bound], (int, float)) or isinstance(raw[bound], bool)):
-            return None, f"expected a number for {bound}"
+        why = bound_problem(raw[bound], parameters) if bound in raw else None
+        if why:
+            return None, f"{bound}: {why}"
     if "min" not in raw and "max" not in raw:
         return None, "expected min, max or both"
     weight = raw.get("weight", 1)
@@ -168,8 +221,15 @@ def _check(raw) -> tuple[Check | None, str | None]:
     hint = raw.get("hint", "")
     if not isinstance(hint, str):
         return None, "expected a hint as text"
-    entry = {k: v for k, v in raw.items() if k not in ("run", "weight", "hint")}
-    return Check(Expectation.from_entry(entry), run, float(weight), hint.strip()), None
+    bounds = tuple((k, raw[k]) for k in ("min", "max") if k in raw and params.is_parametric(raw[k]))
+    entry = {k: v for k, v in raw.items() if k not in ("run", "weight", "hint") and k not in dict(bounds)}
+    expectation = Expectation.from_entry(entry) if len(bounds) < 2 or "name" in raw else None
+    if expectation is None:  # both bounds wait for a student: no default name yet
+        expectation = Expectation.from_entry({**entry, "name": raw["metric"]})
+    return (
+        Check(expectation, run, float(weight), hint.strip(), bounds, named="name" in raw),
+        None,
+    )
 
 
 def student_file(folder: str, name: str) -> str:

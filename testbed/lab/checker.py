@@ -49,7 +49,11 @@ class Report:
 
 
 def judge(lab: Lab, folder: str, outcomes: dict[str, RunOutcome]) -> Report:
-    """Each check of `lab` against the outcome of its run (pure)."""
+    """Each check of `lab` against the outcome of its run (pure). A lab with
+    parameters is judged for one student (Lab.for_student): a bound still
+    waiting for a student's number would let anything pass."""
+    if any(c.parametric for c in lab.checks):
+        raise ValueError(f"lab {lab.slug} has checks for a student's own numbers: judge it for a student")
     report = Report(lab, folder)
     for check in lab.checks:
         outcome = outcomes.get(check.run)

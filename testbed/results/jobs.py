@@ -111,12 +111,14 @@ def _transfers(job, ranks):
     # the schedule's own volume is what the senders were told to send, and
     # comparing with it would only check the schedule against itself.
     expected = expected_bytes_per_rank(job)
-    ratios = [rec["bytes_received"] / expected for r in ranks for rec in r["iterations"]] if expected else []
+    received = [rec["bytes_received"] for r in ranks for rec in r["iterations"]]
+    ratios = [b / expected for b in received] if expected else []
     retransmitted = sum(r["retransmitted"] for r in ranks)
     sent = sum(r["packets_sent"] for r in ranks)
     return {
         "bytes_sent": sum(r["bytes_sent"] for r in ranks),
         "bytes_received": sum(r["bytes_received"] for r in ranks),
+        "bytes_per_rank": statistics.mean(received) if received else None,
         "bytes_per_rank_expected": expected,
         "bytes_per_rank_ratio": max(ratios, key=lambda x: abs(x - 1.0)) if ratios else None,
         "retransmissions": retransmitted,

@@ -12,6 +12,8 @@ from drillrun import ATTEMPTS
 
 from testbed.cli.common import UNTRUSTWORTHY
 from testbed.lab.catalog import all_labs
+from testbed.lab.checker import FAILED, RunOutcome, judge, read_results
+from testbed.lab.files import copy_filled
 
 
 def lab_check(number, folder):
@@ -37,14 +39,29 @@ def lab_check(number, folder):
     return r
 
 
+def as_student(source, folder, lab, student):
+    """The lab's files in `folder` as `lab start --student` leaves them."""
+    folder.mkdir()
+    copy_filled(source, str(folder), lab.values(student), replace=False)
+    (folder / ".hpnlab-student").write_text(student + "\n")
+
+
 @pytest.mark.parametrize("lab", all_labs(), ids=lambda lab: lab.slug)
 def test_the_solution_passes_and_the_starter_fails_with_hints(tmp_path, leak_check, lab):
     solution, starter = tmp_path / "solution", tmp_path / "starter"
-    shutil.copytree(lab.solution, solution)
-    shutil.copytree(lab.starter, starter)
+    as_student(lab.solution, solution, lab, "ana")
+    as_student(lab.starter, starter, lab, "ana")
     r = lab_check(lab.number, solution)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip().splitlines()[-1] == "score 100%; PASSED"
+    if lab.parameters:
+        # The same measured runs judged for a student whose numbers differ
+        # (a neighbour who copied ana's files): the checks of those numbers fail.
+        bo = next(f"bo{i}" for i in range(50) if lab.values(f"bo{i}") != lab.values("ana"))
+        outcomes = {n: RunOutcome(0, read_results(str(solution / "results" / n[:-5]))) for n in lab.runs}
+        copied = judge(lab.for_student(bo), "bo", outcomes)
+        failed = [lab.checks[i] for i, c in enumerate(copied.checks) if c["status"] != "passed"]
+        assert copied.status == FAILED and failed and all(c.parametric for c in failed), copied.checks
     r = lab_check(lab.number, starter)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "FAIL" in r.stdout and "hint:" in r.stdout
