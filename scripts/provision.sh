@@ -23,7 +23,7 @@ log() { printf '[provision] %s\n' "$*"; }
 # clang, llvm and libbpf-dev build the BPF queue engine (ECN marking and
 # per-class counters on kernels without RED).
 pkgs=(mininet openvswitch-switch iperf3 tcpdump tshark ethtool iproute2 iputils-ping
-      procps kmod python3 python3-venv python3-pip clang llvm libbpf-dev)
+      procps kmod python3 python3-venv python3-pip clang llvm libbpf-dev tmux)
 if [ "${1:-}" = "--packages" ]; then
     printf '%s\n' "${pkgs[@]}"
     exit 0

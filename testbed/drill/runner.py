@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 
 from testbed.emulation.capture import Capture
+from testbed.emulation.live import read_by_hand
 from testbed.emulation.reachability import unreachable
 from testbed.emulation.realize import FabricNet
 from testbed.results import counters, drawing, plots, store
@@ -173,7 +174,7 @@ def _run(sc, out_dir, log, live=None):
         os.makedirs(run_dir, mode=0o700, exist_ok=True)
         for key, value in _ovs_options(sc).items():
             live.ledger.set_ovs_option(key, value)  # put back when the fabric goes down
-        return _play_on(live, sc, run_dir, out_dir, log, keep_pausing=True)
+        return _play_on(live, sc, run_dir, out_dir, log, live=True)
     with FabricNet(sc.fabric, run_dir, log=log, ovs_options=_ovs_options(sc)) as fnet:
         _require_reachable(fnet)
         record = _play_on(fnet, sc, run_dir, out_dir, log)
@@ -181,19 +182,22 @@ def _run(sc, out_dir, log, live=None):
         return record
 
 
-def _play_on(fnet, sc, run_dir, out_dir, log, keep_pausing=False):
+def _play_on(fnet, sc, run_dir, out_dir, log, live=False):
     """Play the scenario on a fabric that is up; the record of the run.
-    `keep_pausing`: the fabric lives on, so its pause daemon is started
-    again once it handed over this run's pauses."""
+    `live`: the fabric lives on (`hpnlab up`): its pause daemon is started
+    again once it handed over this run's pauses, and the cables pulled by
+    hand meanwhile (`hpnlab link`, `switch`) count among the run's faults."""
     first_event, first_route_error = len(fnet.controller.events), len(fnet.route_errors)
     inst = _instruments(sc, fnet, run_dir, log)
     try:
         t0 = _start(sc, fnet, inst, out_dir)
         faults, controller_actions, problems, ran_s = _play(sc, fnet, inst, t0, log)
+        if live:
+            faults = sorted(faults + read_by_hand(fnet.run_dir, t0, ran_s), key=lambda f: f["applied_at"])
     finally:
         emulation_cost, capture_files = _stop(inst)
     pause_record = fnet.pauses.stop() if fnet.pauses is not None else None
-    if keep_pausing and fnet.pauses is not None:
+    if live and fnet.pauses is not None:
         fnet.ledger.add_process(fnet.pauses.start(), fnet.pauses.argv)
     events = list(fnet.controller.events)[first_event:]
     problems += _instrument_problems(fnet, inst, pause_record, first_route_error)

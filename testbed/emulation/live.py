@@ -187,6 +187,7 @@ def _set_ends(
         subprocess.run(
             ["ip", "link", "set", "dev", end.ifname, "up" if up else "down"], check=True, capture_output=True
         )
+    record_by_hand(live.run_dir, live.fabric, links, up, start, time.monotonic())
     if live.fabric.queues is not None:  # the kernel flushed both ends' queues, as in a drill's fault
         from .queues import QueueEngine, QueueSetupError
 
@@ -208,3 +209,70 @@ def _set_ends(
             return ev, time.monotonic() - start
         time.sleep(0.01)  # polling the log for the controller's event, with a deadline
     return None, time.monotonic() - start
+
+
+# Cables pulled by hand (`hpnlab link`, `hpnlab switch`) while `traffic
+# start` plays: recorded in the fabric's run folder on the machine's
+# monotonic clock (one clock for every process), so that the run's report
+# counts them among its faults (read_by_hand).
+BY_HAND = "faults-by-hand.jsonl"
+
+
+def record_by_hand(
+    run_dir: str, fabric: Fabric, links: list[Link], up: bool, issued: float, applied: float
+) -> None:
+    """Append a fault record per link to the fabric's run folder (root's,
+    0700); a folder that cannot take it loses only the record."""
+    lines = []
+    for link in links:
+        between = fabric.links_between(link.a.node, link.b.node)
+        record = {
+            "issued_mono": issued,
+            "applied_mono": applied,
+            "action": "link-up" if up else "link-down",
+            "link": [link.a.node, link.b.node],
+            "index": between.index(link),
+            "link_name": link.name,
+        }
+        lines.append(json.dumps(record) + "\n")
+    try:
+        fd = os.open(
+            os.path.join(run_dir, BY_HAND), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600
+        )
+    except OSError:
+        return
+    with os.fdopen(fd, "a") as fh:
+        fh.write("".join(lines))
+
+
+def read_by_hand(run_dir: str, t0: float, until: float) -> list[dict]:
+    """The faults pulled by hand from `t0` (a run's zero, monotonic) to
+    `until` seconds after it, as a drill's timeline records its own: times
+    in seconds from t0, `by_hand` set."""
+    try:
+        fd = os.open(os.path.join(run_dir, BY_HAND), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return []
+    with os.fdopen(fd) as fh:
+        text = fh.read()
+    out = []
+    for line in text.splitlines():
+        try:
+            r = json.loads(line)
+            issued = r["issued_mono"] - t0
+        except (ValueError, KeyError, TypeError):
+            continue
+        if 0 <= issued <= until:
+            out.append(
+                {
+                    "at": round(issued, 4),
+                    "issued_at": round(issued, 4),
+                    "applied_at": round(r["applied_mono"] - t0, 4),
+                    "action": r["action"],
+                    "link": r["link"],
+                    "index": r["index"],
+                    "link_name": r["link_name"],
+                    "by_hand": True,
+                }
+            )
+    return out

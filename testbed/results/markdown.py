@@ -90,6 +90,8 @@ def section_faults(results: dict) -> str:
         lag = None if at is None or applied is None else (applied - at) * 1000
         conv = f.get("converged_s")
         link = _link_text(f.get("link")) + (f" ({f['name']})" if f.get("name") else "")
+        if f.get("by_hand"):  # `hpnlab link` or `switch` while the traffic ran: nothing was scheduled
+            at, lag, link = None, None, link + " (by hand)"
         rows.append([f.get("action") or "-", link, at, applied, lag, None if conv is None else conv * 1000])
     text = md_table(
         ["action", "link", "scheduled (s)", "applied (s)", "lag (ms)", "routes converged (ms)"], rows

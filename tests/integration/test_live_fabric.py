@@ -168,6 +168,11 @@ def test_queues_and_a_scenarios_traffic_on_a_live_fabric(tmp_path, leak_check):
         assert json.loads(hpnlab("status", "--json").stdout)["traffic"] is None
         report = json.loads((out / "results.json").read_text())
         assert report["time_dilation_choice"]["from"] == "running fabric"
+        # the cable pulled by hand is among the run's faults, timed like a drill's own
+        by_hand = [f for f in report["faults"] if f.get("by_hand")]
+        assert [f["action"] for f in by_hand] == ["link-down", "link-up"], report["faults"]
+        assert all(set(f["link"]) == {"s1h3", "t1r0k1"} and f["converged_s"] is not None for f in by_hand)
+        assert "(by hand)" in (out / "summary.md").read_text()
         wrong = hpnlab("traffic", "start", "scenarios/ecn-dcqcn.yaml", "--out", str(tmp_path / "wrong"))
         assert wrong.returncode == 2 and "its fabric is not the one running" in wrong.stderr, wrong.stderr
         assert not (tmp_path / "wrong").exists()

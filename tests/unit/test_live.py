@@ -183,3 +183,20 @@ def test_a_switch_counts_as_failed_once_every_port_of_it_is_down():
     assert len(links) == 4 + 2 and all("t0r0k0" in (link.a.node, link.b.node) for link in links)
     with pytest.raises(ValueError, match="'s0h0' is not a switch of fabric hpn-mini"):
         live.switch_links(fabric, "s0h0")
+
+
+def test_cables_pulled_by_hand_are_read_back_as_the_runs_faults(tmp_path):
+    _, fabric = load_fabric(ROOT / "topologies" / "hpn-mini.yaml")
+    links = fabric.links_between("s0h0", "t0r0k0")
+    live.record_by_hand(str(tmp_path), fabric, links, False, 100.0, 100.02)
+    live.record_by_hand(str(tmp_path), fabric, links, True, 105.0, 105.01)
+    live.record_by_hand(str(tmp_path), fabric, links, False, 200.0, 200.01)  # after the run
+    with open(tmp_path / live.BY_HAND, "a") as fh:
+        fh.write("not json\n")
+    faults = live.read_by_hand(str(tmp_path), t0=98.0, until=20.0)
+    assert [(f["action"], f["at"], f["applied_at"]) for f in faults] == [
+        ("link-down", 2.0, 2.02),
+        ("link-up", 7.0, 7.01),
+    ]
+    assert all(f["by_hand"] and set(f["link"]) == {"s0h0", "t0r0k0"} and f["index"] == 0 for f in faults)
+    assert live.read_by_hand(str(tmp_path / "none"), 0, 10) == []
