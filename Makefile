@@ -10,7 +10,7 @@ DEMO   ?= results/demo
 DILATION ?=
 RUNFLAGS = $(if $(DILATION),--dilation $(DILATION))
 
-.PHONY: setup test unit lint format constraints integration test-vm demo drills bench capacity soak clean uninstall
+.PHONY: setup test unit lint docs format constraints integration test-vm demo drills bench capacity soak clean uninstall
 
 setup:
 	bash scripts/provision.sh
@@ -29,6 +29,12 @@ lint: $(PY)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
+
+# the reference pages from the code, then the site (build/site), strict:
+# a broken link or a stale reference page fails it
+docs: $(PY)
+	$(PY) scripts/reference.py
+	$(PY) -m mkdocs build --strict --quiet
 
 format: $(PY)
 	$(PY) -m ruff check --fix .
@@ -53,7 +59,7 @@ demo: setup
 	  dual=$$?; \
 	$(HPNLAB) run scenarios/single-tor-link-failure.yaml --out $(DEMO)/single-tor $(RUNFLAGS); \
 	  single=$$?; \
-	echo; $(HPNLAB) compare $(DEMO)/dual-tor $(DEMO)/single-tor; echo; \
+	echo; $(HPNLAB) compare $(DEMO)/dual-tor $(DEMO)/single-tor --plot $(DEMO)/compare.png; echo; \
 	echo "Reports: $(DEMO)/dual-tor/summary.md  $(DEMO)/single-tor/summary.md (plots beside them)"; \
 	test $$dual -eq 0 -a $$single -eq 0
 

@@ -71,7 +71,7 @@ def add_topology_dir_option(parser):
     )
 
 
-def write_output_file(path: str, text: str, option: str) -> int | None:
+def write_output_file(path: str, text: str | bytes, option: str) -> int | None:
     """Write a file the user named (`--junit`, `--csv`) as root would want
     it written: never through a symbolic link or into a file with another
     name linked to it (a student's folder may hold either, aimed at a file
@@ -81,7 +81,9 @@ def write_output_file(path: str, text: str, option: str) -> int | None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as e:
         return link_refused(path, option) or err(f"{option}: cannot write {path}: {e.strerror or e}", INVALID)
-    with os.fdopen(fd, "w", newline="") as fh:
+    with os.fdopen(
+        fd, "wb" if isinstance(text, bytes) else "w", **({} if isinstance(text, bytes) else {"newline": ""})
+    ) as fh:
         st = os.fstat(fh.fileno())
         if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
             return err(f"{option}: {path} is not a plain file of its own; name a new file", INVALID)

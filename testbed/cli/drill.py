@@ -209,10 +209,19 @@ def add_compare(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("compare", help="print several drill results side by side")
     p.add_argument("dirs", nargs="+", metavar="DIR")
     p.add_argument("--json", action="store_true", help="the same numbers as JSON, one object per run")
+    p.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help="also draw the runs on one pair of axes: each sending host's throughput, or each job's "
+        "iteration times when no run has iperf3 flows; each run in its colour, its outages shaded",
+    )
     p.set_defaults(run=run_compare)
 
 
 def run_compare(args: argparse.Namespace) -> int:
+    refused = link_refused(args.plot, "--plot")
+    if refused is not None:
+        return refused
     results = []
     for d in args.dirs:
         try:
@@ -230,6 +239,13 @@ def run_compare(args: argparse.Namespace) -> int:
             print(json.dumps(data, indent=1))
         else:
             print(render_side_by_side(results))
+        if args.plot:
+            from testbed.results.overlay import overlay_png
+
+            refused = write_output_file(args.plot, overlay_png(list(zip(args.dirs, results))), "--plot")
+            if refused is not None:
+                return refused
+            print(f"plot: {args.plot}", file=sys.stderr if args.json else sys.stdout)
     except (AttributeError, KeyError, TypeError, ValueError) as e:
         return err(f"results not in hpnlab's shape ({type(e).__name__}: {e})", INVALID)
     return OK

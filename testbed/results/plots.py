@@ -15,13 +15,13 @@ PLOT_PNG, ITERATIONS_PNG = "throughput.png", "iterations.png"
 FLOW_STYLES = ("-", "--", ":", "-.")
 
 
-def _host_of(flow_id, flow_info):
+def host_of(flow_id, flow_info):
     """Source host of a flow; falls back to the 'src->dst#n' id convention."""
     info = flow_info.get(flow_id) or {}
     return info.get("src") or flow_id.split("->")[0]
 
 
-def _nan(values):
+def nan_gaps(values):
     # matplotlib draws NaN as a gap, which is exactly what "no sample" means.
     return [float("nan") if v is None else v for v in values]
 
@@ -30,7 +30,7 @@ def _draw_flows(ax, series, flow_info):
     """Thin per-flow lines and a thick aggregate per source host."""
     by_host = {}
     for fid in series.flows:
-        by_host.setdefault(_host_of(fid, flow_info), []).append(fid)
+        by_host.setdefault(host_of(fid, flow_info), []).append(fid)
     colors = [f"C{i % 10}" for i in range(len(by_host))]
     label_flows = len(series.flows) <= 8  # beyond that the legend drowns the plot
     one_host = len(by_host) == 1
@@ -39,7 +39,7 @@ def _draw_flows(ax, series, flow_info):
         total_color = "black" if one_host else color
         ax.plot(
             series.t,
-            _nan(total),
+            nan_gaps(total),
             color=total_color,
             linewidth=2.6,
             alpha=0.5,
@@ -52,7 +52,7 @@ def _draw_flows(ax, series, flow_info):
         for k, fid in enumerate(ids):
             ax.plot(
                 series.t,
-                _nan(series.values(fid)),
+                nan_gaps(series.values(fid)),
                 color=f"C{k % 10}" if one_host else color,
                 linewidth=1.0,
                 linestyle="-" if one_host else FLOW_STYLES[k % len(FLOW_STYLES)],
@@ -110,7 +110,7 @@ def _draw_faults(ax, faults, duration):
         )
 
 
-def _new_axes():
+def new_axes():
     """A figure on the Agg canvas and its single axes.
 
     matplotlib's object API with the Agg canvas never needs a display and
@@ -171,7 +171,7 @@ def plot_throughput(
     series = as_series(series)
     duration = series.t[-1] if series.t else 0.0
 
-    fig, ax = _new_axes()
+    fig, ax = new_axes()
     _draw_flows(ax, series, flow_info)
     _draw_faults(ax, faults, duration)
     return _finish_plot(
@@ -198,11 +198,11 @@ def plot_iterations(out_dir: str, results: dict) -> str | None:
     ends = [e for j in jobs.values() for e in j.get("iteration_ends_s") or [] if e is not None]
     duration = results.get("duration_s") or max(ends, default=0.0)
 
-    fig, ax = _new_axes()
+    fig, ax = new_axes()
     for i, (name, j) in enumerate(sorted(jobs.items())):
         color = f"C{i % 10}"
         x = j.get("iteration_ends_s") or []
-        y = _nan((j.get("iteration_times_s") or [])[: len(x)])
+        y = nan_gaps((j.get("iteration_times_s") or [])[: len(x)])
         ax.plot(
             x[: len(y)],
             y,
@@ -260,7 +260,7 @@ def plot_queues(out_dir: str, results: dict) -> str | None:
     if not series or not t:
         return None
     busiest = sorted(series, key=lambda k: -max(series[k]))[:QUEUE_LINES]
-    fig, ax = _new_axes()
+    fig, ax = new_axes()
     for i, name in enumerate(busiest):
         ax.plot(
             t[: len(series[name])],
@@ -293,7 +293,7 @@ def plot_marks(out_dir: str, results: dict) -> str | None:
     if not marks or len(t) < 2:
         return None
     busiest = sorted(marks, key=lambda k: -marks[k][-1])[:QUEUE_LINES]
-    fig, ax = _new_axes()
+    fig, ax = new_axes()
     for i, name in enumerate(busiest):
         cum = marks[name]
         rate = [(cum[j] - cum[j - 1]) / max(t[j] - t[j - 1], 1e-9) for j in range(1, len(cum))]
@@ -316,7 +316,7 @@ def plot_pauses(out_dir: str, results: dict) -> str | None:
     if not recs:
         return None
     rows = sorted({f"{r['link']}/{r['class']}" for r in recs})
-    fig, ax = _new_axes()
+    fig, ax = new_axes()
     for i, row in enumerate(rows):
         bars = [
             (r["start_s"], max(r["duration_s"], 1e-4)) for r in recs if f"{r['link']}/{r['class']}" == row

@@ -478,3 +478,28 @@ def test_overlapping_outages_shade_as_one_span():
     ]
     assert outage_spans(faults, 20.0) == [(5.0, 20.0)]  # a0n0's link never came back
     assert outage_spans(faults[:1] + faults[2:], 20.0) == [(5.0, 9.0), (12.0, 13.0)]
+
+
+def test_compare_draws_runs_on_one_pair_of_axes(tmp_path, capsys):
+    from testbed.cli import main
+    from testbed.results.overlay import overlay_png
+
+    dual, single = drill("dual"), drill("single")
+    assert overlay_png([("a", dual), ("b", single)]).startswith(PNG_SIGNATURE)
+    jobs_only = {
+        "scenario": "ring",
+        "faults": [],
+        "series": {"interval_s": DT, "t": [], "flows": {}, "flow_info": {}},
+        "metrics": {
+            "jobs": {"ring8": {"iteration_ends_s": [1.0, 2.1, 3.3], "iteration_times_s": [1.0, 1.1, 1.2]}}
+        },
+    }
+    assert overlay_png([("c", jobs_only)]).startswith(PNG_SIGNATURE)
+    for name, res in (("dual", dual), ("single", single)):
+        write_results(str(tmp_path / name), res)
+    picture = tmp_path / "both.png"
+    assert main(["compare", str(tmp_path / "dual"), str(tmp_path / "single"), "--plot", str(picture)]) == 0
+    assert picture.read_bytes().startswith(PNG_SIGNATURE) and f"plot: {picture}" in capsys.readouterr().out
+    (tmp_path / "link.png").symlink_to(tmp_path / "elsewhere.png")
+    assert main(["compare", str(tmp_path / "dual"), "--plot", str(tmp_path / "link.png")]) == 2
+    assert not (tmp_path / "elsewhere.png").exists()
