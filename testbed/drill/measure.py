@@ -108,6 +108,17 @@ def _measure(sc, run):
         fault["converged_s"] = convergence_s(run.events, run.t0, fault, link_switch_ports(fabric, fault))
     per_flow, info = run.flows.series()
     series = _grid(per_flow, info, run.ran_s)
+    # The NIC ports of the hosts sampled (those that send): a dual-ToR host's
+    # traffic moving from one port to the other when a link fails.
+    sampled = set().union(*(c.keys() for _, c in run.samples)) if run.samples else set()
+    port_info = {
+        link.end(h.name).ifname: {"host": h.name, "to": link.other(h.name).node}
+        for h in fabric.hosts()
+        for link in fabric.links_of(h.name)
+        if link.end(h.name).ifname in sampled
+    }
+    series["ports"] = counters.port_series(run.samples, port_info, len(series["t"]), INTERVAL_S)
+    series["port_info"] = port_info
     rates, names = counters.egress_rates(fabric)
     fid_links = counters.fidelity(
         run.samples,

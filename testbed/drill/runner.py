@@ -291,6 +291,7 @@ def _write(sc, run, results, out_dir, log=print):
                 time_dilation=results["time_dilation"],
             ),
         ),
+        ("ports", lambda: plots.plot_ports(out_dir, results)),
         ("iterations", lambda: plots.plot_iterations(out_dir, results)),
         ("queues", lambda: plots.plot_queues(out_dir, results)),
         ("marks", lambda: plots.plot_marks(out_dir, results)),

@@ -125,6 +125,21 @@ def cpu_summary(cpu: list, saturated: float = 0.95) -> dict:
     }
 
 
+def port_series(samples: list, devs: Iterable[str], n: int, interval: float) -> dict[str, list[float | None]]:
+    """{dev: Mbit/s its egress sent in each of `n` intervals of the run},
+    from consecutive samples (each rate lands in the interval its later
+    sample ends, as the flows' series do); None where no sample ended."""
+    out: dict[str, list[float | None]] = {dev: [None] * n for dev in devs}
+    for (ta, ca), (tb, cb) in zip(samples, samples[1:]):
+        i = int(round(tb / interval)) - 1
+        if not 0 <= i < n or tb <= ta:
+            continue
+        for dev, values in out.items():
+            if dev in ca and dev in cb:
+                values[i] = round((cb[dev][0] - ca[dev][0]) * 8 / (tb - ta) / 1e6, 3)
+    return out
+
+
 def egress_bytes(
     samples: list, devs: Iterable[str], start: float | None = None, end: float | None = None
 ) -> dict:

@@ -69,10 +69,9 @@ def _series(series, n):
         out["t"] = [None if t is None else _tidy(t / n) for t in out["t"]]
     if _is_number(out.get("interval_s")):
         out["interval_s"] = _tidy(out["interval_s"] / n)
-    if isinstance(out.get("flows"), dict):
-        out["flows"] = {
-            fid: [None if v is None else _tidy(v * n) for v in values] for fid, values in out["flows"].items()
-        }
+    for key in ("flows", "ports"):  # Mbit/s of each flow, of each host port
+        if isinstance(out.get(key), dict):
+            out[key] = {k: [None if v is None else _tidy(v * n) for v in vs] for k, vs in out[key].items()}
     return out
 
 

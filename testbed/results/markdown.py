@@ -388,6 +388,9 @@ def render_summary(results: dict) -> str:
     plot = (results.get("files") or {}).get("plot")
     if plot and not _no_iperf_flows(metrics):  # a jobs-only drill's would be empty
         parts.append(f"![throughput]({os.path.basename(plot)})")
+    ports = (results.get("files") or {}).get("ports")
+    if ports:
+        parts.append(f"![what each NIC port sent]({os.path.basename(ports)})")
     for title, body in _sections(results, metrics):
         parts.append(f"## {title}\n\n{body}")
     notes = metrics.get("settings")

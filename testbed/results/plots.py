@@ -1,6 +1,8 @@
 """The drill's plots: throughput.png (iperf3 flows, per flow and per source
-host, with the outage windows) and iterations.png (every training job's
-iteration times against its analytical time)."""
+host, with the outage windows), ports.png (what each NIC port of the
+sending hosts carried), iterations.png (every training job's iteration
+times against its analytical time) and the queues' backlog, marks and
+pauses."""
 
 import io
 import os
@@ -183,6 +185,43 @@ def plot_throughput(
         "time since traffic start (s)",
         "throughput (Mbit/s)",
         duration,
+    )
+
+
+PORTS_PNG = "ports.png"
+
+
+def plot_ports(out_dir: str, results: dict) -> str | None:
+    """Write ports.png: what each NIC port of the sending hosts carried over
+    time (its egress counters at 10 Hz), so that a dual-ToR host's traffic
+    is seen moving to its other port when a link fails. None when no host
+    port was sampled."""
+    series = results.get("series") or {}
+    ports, info, t = series.get("ports") or {}, series.get("port_info") or {}, series.get("t") or []
+    if not ports or not t or not any(any(v for v in values if v) for values in ports.values()):
+        return None
+    fig, ax = new_axes()
+    hosts = sorted({(info.get(p) or {}).get("host", p) for p in ports})
+    for p in sorted(ports):
+        host, to = (info.get(p) or {}).get("host", p), (info.get(p) or {}).get("to", "?")
+        k = hosts.index(host)
+        mine = sorted(q for q in ports if (info.get(q) or {}).get("host", q) == host)
+        ax.plot(
+            t[: len(ports[p])],
+            nan_gaps(ports[p]),
+            color=f"C{(k * 2 + mine.index(p)) % 10}",
+            linestyle=FLOW_STYLES[mine.index(p) % len(FLOW_STYLES)],
+            linewidth=1.6,
+            label=f"{host} port to {to}",
+        )
+    duration = results.get("duration_s") or t[-1]
+    _draw_faults(ax, results.get("faults") or [], duration)
+    title = _titled(
+        f"{results.get('scenario') or '(unnamed)'}: what each NIC port of the sending hosts sent",
+        results.get("time_dilation"),
+    )
+    return _finish_plot(
+        fig, ax, out_dir, PORTS_PNG, title, "time since traffic start (s)", "throughput (Mbit/s)", duration
     )
 
 

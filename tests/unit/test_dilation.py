@@ -218,6 +218,7 @@ def machine_results():
             "t": [0.1, 0.2, 0.3],
             "flows": {"f": [10.0, None, 9.5]},
             "flow_info": {"f": {"src": "s0h0", "dst": "s1h0"}},
+            "ports": {"s0h0-eth0": [5.0, None, 2.5]},
         },
         "metrics": {
             "hosts": {
@@ -278,6 +279,7 @@ def test_to_emulated_divides_times_and_multiplies_rates():
     s = out["series"]
     assert (s["interval_s"], s["t"], s["flows"]) == (0.025, [0.025, 0.05, 0.075], {"f": [40.0, None, 38.0]})
     assert s["flow_info"] == {"f": {"src": "s0h0", "dst": "s1h0"}}
+    assert s["ports"] == {"s0h0-eth0": [20.0, None, 10.0]}  # rates x N, as the flows'
     m = out["metrics"]
     assert m["hosts"]["s0h0"] == {
         "flows": ["f"],

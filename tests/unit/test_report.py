@@ -503,3 +503,29 @@ def test_compare_draws_runs_on_one_pair_of_axes(tmp_path, capsys):
     (tmp_path / "link.png").symlink_to(tmp_path / "elsewhere.png")
     assert main(["compare", str(tmp_path / "dual"), "--plot", str(tmp_path / "link.png")]) == 2
     assert not (tmp_path / "elsewhere.png").exists()
+
+
+def test_each_nic_port_of_a_sending_host_is_a_series_and_a_plot(tmp_path):
+    from testbed.results.counters import port_series
+    from testbed.results.plots import plot_ports
+
+    # 10 Hz samples of two ports: port 0 carries 40 Mbit/s until 1 s, then port 1 does
+    samples, sent = [], {"p0": 0, "p1": 0}
+    for i in range(21):
+        samples.append((round(i * 0.1, 3), {d: (b, 0, 0) for d, b in sent.items()}))
+        sent["p0" if i < 10 else "p1"] += 500_000  # bytes per 0.1 s: 40 Mbit/s
+    ports = port_series(samples, ["p0", "p1", "absent"], 20, 0.1)
+    assert ports["p0"][:10] == [40.0] * 10 and ports["p0"][10:] == [0.0] * 10
+    assert ports["p1"][:10] == [0.0] * 10 and ports["p1"][10:] == [40.0] * 10
+    assert ports["absent"] == [None] * 20
+    results = drill()
+    results["series"] = dict(
+        results["series"],
+        t=[round((i + 1) * 0.1, 3) for i in range(20)],
+        ports={k: ports[k] for k in ("p0", "p1")},
+        port_info={"p0": {"host": "h0", "to": "t0a"}, "p1": {"host": "h0", "to": "t0b"}},
+    )
+    path = plot_ports(str(tmp_path), results)
+    assert path and open(path, "rb").read().startswith(PNG_SIGNATURE)
+    results["series"]["ports"] = {}
+    assert plot_ports(str(tmp_path / "none"), results) is None
