@@ -5,11 +5,9 @@ job's iteration times, one colour per run and its outages shaded in it."""
 
 from __future__ import annotations
 
-import io
-
 from .flow_inputs import as_series
 from .flows import aggregate
-from .plots import host_of, nan_gaps, new_axes, outage_spans
+from .plots import finish_axes, host_of, nan_gaps, new_axes, outage_spans, png_bytes
 
 HOST_STYLES = ("-", "--", ":", "-.")
 
@@ -76,17 +74,12 @@ def overlay_png(runs: list[tuple[str, dict]]) -> bytes:
             ax.axvspan(start, stop, color=color, alpha=0.08)
         duration = max(duration, length)
     what = "throughput per sending host" if flows else "iteration time per job"
-    ax.set_title(
-        f"{' against '.join(_label(r, n) for n, r in runs)}: {what}\n(outages shaded in the run's colour)"
+    finish_axes(
+        fig,
+        ax,
+        f"{' against '.join(_label(r, n) for n, r in runs)}: {what}\n(outages shaded in the run's colour)",
+        "time since traffic start (s)",
+        "throughput (Mbit/s)" if flows else "iteration time (s)",
+        duration,
     )
-    ax.set_xlabel("time since traffic start (s)")
-    ax.set_ylabel("throughput (Mbit/s)" if flows else "iteration time (s)")
-    ax.set_xlim(0, max(duration, 1e-3))
-    ax.set_ylim(bottom=0)
-    ax.grid(True, alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    fig.tight_layout()
-    png = io.BytesIO()
-    fig.canvas.print_png(png)
-    return png.getvalue()
+    return png_bytes(fig)

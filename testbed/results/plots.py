@@ -128,8 +128,9 @@ def new_axes():
     return fig, fig.add_subplot(1, 1, 1)
 
 
-def _finish_plot(fig, ax, out_dir, filename, title, xlabel, ylabel, duration):
-    """Title, labels, limits and legend; write the PNG and return its path."""
+def finish_axes(fig, ax, title, xlabel, ylabel, duration) -> None:
+    """Title, labels, limits (time from 0 to `duration`, values from 0) and
+    the legend beside the axes."""
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title)
@@ -140,11 +141,19 @@ def _finish_plot(fig, ax, out_dir, filename, title, xlabel, ylabel, duration):
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     fig.tight_layout()
 
+
+def png_bytes(fig) -> bytes:
     png = io.BytesIO()
     fig.canvas.print_png(png)
+    return png.getvalue()
+
+
+def _finish_plot(fig, ax, out_dir, filename, title, xlabel, ylabel, duration):
+    """finish_axes, then write the PNG and return its path."""
+    finish_axes(fig, ax, title, xlabel, ylabel, duration)
     os.makedirs(out_dir, exist_ok=True)
     path = os.path.join(out_dir, filename)
-    atomic_write(path, png.getvalue())
+    atomic_write(path, png_bytes(fig))
     return path
 
 
