@@ -10,7 +10,7 @@ DEMO   ?= results/demo
 DILATION ?=
 RUNFLAGS = $(if $(DILATION),--dilation $(DILATION))
 
-.PHONY: setup test unit lint docs format constraints integration test-vm demo drills bench capacity soak clean uninstall
+.PHONY: setup test unit lint docs vagrant-validate format constraints integration test-vm demo drills bench capacity soak clean uninstall
 
 setup:
 	bash scripts/provision.sh
@@ -35,6 +35,16 @@ lint: $(PY)
 docs: $(PY)
 	$(PY) scripts/reference.py
 	$(PY) -m mkdocs build --strict --quiet
+
+# The Vagrantfile as Vagrant reads it (Debian's vagrant, installed when
+# missing: root); nothing is booted (see docs/install.md)
+# (--ignore-provider: the providers' own blocks need their plugins to be read)
+vagrant-validate:
+	@command -v vagrant >/dev/null || { echo "installing vagrant (Debian's package)"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get install -y -q --no-install-recommends vagrant >/dev/null \
+	    || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends vagrant >/dev/null; }; }
+	vagrant validate --ignore-provider
 
 format: $(PY)
 	$(PY) -m ruff check --fix .
