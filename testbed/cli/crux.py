@@ -14,6 +14,7 @@ from testbed.fabric.scenario import load_scenario
 from testbed.plan.crux import render_crux_plan
 from testbed.results.markdown_jobs import section_crux
 from testbed.results.store import load_results
+from testbed.results.text import terminal_text
 from testbed.schedule.placement import crux_plan
 
 from .common import INVALID, OK, add_topology_dir_option, err, print_problems
@@ -39,13 +40,16 @@ def add_crux(sub):
         f"classes, or {MAX_CLASSES} without queues)",
     )
     plan.add_argument("--json", action="store_true", help="the plan as JSON")
+    plan.add_argument(
+        "--markdown", action="store_true", help="the plan as Markdown (tables to paste), not aligned text"
+    )
     add_topology_dir_option(plan)
     plan.set_defaults(run=run_crux_plan)
 
 
 def run_crux_plan(args):
     if os.path.isdir(args.scenario):
-        return _show_run(args.scenario, args.json)
+        return _show_run(args.scenario, args.json, args.markdown)
     try:
         sc = load_scenario(args.scenario, args.topology_dir)
     except ConfigError as e:
@@ -67,11 +71,12 @@ def run_crux_plan(args):
     if args.json:
         print(json.dumps(plan, indent=1, sort_keys=True))
     else:
-        print(render_crux_plan(sc.name, plan, source), end="")
+        text = render_crux_plan(sc.name, plan, source)
+        print(text if args.markdown else terminal_text(text), end="")
     return OK
 
 
-def _show_run(run_dir, as_json):
+def _show_run(run_dir, as_json, markdown=False):
     """What Crux measured and decided during a finished run."""
     try:
         results = load_results(run_dir)
@@ -88,7 +93,8 @@ def _show_run(run_dir, as_json):
     if as_json:
         print(json.dumps(ran, indent=1, sort_keys=True))
     else:
-        print(f"# Crux as it ran: {printable(str(results.get('scenario')))}\n\n{section_crux(ran)}")
+        text = f"# Crux as it ran: {printable(str(results.get('scenario')))}\n\n{section_crux(ran)}"
+        print(text if markdown else terminal_text(text))
     return OK
 
 

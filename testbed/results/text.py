@@ -71,3 +71,31 @@ def count(x: object) -> object:
 def mb(nbytes: float | None) -> float | None:
     """Bytes as MB (10^6), 2 decimals; None stays None."""
     return None if nbytes is None else round(nbytes / 1e6, 2)
+
+
+def terminal_text(markdown: str) -> str:
+    """Markdown as the terminal shows hpnlab's other reports: headings as
+    plain lines, each table as aligned columns (text_table), bold and
+    code marks dropped; the rest as written (pure)."""
+    out: list[str] = []
+    table: list[list[str]] = []
+
+    def cells(line: str) -> list[str]:
+        return [c.strip().replace("`", "").replace("**", "") for c in line.strip().strip("|").split("|")]
+
+    def flush() -> None:
+        if table:
+            rows = [r for r in table[1:] if not all(set(c) <= set("-: ") for c in r)]
+            out.append(text_table(table[0], rows))
+            table.clear()
+
+    for line in markdown.splitlines():
+        if line.lstrip().startswith("|"):
+            table.append(cells(line))
+            continue
+        flush()
+        out.append(
+            line.lstrip("#").strip() if line.startswith("#") else line.replace("**", "").replace("`", "")
+        )
+    flush()
+    return "\n".join(out) + ("\n" if markdown.endswith("\n") else "")

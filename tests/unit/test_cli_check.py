@@ -154,8 +154,11 @@ def test_crux_plan_ranks_the_jobs_of_a_scenario(capsys):
     assert plan["levels"]["small"] < plan["levels"]["large-shared"]
     assert main(["crux", "plan", "scenarios/two-jobs-contention.yaml", "--levels", "1"]) == 0
     text = capsys.readouterr().out
-    assert "# Crux plan: two-jobs-contention" in text and "1 priority levels (--levels)" in text
-    assert "keeps 0% of that weight" in text
+    assert text.startswith("Crux plan: two-jobs-contention") and "1 priority levels (--levels)" in text
+    assert "keeps 0% of that weight" in text and "|" not in text  # aligned columns, as plan prints
+    assert main(["crux", "plan", "scenarios/two-jobs-contention.yaml", "--levels", "1", "--markdown"]) == 0
+    text = capsys.readouterr().out
+    assert "# Crux plan: two-jobs-contention" in text and "| job (by priority) |" in text
 
 
 def test_crux_plan_needs_jobs(capsys):

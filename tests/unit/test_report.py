@@ -529,3 +529,10 @@ def test_each_nic_port_of_a_sending_host_is_a_series_and_a_plot(tmp_path):
     assert path and open(path, "rb").read().startswith(PNG_SIGNATURE)
     results["series"]["ports"] = {}
     assert plot_ports(str(tmp_path / "none"), results) is None
+
+
+def test_markdown_reads_as_aligned_text_in_a_terminal():
+    from testbed.results.text import terminal_text
+
+    md = "# Title\n\nSome **bold** `code`.\n\n| a | bb |\n|---|---|\n| 1 | `x` |\n\nend\n"
+    assert terminal_text(md) == "Title\n\nSome bold code.\n\na  bb\n-  --\n1  x\n\nend\n"
