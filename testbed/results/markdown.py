@@ -388,9 +388,10 @@ def render_summary(results: dict) -> str:
     plot = (results.get("files") or {}).get("plot")
     if plot and not _no_iperf_flows(metrics):  # a jobs-only drill's would be empty
         parts.append(f"![throughput]({os.path.basename(plot)})")
-    ports = (results.get("files") or {}).get("ports")
-    if ports:
-        parts.append(f"![what each NIC port sent]({os.path.basename(ports)})")
+    for key, alt in (("ports", "what each NIC port sent"), ("links", "link utilization over time")):
+        picture = (results.get("files") or {}).get(key)
+        if picture:
+            parts.append(f"![{alt}]({os.path.basename(picture)})")
     for title, body in _sections(results, metrics):
         parts.append(f"## {title}\n\n{body}")
     notes = metrics.get("settings")

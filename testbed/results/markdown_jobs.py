@@ -29,9 +29,10 @@ def section_jobs(results: dict) -> str:
     if metrics.get("dci_bytes") is not None:
         lines.append(f"Bytes over the DC interconnect: {fmt(metrics['dci_bytes'])}.")
     parts.append(" ".join(lines))
-    plot = (results.get("files") or {}).get("iterations")
-    if plot:
-        parts.append(f"![iterations]({os.path.basename(plot)})")
+    for key, alt in (("iterations", "iterations"), ("iterations_cdf", "iteration times, cumulative")):
+        plot = (results.get("files") or {}).get(key)
+        if plot:
+            parts.append(f"![{alt}]({os.path.basename(plot)})")
     return "\n\n".join(parts)
 
 

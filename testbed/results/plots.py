@@ -93,7 +93,7 @@ def outage_spans(faults, duration) -> list[tuple[float, float]]:
     return [(a, b) for a, b in spans]
 
 
-def _draw_faults(ax, faults, duration):
+def draw_faults(ax, faults, duration):
     """Shade outage windows; mark every fault edge with a labelled line."""
     for i, (start, end) in enumerate(outage_spans(faults, duration)):
         ax.axvspan(start, end, color="red", alpha=0.10, label="link down" if i == 0 else None)
@@ -157,7 +157,7 @@ def _finish_plot(fig, ax, out_dir, filename, title, xlabel, ylabel, duration):
     return path
 
 
-def _titled(title, time_dilation):
+def titled(title, time_dilation):
     """The title, with the time dilation on a second line when there is one."""
     extra = note(time_dilation)
     return f"{title}\n({extra})" if extra else title
@@ -184,13 +184,13 @@ def plot_throughput(
 
     fig, ax = new_axes()
     _draw_flows(ax, series, flow_info)
-    _draw_faults(ax, faults, duration)
+    draw_faults(ax, faults, duration)
     return _finish_plot(
         fig,
         ax,
         out_dir,
         PLOT_PNG,
-        _titled(title, time_dilation),
+        titled(title, time_dilation),
         "time since traffic start (s)",
         "throughput (Mbit/s)",
         duration,
@@ -224,8 +224,8 @@ def plot_ports(out_dir: str, results: dict) -> str | None:
             label=f"{host} port to {to}",
         )
     duration = results.get("duration_s") or t[-1]
-    _draw_faults(ax, results.get("faults") or [], duration)
-    title = _titled(
+    draw_faults(ax, results.get("faults") or [], duration)
+    title = titled(
         f"{results.get('scenario') or '(unnamed)'}: what each NIC port of the sending hosts sent",
         results.get("time_dilation"),
     )
@@ -271,7 +271,7 @@ def plot_iterations(out_dir: str, results: dict) -> str | None:
                 zorder=2,
                 label=f"{name} analytical {fmt(analytical, ' s')}",
             )
-    _draw_faults(ax, faults, duration)
+    draw_faults(ax, faults, duration)
     tops = [
         t
         for j in jobs.values()
@@ -280,7 +280,7 @@ def plot_iterations(out_dir: str, results: dict) -> str | None:
     ]
     if tops:
         ax.set_ylim(0, 1.15 * max(tops) or 1.0)  # room above the first, slowest iteration
-    title = _titled(
+    title = titled(
         f"{results.get('scenario') or '(unnamed)'}: iteration time per job", results.get("time_dilation")
     )
     return _finish_plot(
@@ -292,6 +292,30 @@ def plot_iterations(out_dir: str, results: dict) -> str | None:
         "iteration end, time since traffic start (s)",
         "iteration time (s)",
         duration,
+    )
+
+
+CDF_PNG = "iterations-cdf.png"
+
+
+def plot_iteration_cdf(out_dir: str, results: dict) -> str | None:
+    """Write iterations-cdf.png: each job's iteration times as a cumulative
+    distribution (the tail a fault or a neighbour adds shows as the curve's
+    long right end). None without a job of two iterations or more."""
+    jobs = (results.get("metrics") or {}).get("jobs") or {}
+    times = {n: sorted(t for t in j.get("iteration_times_s") or [] if t is not None) for n, j in jobs.items()}
+    times = {n: t for n, t in times.items() if len(t) >= 2}
+    if not times:
+        return None
+    fig, ax = new_axes()
+    for i, (name, t) in enumerate(sorted(times.items())):
+        ax.step(t, [(k + 1) / len(t) for k in range(len(t))], where="post", color=f"C{i % 10}", label=name)
+    longest = max(t[-1] for t in times.values())
+    title = titled(
+        f"{results.get('scenario') or '(unnamed)'}: iteration times, cumulative", results.get("time_dilation")
+    )
+    return _finish_plot(
+        fig, ax, out_dir, CDF_PNG, title, "iteration time (s)", "share of iterations", longest * 1.05
     )
 
 
@@ -318,8 +342,8 @@ def plot_queues(out_dir: str, results: dict) -> str | None:
             label=name,
         )
     duration = results.get("duration_s") or t[-1]
-    _draw_faults(ax, results.get("faults") or [], duration)
-    title = _titled(
+    draw_faults(ax, results.get("faults") or [], duration)
+    title = titled(
         f"{results.get('scenario') or '(unnamed)'}: queue backlog per port and class",
         results.get("time_dilation"),
     )
@@ -347,8 +371,8 @@ def plot_marks(out_dir: str, results: dict) -> str | None:
         rate = [(cum[j] - cum[j - 1]) / max(t[j] - t[j - 1], 1e-9) for j in range(1, len(cum))]
         ax.plot(t[1 : len(cum)], rate, linewidth=1.0, color=f"C{i % 10}", label=name)
     duration = results.get("duration_s") or t[-1]
-    _draw_faults(ax, results.get("faults") or [], duration)
-    title = _titled(
+    draw_faults(ax, results.get("faults") or [], duration)
+    title = titled(
         f"{results.get('scenario') or '(unnamed)'}: ECN marks per port and class",
         results.get("time_dilation"),
     )
@@ -373,8 +397,8 @@ def plot_pauses(out_dir: str, results: dict) -> str | None:
     ax.set_yticks(range(1, len(rows) + 1))
     ax.set_yticklabels(rows, fontsize=8)
     duration = results.get("duration_s") or max(r["start_s"] + r["duration_s"] for r in recs)
-    _draw_faults(ax, results.get("faults") or [], duration)
-    title = _titled(
+    draw_faults(ax, results.get("faults") or [], duration)
+    title = titled(
         f"{results.get('scenario') or '(unnamed)'}: pauses per link and class", results.get("time_dilation")
     )
     return _finish_plot(

@@ -500,11 +500,11 @@ def test_compare_names_the_dilation():
 
 
 def test_plot_titles_state_the_dilation():
-    from testbed.results.plots import _titled
+    from testbed.results.plots import titled
 
-    assert _titled("t", 1) == "t"
+    assert titled("t", 1) == "t"
     assert (
-        _titled("t", 2.5) == "t\n(time dilation 2.5: rates /2.5, times x2.5 on this machine; "
+        titled("t", 2.5) == "t\n(time dilation 2.5: rates /2.5, times x2.5 on this machine; "
         "reported in emulated time)"
     )
 

@@ -536,3 +536,30 @@ def test_markdown_reads_as_aligned_text_in_a_terminal():
 
     md = "# Title\n\nSome **bold** `code`.\n\n| a | bb |\n|---|---|\n| 1 | `x` |\n\nend\n"
     assert terminal_text(md) == "Title\n\nSome bold code.\n\na  bb\n-  --\n1  x\n\nend\n"
+
+
+def test_link_utilization_heatmap_and_iteration_cdf(tmp_path):
+    from pathlib import Path
+
+    from testbed.fabric.scenario import load_fabric
+    from testbed.results.heatmap import plot_link_heatmap, utilization_rows
+    from testbed.results.plots import plot_iteration_cdf
+
+    _, fabric = load_fabric(Path(__file__).resolve().parents[2] / "topologies" / "hpn-mini.yaml")
+    link = fabric.links_between("s0h0", "t0r0k0")[0]
+    busy, idle = link.end("t0r0k0").ifname, link.end("s0h0").ifname
+    rate = fabric.scaled_mbit(link)
+    per_sample = rate * 1e6 / 8 * 0.1 / 2  # half the link's rate
+    samples = [(round(i * 0.1, 3), {busy: (int(i * per_sample), 0, 0), idle: (0, 0, 0)}) for i in range(31)]
+    labels, rows = utilization_rows(fabric, samples, 0.1)
+    assert labels == ["t0r0k0 -> s0h0"]  # the idle direction is left out
+    assert rows[0] == pytest.approx([0.5] * 30, abs=0.01)
+    results = {"scenario": "x", "faults": [], "time_dilation": 2}
+    path = plot_link_heatmap(str(tmp_path), fabric, samples, results)
+    assert open(path, "rb").read().startswith(PNG_SIGNATURE)
+    assert plot_link_heatmap(str(tmp_path / "none"), fabric, samples[:1], results) is None
+
+    jobs = {"ring": {"iteration_times_s": [1.0, 1.2, 3.0]}, "one": {"iteration_times_s": [1.0]}}
+    path = plot_iteration_cdf(str(tmp_path), {"scenario": "x", "metrics": {"jobs": jobs}})
+    assert path.endswith("iterations-cdf.png") and open(path, "rb").read().startswith(PNG_SIGNATURE)
+    assert plot_iteration_cdf(str(tmp_path), {"metrics": {"jobs": {"one": jobs["one"]}}}) is None
