@@ -6,6 +6,7 @@ first pane tears the fabric down.
 Each step waits for what the terminal shows (a line the command prints, a
 marker echoed after it with its exit status), with a deadline."""
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -42,11 +43,12 @@ class Terminal:
         return self.tmux("capture-pane", "-p", "-J", "-S", "-500", "-t", pane)
 
     def wait_for(self, pane: str, text: str, timeout: float) -> str:
-        """The pane's text once `text` is on it; fails with the screen after `timeout`."""
+        """The pane's text once `text` (a regular expression) is on it;
+        fails with the screen after `timeout`."""
         deadline = time.monotonic() + timeout
         while True:
             shown = self.screen(pane)
-            if text in shown:
+            if re.search(text, shown):
                 return shown
             if time.monotonic() > deadline:
                 raise AssertionError(f"{text!r} not shown in pane {pane} within {timeout:.0f} s:\n{shown}")
@@ -57,10 +59,9 @@ class Terminal:
         it was typed, its exit status)."""
         mark = uuid.uuid4().hex[:8]
         self.type(pane, f"{command}; echo END-{mark}=$?")
-        shown = self.wait_for(pane, f"END-{mark}=", timeout)
+        shown = self.wait_for(pane, rf"END-{mark}=\d+", timeout)  # the echo's output, not the line typed
         tail = shown[shown.rindex(f"; echo END-{mark}") :]
-        status = int(tail[tail.rindex(f"END-{mark}=") :].split("=")[1].split()[0])
-        return tail, status
+        return tail, int(re.findall(rf"END-{mark}=(\d+)", tail)[-1])
 
 
 def test_up_in_one_pane_commands_in_another_then_ctrl_c(tmp_path, leak_check):
@@ -83,7 +84,7 @@ def test_up_in_one_pane_commands_in_another_then_ctrl_c(tmp_path, leak_check):
         mark = uuid.uuid4().hex[:8]
         term.type(other, f"{HPNLAB} exec s0h0; echo EXEC-{mark}=$?")
         term.type(other, "ip -o -4 addr show | grep -o '10\\.0\\.0\\.1/[0-9]*'; exit 3")
-        shown = term.wait_for(other, f"EXEC-{mark}=", timeout=30)
+        shown = term.wait_for(other, rf"EXEC-{mark}=\d", timeout=30)
         assert f"EXEC-{mark}=3" in shown and "10.0.0.1/" in shown, shown
 
         shown, status = term.run(other, f"{HPNLAB} link s0h0 t0r0k0 down")
@@ -95,7 +96,7 @@ def test_up_in_one_pane_commands_in_another_then_ctrl_c(tmp_path, leak_check):
 
         # Ctrl-C where the fabric was started: it is torn down, exit status 0
         term.tmux("send-keys", "-t", up, "C-c")
-        shown = term.wait_for(up, "UP-END=", timeout=120)
+        shown = term.wait_for(up, r"UP-END=\d", timeout=120)
         assert "torn down" in shown and "UP-END=0" in shown, shown
         shown, status = term.run(other, f"{HPNLAB} status")
         assert status != 0 and "no fabric is up" in shown, shown
