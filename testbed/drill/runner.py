@@ -12,7 +12,7 @@ from testbed.emulation.capture import Capture
 from testbed.emulation.live import read_by_hand
 from testbed.emulation.reachability import unreachable
 from testbed.emulation.realize import FabricNet
-from testbed.results import counters, drawing, heatmap, plots, store
+from testbed.results import counters, distributions, drawing, heatmap, plots, store
 from traffic.iperf import INTERVAL_S, plan_pairs
 
 from . import measure, sampler
@@ -294,7 +294,8 @@ def _write(sc, run, results, out_dir, log=print):
         ("ports", lambda: plots.plot_ports(out_dir, results)),
         ("links", lambda: heatmap.plot_link_heatmap(out_dir, sc.fabric, run.samples, results)),
         ("iterations", lambda: plots.plot_iterations(out_dir, results)),
-        ("iterations_cdf", lambda: plots.plot_iteration_cdf(out_dir, results)),
+        ("iterations_cdf", lambda: distributions.plot_iteration_cdf(out_dir, results)),
+        ("probes", lambda: distributions.plot_probe_gaps(out_dir, results)),
         ("queues", lambda: plots.plot_queues(out_dir, results)),
         ("marks", lambda: plots.plot_marks(out_dir, results)),
         ("pauses", lambda: plots.plot_pauses(out_dir, results)),

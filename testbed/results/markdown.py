@@ -428,7 +428,9 @@ def _sections(results, metrics):
     if metrics.get("pfc"):
         sections.append(("Pauses (lossless classes)", section_pauses(results)))
     if metrics.get("probe"):
-        sections.append(("Probes: delivery gaps", section_probes(metrics["probe"])))
+        picture = (results.get("files") or {}).get("probes")
+        body = section_probes(metrics["probe"]) + (f"\n\n![probe gaps]({picture})" if picture else "")
+        sections.append(("Probes: delivery gaps", body))
     ctl = metrics.get("controller") or {}
     if ctl.get("exits") or ctl.get("restarts"):
         sections.append(("Controller", section_controller(ctl)))

@@ -148,7 +148,7 @@ def png_bytes(fig) -> bytes:
     return png.getvalue()
 
 
-def _finish_plot(fig, ax, out_dir, filename, title, xlabel, ylabel, duration):
+def finish_plot(fig, ax, out_dir, filename, title, xlabel, ylabel, duration):
     """finish_axes, then write the PNG and return its path."""
     finish_axes(fig, ax, title, xlabel, ylabel, duration)
     os.makedirs(out_dir, exist_ok=True)
@@ -185,7 +185,7 @@ def plot_throughput(
     fig, ax = new_axes()
     _draw_flows(ax, series, flow_info)
     draw_faults(ax, faults, duration)
-    return _finish_plot(
+    return finish_plot(
         fig,
         ax,
         out_dir,
@@ -229,7 +229,7 @@ def plot_ports(out_dir: str, results: dict) -> str | None:
         f"{results.get('scenario') or '(unnamed)'}: what each NIC port of the sending hosts sent",
         results.get("time_dilation"),
     )
-    return _finish_plot(
+    return finish_plot(
         fig, ax, out_dir, PORTS_PNG, title, "time since traffic start (s)", "throughput (Mbit/s)", duration
     )
 
@@ -283,7 +283,7 @@ def plot_iterations(out_dir: str, results: dict) -> str | None:
     title = titled(
         f"{results.get('scenario') or '(unnamed)'}: iteration time per job", results.get("time_dilation")
     )
-    return _finish_plot(
+    return finish_plot(
         fig,
         ax,
         out_dir,
@@ -292,30 +292,6 @@ def plot_iterations(out_dir: str, results: dict) -> str | None:
         "iteration end, time since traffic start (s)",
         "iteration time (s)",
         duration,
-    )
-
-
-CDF_PNG = "iterations-cdf.png"
-
-
-def plot_iteration_cdf(out_dir: str, results: dict) -> str | None:
-    """Write iterations-cdf.png: each job's iteration times as a cumulative
-    distribution (the tail a fault or a neighbour adds shows as the curve's
-    long right end). None without a job of two iterations or more."""
-    jobs = (results.get("metrics") or {}).get("jobs") or {}
-    times = {n: sorted(t for t in j.get("iteration_times_s") or [] if t is not None) for n, j in jobs.items()}
-    times = {n: t for n, t in times.items() if len(t) >= 2}
-    if not times:
-        return None
-    fig, ax = new_axes()
-    for i, (name, t) in enumerate(sorted(times.items())):
-        ax.step(t, [(k + 1) / len(t) for k in range(len(t))], where="post", color=f"C{i % 10}", label=name)
-    longest = max(t[-1] for t in times.values())
-    title = titled(
-        f"{results.get('scenario') or '(unnamed)'}: iteration times, cumulative", results.get("time_dilation")
-    )
-    return _finish_plot(
-        fig, ax, out_dir, CDF_PNG, title, "iteration time (s)", "share of iterations", longest * 1.05
     )
 
 
@@ -347,7 +323,7 @@ def plot_queues(out_dir: str, results: dict) -> str | None:
         f"{results.get('scenario') or '(unnamed)'}: queue backlog per port and class",
         results.get("time_dilation"),
     )
-    return _finish_plot(
+    return finish_plot(
         fig, ax, out_dir, QUEUES_PNG, title, "time since traffic start (s)", "backlog (KB)", duration
     )
 
@@ -376,7 +352,7 @@ def plot_marks(out_dir: str, results: dict) -> str | None:
         f"{results.get('scenario') or '(unnamed)'}: ECN marks per port and class",
         results.get("time_dilation"),
     )
-    return _finish_plot(
+    return finish_plot(
         fig, ax, out_dir, MARKS_PNG, title, "time since traffic start (s)", "CE marks per second", duration
     )
 
@@ -401,7 +377,7 @@ def plot_pauses(out_dir: str, results: dict) -> str | None:
     title = titled(
         f"{results.get('scenario') or '(unnamed)'}: pauses per link and class", results.get("time_dilation")
     )
-    return _finish_plot(
+    return finish_plot(
         fig,
         ax,
         out_dir,

@@ -542,8 +542,8 @@ def test_link_utilization_heatmap_and_iteration_cdf(tmp_path):
     from pathlib import Path
 
     from testbed.fabric.scenario import load_fabric
+    from testbed.results.distributions import plot_iteration_cdf
     from testbed.results.heatmap import plot_link_heatmap, utilization_rows
-    from testbed.results.plots import plot_iteration_cdf
 
     _, fabric = load_fabric(Path(__file__).resolve().parents[2] / "topologies" / "hpn-mini.yaml")
     link = fabric.links_between("s0h0", "t0r0k0")[0]
@@ -563,3 +563,20 @@ def test_link_utilization_heatmap_and_iteration_cdf(tmp_path):
     path = plot_iteration_cdf(str(tmp_path), {"scenario": "x", "metrics": {"jobs": jobs}})
     assert path.endswith("iterations-cdf.png") and open(path, "rb").read().startswith(PNG_SIGNATURE)
     assert plot_iteration_cdf(str(tmp_path), {"metrics": {"jobs": {"one": jobs["one"]}}}) is None
+
+
+def test_probe_gaps_are_plotted_per_named_fault(tmp_path):
+    from testbed.results.distributions import plot_probe_gaps
+
+    probe = {
+        "base_gap_ms": 11.8,
+        "faults": {
+            "agg": {"action": "link-down", "gap_ms": 27.6},
+            "agg_back": {"action": "link-up", "gap_ms": 18.5},
+        },
+    }
+    expect = [{"metric": "gap_ms", "fault": "agg", "max": 50}]
+    results = {"scenario": "x", "metrics": {"probe": probe}, "expectations": expect}
+    path = plot_probe_gaps(str(tmp_path), results)
+    assert path.endswith("probes.png") and open(path, "rb").read().startswith(PNG_SIGNATURE)
+    assert plot_probe_gaps(str(tmp_path), {"metrics": {}}) is None
