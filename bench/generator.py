@@ -390,8 +390,14 @@ def main():
     if args.inner:
         return inner(args)
 
-    ns = f"hpnlab-bench-{os.getpid()}"
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so the finally below runs
+    sys.exit(0 if report(measure(args)) else 1)
+
+
+def measure(args):
+    """The senders' results, run in a namespace of their own that is
+    removed afterwards, also on failure."""
+    ns = f"hpnlab-bench-{os.getpid()}"
     if netns_exists(ns):
         raise SystemExit(f"bench: namespace {ns} already exists; not touching it")
     created = False
@@ -399,13 +405,31 @@ def main():
         ip("netns", "add", ns)
         created = True
         setup(ns)
-        out = run_inside(ns, args)
+        return run_inside(ns, args)
     except subprocess.CalledProcessError as e:
         raise SystemExit(f"bench: {' '.join(e.cmd)}: {e.stderr.strip()}") from None
     finally:
         if created:
             teardown(ns)
-    sys.exit(0 if report(out) else 1)
+
+
+def reference_us_per_frame(packets=100_000, seconds=5.0, cpu=None):
+    """The reference other CPU figures are reported against (they move
+    threefold between machines of one kind; a ratio to this, measured in
+    the same run on the same machine, does not): microseconds of one core
+    per 4154-byte RoCE frame that hpnlab's raw sender puts on a veth pair
+    and the kernel delivers to its other end."""
+    args = argparse.Namespace(
+        cpu=max(os.sched_getaffinity(0)) if cpu is None else cpu,
+        packets=packets,
+        seconds=seconds,
+        scapy_packets=1,
+        scapy_seconds=1.0,
+        sendp_packets=0,
+    )
+    hpn = measure(args)["results"][0]
+    delivered = min(hpn["sent"], hpn["delivered"])
+    return 1e6 * hpn["seconds"] / delivered if delivered else float("nan")
 
 
 if __name__ == "__main__":
