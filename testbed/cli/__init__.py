@@ -8,10 +8,11 @@ Exit statuses: see common.EXIT_STATUSES (printed by --help).
 """
 
 import argparse
+import os
 import sys
 
 from . import crux, drill, files, lab, live, machine, plan, traffic
-from .common import EXIT_STATUSES, USAGE
+from .common import EXIT_STATUSES, USAGE, err
 
 COMMANDS = (
     files.COMMANDS
@@ -43,6 +44,13 @@ def build_parser():
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"hpnlab {_version()}")
+    parser.add_argument(
+        "--fabric",
+        metavar="NAME",
+        help="work on the fabric of this name, which runs beside the machine's and any other "
+        "name's, in namespaces and an Open vSwitch of its own (default: $HPNLAB_FABRIC, else "
+        "the machine's fabric); e.g. sudo hpnlab --fabric alice up topologies/hpn-mini.yaml --detach",
+    )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for add in COMMANDS:
         add(subparsers)
@@ -120,4 +128,31 @@ def main(argv=None):
     except SystemExit as e:
         # argparse exits on --help (0) and on usage errors (2); report, not exit.
         return e.code if isinstance(e.code, int) else USAGE
+    if args.fabric or os.environ.get("HPNLAB_FABRIC"):
+        status = _serve_named(args, sys.argv[1:] if argv is None else list(argv))
+        if status is not None:
+            return status
     return args.run(args)
+
+
+# The commands that build a fabric (in new namespaces, when it is named) and
+# those that work on a running one (in its namespaces).
+BUILDING = {"up", "run", "doctor"}
+ENTERING = {"status", "exec", "link", "switch", "pingall", "flows", "queues", "traffic"}
+
+
+def _serve_named(args, argv):
+    """For a named fabric (testbed/emulation/named.py): run the command in
+    its namespaces, replacing this process; an exit status when the name is
+    refused; None to run the command here (already inside, not root, or a
+    command that needs no namespace: down, lab, the file commands)."""
+    from testbed.emulation import named
+
+    name = args.fabric or os.environ["HPNLAB_FABRIC"]
+    problem = named.name_problem(name)
+    if problem:
+        return err(problem, USAGE)
+    os.environ["HPNLAB_FABRIC"] = name  # what every child process serves too
+    if named.inside() or os.geteuid() != 0 or args.command not in BUILDING | ENTERING:
+        return None
+    return named.reexec(argv, owning=args.command in BUILDING)

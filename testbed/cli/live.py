@@ -21,7 +21,22 @@ def running_or_status(cmd: str):
     try:
         return find(), None
     except NoFabric as e:
-        return None, err(str(e))
+        others = other_fabrics()
+        also = f" (also on this machine: {', '.join(others)})" if others else ""
+        return None, err(f"{e}{also}")
+
+
+def other_fabrics() -> list[str]:
+    """The fabrics up on this machine besides the one this command serves:
+    'the machine's' (started without a name) and each named one, as a user
+    reaches it ('--fabric NAME')."""
+    from testbed.emulation import ledger, named
+
+    mine = named.current()
+    others = [f"--fabric {n}" for n in named.running() if n != mine]
+    if mine and ledger.lock_is_held(ledger.STATE_FILE):
+        others.insert(0, "the machine's (no --fabric)")
+    return others
 
 
 # --- status --------------------------------------------------------------------
@@ -56,6 +71,7 @@ def status_of(live) -> dict:
     running = [p for p in controller if ledger.is_same_process(p["pid"], p.get("start"))]
     return {
         "fabric": fabric.name,
+        "name": (rec.get("named") or {}).get("name"),
         "kind": fabric.kind,
         "owner_pid": rec.get("owner"),
         "user": rec.get("user"),
@@ -71,6 +87,7 @@ def status_of(live) -> dict:
             "ports_down": routes.get("down", []) if routes else [],
         },
         "traffic": traffic_running(live.run_dir),
+        "other_fabrics": other_fabrics(),
     }
 
 
@@ -97,9 +114,10 @@ def run_status(args: argparse.Namespace) -> int:
         print(json.dumps(st, indent=1))
         return OK
     ctl = st["controller"]
+    named = f" named {st['name']}" if st["name"] else ""
     lines = [
-        f"fabric {st['fabric']} ({st['kind']}), up by {_user_name(st['user'])} (pid {st['owner_pid']}); "
-        f"logs in {st['run_dir']}",
+        f"fabric {st['fabric']}{named} ({st['kind']}), up by {_user_name(st['user'])} "
+        f"(pid {st['owner_pid']}); logs in {st['run_dir']}",
         f"{len(st['hosts'])} hosts, {st['switches']} switches, "
         f"{st['links'] - len(st['links_down'])}/{st['links']} links up",
     ]
@@ -118,6 +136,8 @@ def run_status(args: argparse.Namespace) -> int:
         )
     else:
         lines.append("traffic: none (hpnlab traffic start SCENARIO)")
+    if st["other_fabrics"]:
+        lines.append(f"other fabrics on this machine: {', '.join(st['other_fabrics'])}")
     if args.draw:
         lines.append(f"picture: {args.draw}")
     _print_lines("\n".join(lines))

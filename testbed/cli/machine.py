@@ -223,7 +223,10 @@ def run_up(args):
                 # 'hpnlab traffic start' plays a scenario's traffic on this fabric
                 traffic = TrafficServer(fnet, log)
                 traffic.start()
-                log(f"fabric is up (logs in {fnet.run_dir}); Ctrl-C or 'hpnlab down' tears it down")
+                log(
+                    f"fabric is up (logs in {fnet.run_dir}); Ctrl-C or "
+                    f"'{ledger_mod.down_command()}' tears it down"
+                )
                 serving = True
                 if args.serve_detached:
                     _write_to_log(fnet.run_dir)
@@ -275,7 +278,7 @@ def _up_detached(args):
         for line in child.stdout:
             print(line, end="", flush=True)
             if line.startswith("fabric is up"):
-                print(f"detached (pid {child.pid}): the fabric stays up until 'hpnlab down'")
+                print(f"detached (pid {child.pid}): the fabric stays up until '{ledger_mod.down_command()}'")
                 return OK
         return child.wait()  # it ended before the fabric was up: its status, its reason above
     except KeyboardInterrupt as e:
@@ -343,7 +346,8 @@ def run_down(args):
         return NOT_RUN
     led = ledger_mod.load()
     if led is None:
-        print("no fabric is running")
+        name = os.environ.get("HPNLAB_FABRIC")
+        print(f"no fabric named {name} is running" if name else "no fabric is running")
         return OK
     started_by, me = led.data.get("user"), ledger_mod.invoking_user()
     if started_by and started_by != me and not args.any_user:

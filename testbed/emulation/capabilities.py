@@ -131,18 +131,7 @@ def probe():
     ):
         path = shutil.which(tool)
         feats.append(Feature(tool, bool(path), path or "not found", enables))
-    ovs_up = bool(shutil.which("ovs-vsctl")) and _run(["ovs-vsctl", "--timeout=3", "show"]).returncode == 0
-    feats.append(
-        Feature(
-            "ovsdb running",
-            ovs_up,
-            "ovs-vsctl show " + ("ok" if ovs_up else "failed"),
-            "building fabrics (start it: make setup)",
-        )
-    )
-    if ovs_up:
-        feats.append(_ovs_tx_feature(userspace=not ovs_mod))
-        feats.append(_ovs_rx_feature(userspace=not ovs_mod))
+    feats += _ovs_features(ovs_mod)
     for mod in ("mininet", "os_ken", "scapy"):
         ok = importlib.util.find_spec(mod) is not None
         feats.append(Feature(f"python: {mod}", ok, "importable" if ok else "missing", "hpnlab itself"))
@@ -289,8 +278,32 @@ def lacking(feats, *names):
     return [n for n in names if not has(feats, n)]
 
 
+def _ovs_features(ovs_mod):
+    """Whether Open vSwitch serves, and (when it does) its sockets' buffers."""
+    if os.environ.get("HPNLAB_FABRIC"):  # a named fabric starts an Open vSwitch of its own
+        daemons = all(shutil.which(t) for t in ("ovsdb-tool", "ovsdb-server", "ovs-vswitchd"))
+        detail = "its own, started with the fabric" if daemons else "ovsdb-server or ovs-vswitchd not found"
+        return [Feature("ovsdb running", daemons, detail, "building fabrics (install: make setup)")]
+    ovs_up = bool(shutil.which("ovs-vsctl")) and _run(["ovs-vsctl", "--timeout=3", "show"]).returncode == 0
+    feats = [
+        Feature(
+            "ovsdb running",
+            ovs_up,
+            "ovs-vsctl show " + ("ok" if ovs_up else "failed"),
+            "building fabrics (start it: make setup)",
+        )
+    ]
+    if ovs_up:
+        feats.append(_ovs_tx_feature(userspace=not ovs_mod))
+        feats.append(_ovs_rx_feature(userspace=not ovs_mod))
+    return feats
+
+
 def datapath(feats):
-    """'kernel' when the OVS kernel module is there, else 'user'."""
+    """'kernel' when the OVS kernel module is there, else 'user'. A named
+    fabric's own Open vSwitch (named.py) always runs the userspace one."""
+    if os.environ.get("HPNLAB_FABRIC"):
+        return "user"
     return "kernel" if has(feats, "openvswitch module") else "user"
 
 

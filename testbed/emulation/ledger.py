@@ -9,7 +9,8 @@ and interfaces it will create may exist (`already_present`), so nothing it
 later removes can have been someone else's; and a process is recorded by
 its PID and start time, so a PID the kernel gave to another process after
 ours ended is never signalled. The record lives at one fixed place per
-machine, so two fabrics can never run at once and share names: a claim
+fabric name (named.py: the machine's fabric has none), so two fabrics can
+never run at once under one name and share its names: a claim
 takes an exclusive lock (flock) on a file beside it and holds it for the
 fabric's life, so two runs started together cannot both claim the machine,
 and the lock goes when its holder dies, however it dies. The record is
@@ -25,7 +26,22 @@ import subprocess
 import tempfile
 import time
 
-STATE_FILE = "/run/hpnlab/fabric.json"
+STATE_FILE = "/run/hpnlab/fabric.json"  # the machine's fabric (started without a name)
+NAMED_DIR = "/run/hpnlab/fabrics"  # NAME/fabric.json: each named fabric's (see named.py)
+
+
+def state_file(name=None):
+    """Where the record of fabric `name` lives; by default the fabric this
+    process serves (HPNLAB_FABRIC, see named.py), else the machine's."""
+    name = name or os.environ.get("HPNLAB_FABRIC")
+    return os.path.join(NAMED_DIR, name, "fabric.json") if name else STATE_FILE
+
+
+def private_dirs(path):
+    """Make folder `path` and any missing parent root's alone (0700)."""
+    if not os.path.isdir(path):
+        private_dirs(os.path.dirname(path))
+        os.mkdir(path, 0o700)
 
 
 def stat_fields(pid):
@@ -63,8 +79,11 @@ def _who(path):
     if other is None:
         return "another fabric"
     user = other.data.get("user")
+    name = (other.data.get("named") or {}).get("name")
     return (
-        f"fabric {other.data.get('fabric')!r} (pid {other.data.get('owner')}"
+        f"fabric {other.data.get('fabric')!r}"
+        + (f" named {name}" if name else "")
+        + f" (pid {other.data.get('owner')}"
         + (f", started by {user}" if user else "")
         + ")"
     )
@@ -76,7 +95,7 @@ def _take_lock(path):
     lock = path + ".lock"
     if lock in _HELD:
         return
-    os.makedirs(os.path.dirname(lock), mode=0o700, exist_ok=True)
+    private_dirs(os.path.dirname(lock))
     fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -92,8 +111,9 @@ def _drop_lock(path):
         os.close(fd)  # closing the descriptor releases the lock
 
 
-def lock_is_held(path=STATE_FILE):
+def lock_is_held(path=None):
     """True while some process holds the fabric lock (a fabric is up)."""
+    path = path or state_file()
     try:
         fd = os.open(path + ".lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -107,15 +127,25 @@ def lock_is_held(path=STATE_FILE):
         os.close(fd)
 
 
-def holder_message(path=STATE_FILE):
+def holder_message(path=None):
     """The one line that says which fabric holds the machine."""
-    return f"{_who(path)} is already running; stop it first with: hpnlab down"
+    path = path or state_file()
+    other = load(path)
+    name = ((other.data.get("named") or {}).get("name") if other else None) or os.environ.get("HPNLAB_FABRIC")
+    return f"{_who(path)} is already running; stop it first with: {down_command(name)}"
 
 
-def sweep_unheld(path=STATE_FILE):
+def down_command(name=None):
+    """The command that stops fabric `name` (default: the one this process serves)."""
+    name = name or os.environ.get("HPNLAB_FABRIC")
+    return f"hpnlab --fabric {name} down" if name else "hpnlab down"
+
+
+def sweep_unheld(path=None):
     """When no process holds the fabric lock: take it, remove what the
     record lists (a dead owner's leftovers) and release both. The list of
     what was still there, or None when a fabric holds the lock."""
+    path = path or state_file()
     try:
         _take_lock(path)
     except RuntimeError:
@@ -137,8 +167,8 @@ def invoking_user():
 
 
 class Ledger:
-    def __init__(self, path=STATE_FILE):
-        self.path = path
+    def __init__(self, path=None):
+        self.path = path or state_file()
         self.data = {
             "owner": os.getpid(),
             "bridges": [],
@@ -247,6 +277,11 @@ class Ledger:
         wait_until(lambda: not any(ours(p) for p in self.data["processes"]), 3.0)
         for proc in self.data["processes"]:
             signal_process(proc["pid"], proc.get("start"), signal.SIGKILL)
+        if self.data.get("named"):
+            # Its bridges, interfaces, pins and Open vSwitch settings were in
+            # namespaces of its own, gone with the processes just ended; the
+            # same names here may be another fabric's. Only its folders remain.
+            return leftover + self._remove_dirs()
         existing = set(_ovs_bridges())
         for br in self.data["bridges"]:
             if br in existing:
@@ -260,10 +295,7 @@ class Ledger:
             if os.path.exists(path):
                 leftover.append(f"file {path}")
                 os.unlink(path)
-        for path in self.data.get("dirs", []):  # the controller's socket folder
-            if os.path.isdir(path) and not os.path.islink(path):
-                leftover += [f"file {os.path.join(path, f)}" for f in os.listdir(path)]
-                shutil.rmtree(path)
+        leftover += self._remove_dirs()
         for key, was in self.data.get("ovs_options", {}).items():  # Open vSwitch as it was
             back = ["set", "Open_vSwitch", ".", f"other_config:{key}={was}"] if was else None
             back = back or ["remove", "Open_vSwitch", ".", "other_config", key]
@@ -280,6 +312,16 @@ class Ledger:
             raise RuntimeError(f"interfaces still present after teardown: {', '.join(still)}")
         return leftover
 
+    def _remove_dirs(self):
+        """Remove the recorded folders (the controller's socket folder, a
+        named fabric's Open vSwitch folder); what was still in them."""
+        leftover = []
+        for path in self.data.get("dirs", []):
+            if os.path.isdir(path) and not os.path.islink(path):
+                leftover += [f"file {os.path.join(path, f)}" for f in os.listdir(path)]
+                shutil.rmtree(path)
+        return leftover
+
     def release(self):
         try:
             os.unlink(self.path)
@@ -288,7 +330,8 @@ class Ledger:
         _drop_lock(self.path)
 
 
-def load(path=STATE_FILE):
+def load(path=None):
+    path = path or state_file()
     try:
         with open(path) as fh:
             data = json.load(fh)

@@ -60,6 +60,9 @@ def find() -> Live:
     """The running fabric, or NoFabric saying why there is none."""
     led = ledger.load()
     if led is None or not led.owner_running():
+        name = os.environ.get("HPNLAB_FABRIC")
+        if name:
+            raise NoFabric(f"no fabric named {name} is up: start one with 'hpnlab --fabric {name} up FILE'")
         raise NoFabric("no fabric is up: start one with 'hpnlab up FILE' in another shell")
     run_dir = led.data.get("run_dir")
     try:

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import time
 
-from . import capabilities, jobchannel, plans, reachability
+from . import capabilities, jobchannel, named, plans, reachability
 from .controller import ControllerProcess
 from .hostroutes import HostRoutes
 from .hostrun import first_failure, run_in_hosts
@@ -39,7 +39,7 @@ JOBS_SOCKET = "jobs.sock"  # the controller's job channel, in the run directory
 # root may enter, under Open vSwitch's run directory (the only place its
 # switches connect to a socket controller: anywhere else it refuses, for
 # fear of a socket someone else placed).
-OVS_RUNDIR = "/var/run/openvswitch"
+OVS_RUNDIR = "/var/run/openvswitch"  # the system's; a named fabric's own is in OVS_RUNDIR
 OPENFLOW_SOCKET = "of.sock"
 RECONNECT_MAX_MS = 1000  # a switch retries its lost controller at least every second
 # How long the switches may take to connect and acknowledge their routes:
@@ -148,6 +148,8 @@ class FabricNet:
         ledger = Ledger()
         ledger.claim(self.fabric.name, self.run_dir)  # refuses if another fabric runs
         self.ledger = ledger
+        if named.current():  # a fabric beside others: its own Open vSwitch
+            named.start_switch_daemons(ledger)
         f = self.fabric
         bridges = [s.name for s in f.switches()]
         interfaces = [e.ifname for l in f.links for e in (l.a, l.b)]
@@ -170,7 +172,9 @@ class FabricNet:
         may enter, with the fabric's model written beside the run."""
         fabric_json = os.path.join(self.run_dir, "fabric.json")
         write_private(fabric_json, json.dumps(self.fabric.to_dict(), indent=1))
-        self.of_dir = of_dir = tempfile.mkdtemp(prefix="hpnlab-", dir=OVS_RUNDIR)
+        self.of_dir = of_dir = tempfile.mkdtemp(
+            prefix="hpnlab-", dir=os.environ.get("OVS_RUNDIR", OVS_RUNDIR)
+        )
         self.ledger.add("dirs", of_dir)
         self.controller = ControllerProcess(
             fabric_json,
@@ -414,6 +418,7 @@ class FabricNet:
             ("Mininet", self._stop_net),  # must not make it reroute
             ("pause daemon", self._stop_pauses),
             ("queue engine", self._close_queues),
+            ("Open vSwitch of the named fabric", self._stop_named_switches),
         )
         for what, step in steps:
             if time.monotonic() > deadline:
@@ -434,6 +439,10 @@ class FabricNet:
                 self.ledger.release()
                 self.ledger = None
         return leftover
+
+    def _stop_named_switches(self):
+        if self.ledger is not None and self.ledger.data.get("named"):
+            named.stop_switch_daemons(self.ledger)
 
     def _stop_controller_for_good(self):
         if self.controller is not None:

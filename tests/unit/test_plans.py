@@ -501,3 +501,33 @@ def test_a_ready_line_that_comes_second_in_one_write_is_seen():
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_sweep_of_a_named_fabric_leaves_what_its_names_mean_here(tmp_path, fake_ovs, sleeper):
+    # A named fabric's bridges, interfaces and pins lived in namespaces of
+    # its own, gone with its processes; here the same names may be another
+    # fabric's (the machine's, built from the same topology). Its sweep ends
+    # its processes and removes its folders, and touches nothing else.
+    calls, bridges = fake_ovs
+    bridges.write_text(f"{NO_BRIDGE}\n")
+    pin, folder = tmp_path / "a-pin-of-the-machines-fabric", tmp_path / "ovs"
+    pin.write_text("")
+    folder.mkdir()
+    (folder / "db.sock").write_text("")
+    ledger = Ledger(str(tmp_path / "fabric.json"))
+    ledger.data.update(
+        named={"name": "alice", "ovs_dir": str(folder)},
+        bridges=[NO_BRIDGE],
+        interfaces=["lo"],
+        files=[str(pin)],
+        dirs=[str(folder)],
+        ovs_options={"n-handler-threads": None},
+    )
+    ledger.data["processes"].append(
+        {"pid": sleeper.pid, "start": start_time(sleeper.pid), "cmd": "ovs-vswitchd"}
+    )
+    leftover = ledger.sweep(timeout=2.0)
+    assert leftover == [f"process {sleeper.pid}", f"file {folder / 'db.sock'}"]
+    assert sleeper.wait(5) is not None
+    assert pin.exists() and not folder.exists()
+    assert calls() == []  # the system's Open vSwitch was never asked
