@@ -346,8 +346,12 @@ def run_down(args):
         return NOT_RUN
     led = ledger_mod.load()
     if led is None:
+        from .live import other_fabrics
+
         name = os.environ.get("HPNLAB_FABRIC")
-        print(f"no fabric named {name} is running" if name else "no fabric is running")
+        others = other_fabrics()
+        also = f" (up on this machine: {', '.join(others)})" if others else ""
+        print((f"no fabric named {name} is running" if name else "no fabric is running") + also)
         return OK
     started_by, me = led.data.get("user"), ledger_mod.invoking_user()
     if started_by and started_by != me and not args.any_user:

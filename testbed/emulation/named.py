@@ -119,7 +119,10 @@ def reexec(argv, owning):
     if record is None or not record.owner_running():
         return None
     owner = record.data["owner"]
-    env[NS_ENV] = os.readlink(f"/proc/{owner}/ns/net")
+    try:
+        env[NS_ENV] = os.readlink(f"/proc/{owner}/ns/net")
+    except OSError:  # it ended a moment ago (a process that is gone keeps its PID until reaped)
+        return None
     os.execvpe("nsenter", running_namespaces_argv(owner, argv), env)
     return None  # not reached
 
