@@ -65,6 +65,7 @@ def announcement(fabric, jobs, crux=None):
                 "dscp": job.dscp,
                 "pinned_port": job.port,
                 "flows": connections(job, job_id, fabric),
+                **({"via": {key: list(switches) for key, switches in job.via}} if job.paths == "via" else {}),
             }
             for job_id, job in enumerate(jobs)
         ],

@@ -32,8 +32,10 @@ class Job:
     port: int | None = None  # the NIC port (plane) every connection takes; None: spread
     microbatches: int = 1
     start: float = 0.0
-    paths: str = "ecmp"  # "ecmp" | "precise"
+    paths: str = "ecmp"  # "ecmp" | "precise" | "via"
     priority: str = "fixed"  # "fixed" | "crux"
+    # paths: via: (("SRC>DST" or "SRC", (switch, ...)), ...) in the file's order
+    via: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @classmethod
     def from_entry(cls, raw: dict[str, Any], scale: float, groups: list | None) -> Job:
@@ -55,6 +57,10 @@ class Job:
             compute_s=parse_time(raw.get("compute", fields["compute_s"])),
             overlap=float(raw.get("overlap", fields["overlap"])),
             start=parse_time(raw.get("start", fields["start"])),
+            via=tuple(
+                (str(key), (to,) if isinstance(to, str) else tuple(to))
+                for key, to in (raw.get("via") or {}).items()
+            ),
             **given,
         )
 

@@ -27,6 +27,7 @@ def job_problems(
         problems += _size_problems(file, here, j, duration, fabric)
         if not bad_hosts:
             problems += _layout_problems(file, here, j, fabric)
+            problems += _via_problems(file, here, j, fabric)
         problems += _option_problems(file, here, j, has_queues)
     return problems
 
@@ -102,6 +103,35 @@ def _layout_problems(file: str, here: str, job: Job, fabric: Fabric) -> list[Pro
                     f"(the job's hosts have {ports} port(s) per NIC), got {job.port}",
                 )
             )
+    return problems
+
+
+def _via_problems(file: str, here: str, job: Job, fabric: Fabric) -> list[Problem]:
+    """A hand-written path policy: rules with paths: via (and only then),
+    each naming a connection of the job's hosts and switches of the fabric."""
+    if job.paths != "via":
+        if job.via:
+            return [Problem(file, f"{here}.via", f"via rules apply to paths: via only, not {job.paths}")]
+        return []
+    if not job.via:
+        return [
+            Problem(file, f"{here}.via", "expected via rules with paths: via (e.g. via: {s0h0>s1h0: a0n0})")
+        ]
+    problems, hosts = [], set(job.hosts)
+    for key, switches in job.via:
+        where = f"{here}.via.{key}"
+        ends = key.split(">")
+        strangers = [h for h in ends if h not in hosts]
+        if strangers:
+            problems.append(Problem(file, where, f"expected hosts of this job, got {strangers[0]!r}"))
+        elif len(ends) == 2 and ends[0] == ends[1]:
+            problems.append(
+                Problem(file, where, "expected a connection between two hosts, got a host to itself")
+            )
+        for s in switches:
+            node = fabric.nodes.get(s)
+            if node is None or not node.is_switch:
+                problems.append(Problem(file, where, f"expected switches of the fabric, got {s!r}"))
     return problems
 
 

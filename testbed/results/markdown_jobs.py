@@ -148,7 +148,8 @@ def section_paths(results: dict) -> str:
         )
     parts.append(
         "What the controller chose (ecmp: the host and every switch hash each "
-        "connection; precise: each connection pinned, NIC port included), and how "
+        "connection; precise: each connection pinned, NIC port included; via: pinned "
+        "where the job's rules say, hashed where no rule or no live path meets them), and how "
         "evenly each job's bytes spread over the switch-to-switch links it could "
         "use (max/mean of their egress byte counters while it ran; 1 = even):\n\n"
         + md_table(["job", "paths", "connections", "pinned", "unreachable", "link load max/mean"], rows)

@@ -11,6 +11,12 @@ Two policies, chosen per job:
   decreasing GPU intensity and each flow the least congested path left
   (Crux's path selection, `crux.paths.select_paths`, is exactly that rule).
 
+- `via`: the path policy written by hand: each connection a rule names
+  is pinned to the first of its paths through every switch the rule lists
+  (a rule for 'SRC>DST' wins over one for 'SRC'); a connection no rule
+  names, or whose rule no live path meets, is hashed as with `ecmp`.
+  Precise jobs choose around the via jobs' connections.
+
 Priorities, chosen per job: `fixed` keeps the DSCP the job sends; `crux`
 ranks the crux jobs by Crux priority (intensity corrected for how much a
 job suffers from waiting) and compresses them into the fabric's queue
@@ -22,6 +28,8 @@ then each switch port. The switches get a 5-tuple rule only where the
 route has a choice (an ECMP next hop); elsewhere the route already goes
 where the path does.
 """
+
+import dataclasses
 
 from testbed.fabric.model import Fabric
 from testbed.fabric.paths import Routes, enumerate_paths
@@ -112,7 +120,20 @@ def place(
     its DSCP: the mark's counter is what the running schedule reads."""
     precise = {j["name"] for j in announced["jobs"] if j.get("paths") == "precise"}
     jobs, bandwidth, by_links = crux_jobs(fabric, routes, announced, down)
-    chosen = select_paths([j for j in jobs if j.name in precise], bandwidth, keep)
+    ruled = via_choices(announced, by_links)
+    by_hand = [
+        dataclasses.replace(
+            j,
+            flows=tuple(
+                dataclasses.replace(f, paths=(ruled[j.name][f.name],))
+                for f in j.flows
+                if f.name in ruled[j.name]
+            ),
+        )
+        for j in jobs
+        if ruled.get(j.name)
+    ]
+    chosen = select_paths([j for j in jobs if j.name in precise], bandwidth, keep, first=by_hand)
     classes = crux_classes(announced, jobs, bandwidth, levels)
     counted = set(classes) if levels is not None else set()
     pins: dict = {}
@@ -136,6 +157,8 @@ def place(
             links = chosen.get(job["name"], {}).get(flow["name"])
             if options is None:
                 entry["unreachable"] = True
+            elif via_rule(job, flow) and flow["name"] not in ruled.get(job["name"], {}):
+                entry["via_unmet"] = True  # no live path passes the rule's switches: hashed
             elif links is not None:
                 ifname, hops = options[tuple(links)]
                 entry.update(port=ifname, path=list(links))
@@ -153,6 +176,32 @@ def place(
             out["flows"].append(entry)
         answer["jobs"].append(out)
     return answer, pins, marks
+
+
+def via_rule(job: dict, flow: dict) -> list | None:
+    """The switches a `via` job's rules say `flow` must pass, or None."""
+    if job.get("paths") != "via":
+        return None
+    rules = job.get("via") or {}
+    return rules.get(flow["name"]) or rules.get(flow["src_host"])
+
+
+def via_choices(announced: dict, by_links: dict) -> dict:
+    """{job name: {flow name: link tuple}} for the `via` jobs' connections:
+    of each ruled connection's live paths (in the order they are listed),
+    the first that passes every switch of its rule."""
+    out: dict = {}
+    for job in announced["jobs"]:
+        for flow in job["flows"]:
+            rule = via_rule(job, flow)
+            options = by_links.get((job["name"], flow["name"]))
+            if not rule or not options:
+                continue
+            for links, (_ifname, hops) in options.items():
+                if set(rule) <= {switch for switch, _port in hops}:
+                    out.setdefault(job["name"], {})[flow["name"]] = links
+                    break
+    return out
 
 
 def crux_classes(announced: dict, jobs: list, bandwidth: dict, levels: dict | None = None) -> dict:

@@ -463,3 +463,61 @@ def test_the_shim_reads_the_marks_counters_for_crux_as_it_runs(channel_app):
     assert h.app.core.counting == {} and h.app.counting == {}
     seen = h.app.core.crux.last_bytes
     assert seen and all(v > 0 for v in seen.values())
+
+
+# --- paths: via (the policy written by hand) ----------------------------------------
+BALANCED = {"s0h0": "a0n0", "s0h1": "a0n1", "s0h2": "a1n0", "s0h3": "a1n1"}
+
+
+def via_job(name, rules):
+    return dataclasses.replace(
+        job(name),
+        paths="via",
+        via=tuple((k, (v,) if isinstance(v, str) else tuple(v)) for k, v in rules.items()),
+    )
+
+
+def test_via_pins_each_ruled_connection_through_its_switches_and_hashes_the_rest(hpn):
+    fabric, routes = hpn
+    rules = {**BALANCED, "s1h0": "a0n0", "s1h1>s0h2": ["t1r0k1", "a1n1"]}
+    answer, pins, _ = placement.place(fabric, routes, announcement(fabric, [via_job("v", rules)]))
+    flows = {f["name"]: f for f in answer["jobs"][0]["flows"]}
+    assert answer["jobs"][0]["paths"] == "via"
+    for src, agg in BALANCED.items():
+        (flow,) = [f for name, f in flows.items() if name.startswith(src + ">")]
+        plane = int(agg[1])
+        # out of the NIC port of the agg's plane, then that plane's ToR, the agg, the far ToR
+        assert flow["port"] == f"{src}-n0p{plane}"
+        assert [link.split("-")[0] for link in flow["path"][1:]] == [f"t0r0k{plane}", agg, f"t1r0k{plane}"]
+    assert flows["s1h1>s0h2"]["port"] == "s1h1-n0p1"  # its rule names plane 1's ToR and agg
+    assert "port" not in flows["s1h2>s0h3"] and "port" not in flows["s1h3>s0h0"]  # no rule: hashed
+    assert sum(len(r) for r in pins.values()) == 6
+
+
+def test_a_rule_for_the_connection_wins_over_the_hosts(hpn):
+    fabric, routes = hpn
+    answer, _, _ = placement.place(
+        fabric, routes, announcement(fabric, [via_job("v", {"s0h0": "a0n0", "s0h0>s1h0": "a1n1"})])
+    )
+    (flow,) = [f for f in answer["jobs"][0]["flows"] if f["name"] == "s0h0>s1h0"]
+    assert flow["port"] == "s0h0-n0p1"
+
+
+def test_a_rule_no_live_path_meets_is_hashed_and_said(hpn):
+    fabric, _ = hpn
+    down = frozenset({("t0r0k0", 5), ("t0r0k0", 6)})  # both of t0r0k0's uplinks
+    routes = compute_routes(fabric, down)
+    answer, _, _ = placement.place(
+        fabric, routes, announcement(fabric, [via_job("v", {"s0h0": "a0n0"})]), down
+    )
+    (flow,) = [f for f in answer["jobs"][0]["flows"] if f["name"] == "s0h0>s1h0"]
+    assert flow.get("via_unmet") and "port" not in flow
+
+
+def test_a_precise_job_chooses_around_a_via_jobs_connections(hpn):
+    fabric, routes = hpn
+    both = [via_job("v", {"s0h0": "a0n0"}), job("p", hosts=["s0h1", "s1h1"], paths="precise")]
+    answer, _, _ = placement.place(fabric, routes, announcement(fabric, both))
+    ruled = next(f for f in answer["jobs"][0]["flows"] if f["name"] == "s0h0>s1h0")
+    chosen = next(f for f in answer["jobs"][1]["flows"] if f["name"] == "s0h1>s1h1")
+    assert not set(ruled["path"][1:]) & set(chosen["path"][1:])

@@ -24,6 +24,8 @@ TRAFFIC = "traffic: [{src: s0h0, dst: s1h0}]\n"
 REGION = "kind: region\nfabrics: [{kind: hpn}, {kind: hpn, segments: 1}]\n"
 
 # (case id, YAML text, substring of FIELD, substring of the message)
+VIA = HEAD + "jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, bytes: 1GB, paths: via, "
+
 MALFORMED = [
     # --- topology files: schema ---
     (
@@ -391,6 +393,42 @@ MALFORMED = [
         HEAD + "jobs: [{name: j, hosts: [s0h0, s1h0], collective: ring, bytes: 1GB, priority: crux}]\n",
         "jobs[0].priority",
         "compressed into the scenario's queue classes",
+    ),
+    (
+        "job-via-without-rules",
+        VIA + "via: {}}]\n",
+        "jobs[0].via",
+        "expected via rules with paths: via",
+    ),
+    (
+        "job-via-rules-without-via",
+        VIA.replace("via", "precise") + "via: {s0h0: a0n0}}]\n",
+        "jobs[0].via",
+        "apply to paths: via only, not precise",
+    ),
+    (
+        "job-via-stranger",
+        VIA + "via: {s0h0>s1h3: a0n0}}]\n",
+        "jobs[0].via.s0h0>s1h3",
+        "expected hosts of this job, got 's1h3'",
+    ),
+    (
+        "job-via-not-a-switch",
+        VIA + "via: {s0h0: [a0n0, s1h0]}}]\n",
+        "jobs[0].via.s0h0",
+        "expected switches of the fabric, got 's1h0'",
+    ),
+    (
+        "job-via-to-itself",
+        VIA + "via: {s0h0>s0h0: a0n0}}]\n",
+        "jobs[0].via.s0h0>s0h0",
+        "a host to itself",
+    ),
+    (
+        "job-via-key-shape",
+        VIA + "via: {'s0h0 >$(id)': a0n0}}]\n",
+        "jobs[0].via",
+        "",
     ),
     (
         "job-paths-unknown",

@@ -70,16 +70,20 @@ def selection_order(jobs: Sequence[Job], bandwidth: Bandwidth) -> list[Job]:
     return sorted(jobs, key=lambda job: (-isolated_intensity(job, bandwidth), job.name))
 
 
-def select_paths(jobs: Sequence[Job], bandwidth: Bandwidth, keep: dict | None = None) -> dict:
+def select_paths(
+    jobs: Sequence[Job], bandwidth: Bandwidth, keep: dict | None = None, first: Sequence[Job] = ()
+) -> dict:
     """{job name: {flow name: path}}: jobs in decreasing intensity each take
     the least congested candidates given the traffic of the jobs before them,
     so intense jobs get the emptiest paths. `keep` ({job name: {flow name:
     path}}, an earlier selection) holds every flow whose path still exists
-    where it was: only the others move."""
-    validate_jobs(jobs, bandwidth)
+    where it was: only the others move. `first`: jobs placed before all the
+    others, whatever their intensity (paths written by hand: the others
+    choose around them)."""
+    validate_jobs([*first, *jobs], bandwidth)
     load: dict = {}
     paths = {}
-    for job in selection_order(jobs, bandwidth):
+    for job in [*first, *selection_order(jobs, bandwidth)]:
         chosen = place_job(job, load, bandwidth, (keep or {}).get(job.name))
         for flow, path in chosen_placements(job, chosen):
             add_flow(load, flow.bytes, path)
