@@ -33,9 +33,16 @@ def run_timeline(fnet, flows, pairs, sc, t0, log):
         # The switches may see the port change (and the controller answer it)
         # before set_link returns: convergence counts from the moment it was issued.
         issued = time.monotonic() - t0
-        fnet.set_link(link, up=item.action == "link-up")
+        rate = {}
+        if item.action in RATE_ACTIONS:
+            share = item.rate if item.action == "link-degrade" else 1.0
+            fnet.set_link_rate(link, share)
+            rate = {"rate": share}
+        else:
+            fnet.set_link(link, up=item.action == "link-up")
         t = time.monotonic() - t0
-        log(f"[{t / fnet.fabric.time_dilation:6.2f}s] {item.action} {a} <-> {b}")  # emulated time
+        to = f" to {share:.0%} of its rate" if item.action == "link-degrade" else ""
+        log(f"[{t / fnet.fabric.time_dilation:6.2f}s] {item.action} {a} <-> {b}{to}")  # emulated time
         applied.append(
             {
                 "at": at,
@@ -46,9 +53,14 @@ def run_timeline(fnet, flows, pairs, sc, t0, log):
                 "index": item.index,
                 "link_name": link.name,
                 **({"name": item.name} if item.name else {}),
+                **rate,
             }
         )
     return applied, controller
+
+
+# Faults that change a link's rate, not whether it carries: the routes stand.
+RATE_ACTIONS = ("link-degrade", "link-restore")
 
 
 def convergence_s(events, t0, fault, switch_ports):

@@ -15,7 +15,7 @@ from testbed.results.judge import judge
 from traffic.iperf import INTERVAL_S
 
 from .announce import announcement, fabric_links
-from .faults import convergence_s, link_switch_ports, switch_ends
+from .faults import RATE_ACTIONS, convergence_s, link_switch_ports, switch_ends
 
 if TYPE_CHECKING:  # the flows' record only; measuring starts no iperf
     from .iperf import IperfFlows
@@ -105,7 +105,8 @@ def _measure(sc, run):
     their convergence, the throughput series)."""
     fabric, faults = sc.fabric, run.faults
     for fault in faults:
-        fault["converged_s"] = convergence_s(run.events, run.t0, fault, link_switch_ports(fabric, fault))
+        if fault["action"] not in RATE_ACTIONS:  # a rate change leaves the routes as they stand
+            fault["converged_s"] = convergence_s(run.events, run.t0, fault, link_switch_ports(fabric, fault))
     per_flow, info = run.flows.series()
     series = _grid(per_flow, info, run.ran_s)
     # The NIC ports of the hosts sampled (those that send): a dual-ToR host's
@@ -127,6 +128,7 @@ def _measure(sc, run):
         counters.egress_owners(fabric),
         counters.fault_edges(fabric, faults, SETTLE_S),
         frame_bytes=fabric.mtu + 14,
+        shares=counters.rate_shares(fabric, faults),
     )
     m = compute_metrics(series, info, faults, run.ran_s, fid_links)
     m["queue_drops"] = counters.queue_drops(run.samples, names)

@@ -34,11 +34,9 @@ def queue_seconds(fabric):
 def shaping_lines(ifname, rate_mbit, mtu, delay_s=0.0, queue_s=QUEUE_SECONDS):
     """`tc -batch` lines: an HTB class at the scaled rate with a short FIFO
     (or netem for a delayed link) under it, of `queue_s` at that rate."""
-    burst = max(15000, 2 * (mtu + 14))
     lines = [
         f"qdisc replace dev {ifname} root handle 1: htb default 1",
-        f"class replace dev {ifname} parent 1: classid 1:1 htb rate {rate_mbit:.6g}mbit "
-        f"ceil {rate_mbit:.6g}mbit burst {burst} cburst {burst} quantum {mtu + 14}",
+        port_rate_line(ifname, rate_mbit, mtu),
     ]
     limit = queue_bytes(rate_mbit, mtu, queue_s)
     if delay_s > 0:
@@ -50,6 +48,17 @@ def shaping_lines(ifname, rate_mbit, mtu, delay_s=0.0, queue_s=QUEUE_SECONDS):
     else:
         lines.append(f"qdisc replace dev {ifname} parent 1:1 handle 10: bfifo limit {limit}")
     return lines
+
+
+def port_rate_line(ifname, rate_mbit, mtu):
+    """The `tc -batch` line of a port's root HTB class, which every class of
+    the port borrows from: the port's rate. Given again with another rate,
+    it changes the port's rate and nothing else (link-degrade)."""
+    burst = max(15000, 2 * (mtu + 14))
+    return (
+        f"class replace dev {ifname} parent 1: classid 1:1 htb rate {rate_mbit:.6g}mbit "
+        f"ceil {rate_mbit:.6g}mbit burst {burst} cburst {burst} quantum {mtu + 14}"
+    )
 
 
 def port_lines(fabric, link, ifname, engine=None):

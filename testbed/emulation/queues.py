@@ -25,6 +25,7 @@ import subprocess
 from testbed.fabric import queues as model
 
 from .bpfmaps import PinnedMap
+from .plans import port_rate_line
 
 SOURCE = os.path.join(os.path.dirname(__file__), "bpf", "queue.c")
 OBJECT_DIR = "/var/lib/hpnlab/bpf"
@@ -136,8 +137,7 @@ def class_lines(ifname, rate_mbit, mtu, classes, delay_s=0.0):
     floor = max(0.008, rate_mbit / 1000)
     lines = [
         f"qdisc replace dev {ifname} root handle 1: htb default {last:x}",
-        f"class replace dev {ifname} parent 1: classid 1:1 htb rate {rate_mbit:.6g}mbit "
-        f"ceil {rate_mbit:.6g}mbit burst {burst} cburst {burst} quantum {frame}",
+        port_rate_line(ifname, rate_mbit, mtu),
     ]
     for pc in classes:
         minor = HTB_MINOR_BASE + pc.index

@@ -401,6 +401,21 @@ class FabricNet:
         if self.queues is not None:  # the kernel flushed both ends' queues
             self.queues.reset([link.a.ifname, link.b.ifname])
 
+    def set_link_rate(self, link, share):
+        """Degrade a link to `share` of its rate, both ways (1: restore it):
+        the root class of each end's shaper, which every class of the port
+        borrows from. Its queues keep their size in bytes, as a real
+        switch's buffer does, so they hold longer at the lower rate."""
+        rate = self.fabric.scaled_mbit(link) * share
+        for end in (link.a, link.b):
+            argv = ["tc", *plans.port_rate_line(end.ifname, rate, self.fabric.mtu).split()]
+            if self.fabric.nodes[end.node].is_switch:
+                r = subprocess.run(argv, capture_output=True, text=True)
+            else:
+                r = self.run_in(end.node, argv, check=False)
+            if r.returncode != 0:
+                raise RuntimeError(f"changing {end.ifname}'s rate failed: {r.stderr.strip()}")
+
     # --- teardown ----------------------------------------------------------
     def stop(self):
         # Ctrl-C or SIGTERM during teardown would leave half a fabric: hold

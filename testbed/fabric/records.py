@@ -83,8 +83,10 @@ class Job:
 
 @dataclass(frozen=True)
 class Fault:
-    """A cable pulled (link-down) or replugged (link-up) at `at` seconds:
-    the `index`-th link between the two nodes of `link`."""
+    """A cable pulled (link-down) or replugged (link-up), or a link's rate
+    cut to a share of it (link-degrade, `rate`) or given back
+    (link-restore), at `at` seconds: the `index`-th link between the two
+    nodes of `link`."""
 
     at: float
     action: str
@@ -94,12 +96,14 @@ class Fault:
     # the entry of the file's `faults` this one comes from (a switch-down or
     # a link-flap entry makes several), so that problems name that entry
     source: int | None = dataclasses.field(default=None, compare=False)
+    rate: float | None = None  # a link-degrade's share of the link's rate (0..1)
 
     @classmethod
     def from_entry(cls, raw: dict[str, Any], source: int | None = None) -> Fault:
         a, b = raw["link"]
         at, index, name = parse_time(raw["at"]), raw.get("index", 0), raw.get("name") or None
-        return cls(at, raw["action"], (a, b), index, name, source)
+        rate = parse_bound(raw["rate"]) if "rate" in raw else None
+        return cls(at, raw["action"], (a, b), index, name, source, rate)
 
     @classmethod
     def flap(cls, raw: dict[str, Any], source: int | None = None) -> list[Fault]:

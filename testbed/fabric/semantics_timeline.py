@@ -1,7 +1,7 @@
 """Semantic checks on a scenario's timeline (see semantics.py): each fault
 strikes a link that exists, before the end of the run, takes a link down
-only while it is up and up only while it is down, and faults that share a
-name happen together; the controller stops only while it runs and starts
+only while it is up and up only while it is down, restores only a degraded
+link's rate, and faults that share a name happen together; the controller stops only while it runs and starts
 only while it is stopped."""
 
 import re
@@ -87,11 +87,26 @@ def _link_problems(file, here, fault, fabric):
 def _sequence_problems(file, faults):
     """A link goes down before it comes up, and goes down only while up."""
     down_since = {}  # (frozenset of ends, index) -> (time, fault number)
+    degraded = set()  # (frozenset of ends, index) of the links at a cut rate
     problems = []
     for i, f in sorted(faults, key=lambda item: item[1].at):
         key = (frozenset(f.link), f.index)
         name = "-".join(f.link) + (f" #{f.index}" if f.index else "")
-        if f.action == "link-down":
+        if f.action == "link-degrade":  # again on a degraded link: its new rate
+            degraded.add(key)
+        elif f.action == "link-restore":
+            if key in degraded:
+                degraded.discard(key)
+            else:
+                problems.append(
+                    Problem(
+                        file,
+                        f"faults[{i}].action",
+                        f"link {name} is not degraded at {seconds(f.at)}; "
+                        "expected a link-degrade of it earlier",
+                    )
+                )
+        elif f.action == "link-down":
             if key in down_since:
                 t, j = down_since[key]
                 problems.append(

@@ -33,6 +33,7 @@ def fidelity(
     owners: dict | None = None,
     skip: dict | None = None,
     frame_bytes: int = 0,
+    shares: dict | None = None,
 ) -> dict:
     """Per egress device busy long enough: its configured rate, the rate it
     sent at while busy, the seconds it was busy and its fidelity (bytes
@@ -43,8 +44,10 @@ def fidelity(
     [(start, end)] of drill time whose intervals are not judged (a link
     going down empties its queue without sending it); `frame_bytes` is the
     largest frame, which a shaper may still be waiting to send when an
-    interval ends."""
-    owners, skip = owners or {}, skip or {}
+    interval ends; `shares` maps device -> [(time, share of its rate)] of
+    the link-degrades and restores (rate_shares): a degraded port owes its
+    cut rate, not the configured one."""
+    owners, skip, shares = owners or {}, skip or {}, shares or {}
     out = {}
     for dev, rate in configured_mbit.items():
         busy_n, busy_s, sent_busy, owed_sum, delivered_sum = 0, 0.0, 0, 0.0, 0.0
@@ -56,7 +59,10 @@ def fidelity(
             (bytes_a, backlog_a, _), (bytes_b, _, _) = ca[dev], cb[dev]
             if backlog_a <= 0:
                 continue
-            room = rate * 1e6 / 8 * (tb - ta) * (1 - STAMP_SLACK) - frame_bytes
+            room = (
+                rate * share_at(shares.get(dev, ()), ta) * 1e6 / 8 * (tb - ta) * (1 - STAMP_SLACK)
+                - frame_bytes
+            )
             owed = min(backlog_a, max(room, 0.0))
             sent = bytes_b - bytes_a
             busy_n += 1
@@ -110,6 +116,28 @@ def fault_edges(fabric: Fabric, faults: list, settle_s: float) -> dict:
         for end in (link.a, link.b):
             out.setdefault(end.ifname, []).append((t - settle_s, t + settle_s))
     return out
+
+
+def rate_shares(fabric: Fabric, faults: list) -> dict:
+    """{egress dev: [(time applied, share of the link's rate)]} of both ends
+    of every link a link-degrade or link-restore changed, in time order."""
+    out: dict = {}
+    for f in sorted(faults, key=lambda f: f["applied_at"]):
+        if f["action"] in ("link-degrade", "link-restore"):
+            link = fabric.links_between(*f["link"])[f.get("index") or 0]
+            for end in (link.a, link.b):
+                out.setdefault(end.ifname, []).append((f["applied_at"], f.get("rate", 1.0)))
+    return out
+
+
+def share_at(changes, t: float) -> float:
+    """The share of its rate a port had at time `t` (1 before any change)."""
+    share = 1.0
+    for since, value in changes:
+        if since > t:
+            break
+        share = value
+    return share
 
 
 def cpu_summary(cpu: list, saturated: float = 0.95) -> dict:

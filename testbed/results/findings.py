@@ -16,43 +16,54 @@ def findings(results: dict) -> list[str]:
     """Sentences, most telling first: the faults' effect on each sending
     host, how fast the routes converged, then each job."""
     metrics = results.get("metrics") or {}
-    out = [_host_finding(h, m) for h, m in (metrics.get("hosts") or {}).items()]
+    while_ = _while(metrics.get("outages") or [])
+    out = [_host_finding(h, m, while_) for h, m in (metrics.get("hosts") or {}).items()]
     out.append(_convergence_finding(results.get("faults") or []))
-    out += [_job_finding(j, m) for j, m in (metrics.get("jobs") or {}).items()]
+    out += [_job_finding(j, m, while_) for j, m in (metrics.get("jobs") or {}).items()]
     if len(metrics.get("jobs") or {}) > 1 and metrics.get("gpu_utilization") is not None:
         out.append(f"All GPUs together were busy {metrics['gpu_utilization']:.0%} of the time.")
     return [s for s in out if s]
 
 
-def _host_finding(host: str, m: dict) -> str | None:
+def _while(windows: list) -> str:
+    """How the sentences name the fault windows: what the links went through."""
+    kinds = {w.get("kind", "down") for w in windows}
+    if kinds == {"degraded"}:
+        return "while the link was degraded"
+    return "while the link was down" if kinds <= {"down"} else "during the faults"
+
+
+def _host_finding(host: str, m: dict, while_: str = "while the link was down") -> str | None:
     ratio, before, during = m.get("fault_throughput_ratio"), m.get("before_mbit"), m.get("during_mbit")
     if ratio is None or before is None or during is None:
         return None
     rates = f"({fmt(during)} of {fmt(before)} Mbit/s)"
     if ratio < 0.02:
-        text = f"{host} was cut off while the link was down {rates}"
+        text = f"{host} was cut off {while_} {rates}"
     else:
-        text = f"{host} kept {ratio:.0%} of its throughput while the link was down {rates}"
+        text = f"{host} kept {ratio:.0%} of its throughput {while_} {rates}"
     silence = m.get("max_silence_s")
     if silence is not None:
         text += f"; its longest silence was {fmt(silence)} s"
     recovery = m.get("recovery_s")
     if recovery is not None:
-        text += f"; it was back to 90% of its rate {fmt(recovery)} s after the link came back"
+        back = "its rate was restored" if "degraded" in while_ else "the link came back"
+        text += f"; it was back to 90% of its rate {fmt(recovery)} s after {back}"
     elif m.get("recovered_throughput_ratio") is not None:
         text += f"; at the end it ran at {m['recovered_throughput_ratio']:.0%} of its rate before"
     return text + "."
 
 
 def _convergence_finding(faults: list) -> str | None:
-    times = [f["converged_s"] * 1000 for f in faults if f.get("converged_s") is not None]
+    routed = [f for f in faults if "converged_s" in f]  # a rate change moves no route
+    times = [f["converged_s"] * 1000 for f in routed if f["converged_s"] is not None]
     if not times:
         return None
     span = f"{fmt(min(times))} ms" if len(times) == 1 else f"{fmt(min(times))}-{fmt(max(times))} ms"
-    return f"The controller's routes converged {span} after each fault ({len(times)} of {len(faults)} timed)."
+    return f"The controller's routes converged {span} after each fault ({len(times)} of {len(routed)} timed)."
 
 
-def _job_finding(job: str, m: dict) -> str | None:
+def _job_finding(job: str, m: dict, while_: str = "while the link was down") -> str | None:
     done, planned = m.get("iterations_completed"), m.get("iterations_planned")
     if done is None:
         return None
@@ -63,6 +74,9 @@ def _job_finding(job: str, m: dict) -> str | None:
     util = m.get("gpu_utilization")
     if util is not None:
         text += f"; its GPUs were busy {util:.0%} of the time"
+    slowdown = m.get("fault_iteration_slowdown")
+    if slowdown is not None:
+        text += f"; an iteration took {fmt(slowdown)}x as long {while_}"
     retx, stalled = m.get("retransmissions"), m.get("stalled_iterations")
     if retx:
         text += f"; {retx} retransmissions"

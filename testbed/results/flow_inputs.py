@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 LINK_DOWN, LINK_UP = "link-down", "link-up"
+LINK_DEGRADE, LINK_RESTORE = "link-degrade", "link-restore"
 
 
 @dataclass
@@ -23,9 +24,10 @@ class Flow:
 class Fault:
     at: float  # scheduled, seconds since traffic start
     applied_at: float | None  # measured; None if the runner recorded no time
-    action: str  # LINK_DOWN or LINK_UP
+    action: str  # LINK_DOWN, LINK_UP, LINK_DEGRADE or LINK_RESTORE
     link: tuple[str, str]
     index: int = 0  # which of several parallel links between the two
+    rate: float | None = None  # a link-degrade's share of the link's rate
 
     @property
     def time(self) -> float:
@@ -91,6 +93,7 @@ def as_faults(objs: Iterable[Fault | dict] | None) -> list[Fault]:
             action=f["action"],
             link=tuple(f["link"]),
             index=int(f.get("index") or 0),
+            rate=_opt_float(f.get("rate")),
         )
         for f in objs or []
     ]

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from statistics import median
 
 from .flow_inputs import (
+    LINK_DEGRADE,
     LINK_DOWN,
+    LINK_RESTORE,
     LINK_UP,
     Fault,
     Flow,
@@ -133,31 +135,36 @@ def max_silence_s(values: list, interval_s: float) -> float | None:
 
 
 def link_outages(faults: Iterable[Fault | dict] | None, duration: float) -> list[dict]:
-    """Outage windows as [{link, start, end, restored}], ordered by start.
+    """Fault windows as [{link, start, end, restored, kind}], ordered by start.
 
-    A window runs from a link-down to the next link-up of the same link
+    A "down" window runs from a link-down to the next link-up of the same
+    link, a "degraded" one from a link-degrade to the next link-restore
     (restored=True), or to `duration` if the link never comes back
-    (restored=False). A second link-down of a link already down, or a
-    link-up of a link that is up, changes nothing.
+    (restored=False). A second link-down of a link already down (or a
+    degrade of a degraded one: its rate changes), or a link-up of a link
+    that is up, changes nothing here.
     """
-    open_since, windows = {}, []
+    opens = {LINK_DOWN: "down", LINK_DEGRADE: "degraded"}
+    closes = {LINK_UP: "down", LINK_RESTORE: "degraded"}
+    open_since: dict = {}
+    windows = []
     for f in as_faults(faults):
-        key = f.link_key
-        if f.action == LINK_DOWN and key not in open_since:
-            open_since[key] = f.time
-        elif f.action == LINK_UP and key in open_since:
-            windows.append(
-                {"link": list(key[:2]), "start": open_since.pop(key), "end": f.time, "restored": True}
-            )
-    windows += [
-        {"link": list(key[:2]), "start": start, "end": float(duration), "restored": False}
-        for key, start in open_since.items()
-    ]
+        if f.action in opens:
+            open_since.setdefault((f.link_key, opens[f.action]), f.time)
+        elif (f.link_key, closes.get(f.action)) in open_since:
+            key = (f.link_key, closes[f.action])
+            windows.append(_window(key, open_since.pop(key), f.time, True))
+    windows += [_window(key, start, float(duration), False) for key, start in open_since.items()]
     return sorted(windows, key=lambda w: (w["start"], w["end"]))
 
 
+def _window(key, start, end, restored):
+    (link, kind) = key
+    return {"link": list(link[:2]), "start": start, "end": end, "restored": restored, "kind": kind}
+
+
 def fault_windows(faults: Iterable[Fault | dict] | None, duration: float) -> list[tuple[float, float]]:
-    """Outage windows as (start, end) tuples, one per link outage."""
+    """Fault windows as (start, end) tuples, one per link down or degraded."""
     return [(w["start"], w["end"]) for w in link_outages(faults, duration)]
 
 

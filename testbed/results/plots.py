@@ -63,10 +63,21 @@ def _draw_flows(ax, series, flow_info):
             )
 
 
-def fault_marks(faults) -> list[tuple[float, bool, str]]:
-    """(time, down?, label) of each line the plots draw: faults scheduled
+# How each kind of fault edge is drawn: (colour, verb of its label).
+MARKS = {
+    "link-down": ("red", "down"),
+    "link-up": ("green", "up"),
+    "link-degrade": ("darkorange", "degrade"),
+    "link-restore": ("green", "restore"),
+}
+SPANS = {"down": ("red", "link down"), "degraded": ("orange", "link degraded")}
+
+
+def fault_marks(faults) -> list[tuple[float, str, str]]:
+    """(time, colour, label) of each line the plots draw: faults scheduled
     together with the same action (a switch's links, a named group) share
-    one line, labelled by their name or their count (pure)."""
+    one line, labelled by their name or their count, a degrade by the share
+    of the rate it leaves (pure)."""
     groups: dict = {}
     for raw in faults or []:
         f = as_faults([raw])[0]
@@ -75,17 +86,20 @@ def fault_marks(faults) -> list[tuple[float, bool, str]]:
         groups.setdefault(key, []).append(f)
     marks = []
     for (_, action, name), fs in groups.items():
-        down = action == "link-down"
+        colour, verb = MARKS.get(action, ("grey", action))
         what = name or ("-".join(map(str, fs[0].link)) if len(fs) == 1 else f"{len(fs)} links")
-        marks.append((min(f.time for f in fs), down, f"{'down' if down else 'up'} {what}"))
+        to = f" to {fs[0].rate:.0%}" if action == "link-degrade" and fs[0].rate is not None else ""
+        marks.append((min(f.time for f in fs), colour, f"{verb} {what}{to}"))
     return sorted(marks)
 
 
-def outage_spans(faults, duration) -> list[tuple[float, float]]:
-    """The times some link was down, overlapping outages merged (a failed
-    switch is one span, not six shades stacked darker) (pure)."""
+def outage_spans(faults, duration, kind="down") -> list[tuple[float, float]]:
+    """The times some link was down (kind "down") or degraded ("degraded"),
+    overlapping windows merged (a failed switch is one span, not six shades
+    stacked darker) (pure)."""
     spans: list[list[float]] = []
-    for w in sorted(link_outages(faults, duration), key=lambda w: w["start"]):
+    windows = [w for w in link_outages(faults, duration) if w["kind"] == kind]
+    for w in sorted(windows, key=lambda w: w["start"]):
         if spans and w["start"] <= spans[-1][1]:
             spans[-1][1] = max(spans[-1][1], w["end"])
         else:
@@ -94,11 +108,13 @@ def outage_spans(faults, duration) -> list[tuple[float, float]]:
 
 
 def draw_faults(ax, faults, duration):
-    """Shade outage windows; mark every fault edge with a labelled line."""
-    for i, (start, end) in enumerate(outage_spans(faults, duration)):
-        ax.axvspan(start, end, color="red", alpha=0.10, label="link down" if i == 0 else None)
-    for t, down, label in fault_marks(faults):
-        ax.axvline(t, color="red" if down else "green", linestyle="--", linewidth=1.1)
+    """Shade the windows links were down or degraded; mark every fault edge
+    with a labelled line."""
+    for kind, (colour, label) in SPANS.items():
+        for i, (start, end) in enumerate(outage_spans(faults, duration, kind)):
+            ax.axvspan(start, end, color=colour, alpha=0.10, label=label if i == 0 else None)
+    for t, colour, label in fault_marks(faults):
+        ax.axvline(t, color=colour, linestyle="--", linewidth=1.1)
         ax.text(
             t,
             0.98,
@@ -108,7 +124,7 @@ def draw_faults(ax, faults, duration):
             va="top",
             ha="right",
             fontsize=7,
-            color="red" if down else "green",
+            color=colour,
         )
 
 

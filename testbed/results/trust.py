@@ -335,6 +335,15 @@ def _lag_check(faults):
     )
 
 
+def _untimed(faults):
+    """Why no fault's convergence was timed."""
+    if not faults:
+        return "no faults"
+    if all(f.get("action") in ("link-degrade", "link-restore") for f in faults):
+        return "the faults changed link rates only: no route moved"
+    return "convergence was not recorded"
+
+
 def _convergence_check(faults):
     """The controller answers every port change with a new routes version
     (even an unchanged one), so a fault with no acknowledged routes after it
@@ -352,7 +361,7 @@ def _convergence_check(faults):
             expected,
             None,
             threshold=MAX_CONVERGENCE_S,
-            note="no faults" if not faults else "convergence was not recorded",
+            note=_untimed(faults),
         )
     silent = [(i, f) for i, f in timed if f["converged_s"] is None]
     if silent:

@@ -27,6 +27,25 @@ def test_dual_tor_survives_link_failure(tmp_path, leak_check):
     assert "failed link" in (tmp_path / "fabric.svg").read_text()
 
 
+def test_a_degraded_interconnect_slows_cross_dc_traffic_to_its_new_rate(tmp_path, leak_check):
+    r = drillrun.run("scenarios/crossdc-degrade.yaml", tmp_path)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    assert "link-degrade d0b0 <-> d1b0 to 25% of its rate" in r.stdout
+    res = json.loads((tmp_path / "results.json").read_text())
+    host = res["metrics"]["hosts"]["d0s0h0"]
+    # What the receivers got while the interconnect ran at a quarter, against before
+    assert 0.15 <= host["fault_throughput_ratio"] <= 0.40, host
+    assert host["recovered_throughput_ratio"] >= 0.9, host
+    # The DCI ports were held to the rate they had at each moment, and kept to it
+    links = res["metrics"]["fidelity"]["links"]
+    dci = {k: v for k, v in links.items() if k.startswith(("d0b0-e3~d1b0-e3", "d0b1-e3~d1b1-e3"))}
+    assert dci and all(v["fidelity"] >= 0.9 for v in dci.values()), dci
+    degrades = [f for f in res["faults"] if f["action"] == "link-degrade"]
+    assert [f["rate"] for f in degrades] == [0.25, 0.25]
+    assert all("converged_s" not in f for f in res["faults"])  # no route moved
+    assert [w["kind"] for w in res["metrics"]["outages"]] == ["degraded", "degraded"]
+
+
 def test_a_dead_tor_costs_a_dual_tor_host_one_port(tmp_path, leak_check):
     """switch-down takes every link of t0r0k0 down at once: its hosts go on
     over their other ToR, and every link of it counts as failed."""

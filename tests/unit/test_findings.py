@@ -44,3 +44,20 @@ def test_jobs_say_their_pace_and_what_went_wrong_only_when_measured():
         "its GPUs were busy 40% of the time; 2 stalled iterations."
     ]
     assert findings({"metrics": {"hosts": {"s0h0": {"before_mbit": 40}}}}) == []  # no fault: nothing said
+
+
+def test_a_degraded_link_is_named_as_such_and_its_rate_change_is_not_counted_as_untimed():
+    results = {
+        "metrics": {
+            "hosts": {"d0s0h0": {"before_mbit": 40.0, "during_mbit": 10.2, "fault_throughput_ratio": 0.255}},
+            "jobs": {"ring": {"iterations_completed": 4, "fault_iteration_slowdown": 2.6}},
+            "outages": [{"kind": "degraded"}, {"kind": "degraded"}],
+        },
+        "faults": [{"action": "link-degrade", "rate": 0.25}, {"action": "link-restore", "rate": 1.0}],
+    }
+    assert findings(results) == [
+        "d0s0h0 kept 26% of its throughput while the link was degraded (10.2 of 40 Mbit/s).",
+        "Job ring ran 4 iterations; an iteration took 2.6x as long while the link was degraded.",
+    ]
+    results["metrics"]["outages"].append({"kind": "down"})
+    assert "during the faults" in findings(results)[0]

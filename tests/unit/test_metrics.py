@@ -101,7 +101,26 @@ def test_windows_use_scheduled_time_when_applied_time_is_missing():
 
 def test_link_down_without_link_up_lasts_to_the_end():
     windows = link_outages([down(("a", "b"), 4)], 12)
-    assert windows == [{"link": ["a", "b"], "start": 4, "end": 12.0, "restored": False}]
+    assert windows == [{"link": ["a", "b"], "start": 4, "end": 12.0, "restored": False, "kind": "down"}]
+
+
+def test_a_degraded_link_is_a_window_of_its_own_kind_until_restored():
+    from testbed.results.flow_inputs import Fault
+
+    def edge(action, t, rate=None):
+        return Fault(at=t, applied_at=t, action=action, link=("a", "b"), rate=rate)
+
+    faults = [
+        edge("link-degrade", 2, 0.5),
+        edge("link-degrade", 3, 0.25),
+        edge("link-down", 4),
+        edge("link-up", 5),
+    ]
+    faults.append(edge("link-restore", 9))
+    assert [(w["kind"], w["start"], w["end"]) for w in link_outages(faults, 12)] == [
+        ("degraded", 2, 9),  # the second degrade only changed the rate
+        ("down", 4, 5),
+    ]
 
 
 def test_windows_of_several_links_and_repeated_edges():

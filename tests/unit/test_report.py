@@ -460,10 +460,25 @@ def test_a_failed_switch_is_one_mark_on_the_plots_not_six():
     named = {"at": 9.0, "applied_at": 9.0, "action": "link-down", "link": ["s1h0", "t1r0k0"], "name": "cut"}
     up = {"at": 15.0, "applied_at": 15.02, "action": "link-up", "link": ["s0h0", "t0r0k0"]}
     assert fault_marks([*downs, named, up]) == [
-        (5.01, True, "down 3 links"),
-        (9.0, True, "down cut"),
-        (15.02, False, "up s0h0-t0r0k0"),
+        (5.01, "red", "down 3 links"),
+        (9.0, "red", "down cut"),
+        (15.02, "green", "up s0h0-t0r0k0"),
     ]
+
+
+def test_a_degraded_link_is_marked_with_its_share_and_shaded_apart_from_outages():
+    from testbed.results.plots import fault_marks, outage_spans
+
+    faults = [
+        {"at": 5.0, "applied_at": 5.0, "action": "link-degrade", "link": ["s0h0", "t0r0k0"], "rate": 0.25},
+        {"at": 8.0, "applied_at": 8.0, "action": "link-down", "link": ["s1h0", "t1r0k0"]},
+        {"at": 9.0, "applied_at": 9.0, "action": "link-up", "link": ["s1h0", "t1r0k0"]},
+        {"at": 15.0, "applied_at": 15.0, "action": "link-restore", "link": ["s0h0", "t0r0k0"], "rate": 1.0},
+    ]
+    assert fault_marks(faults)[0] == (5.0, "darkorange", "degrade s0h0-t0r0k0 to 25%")
+    assert fault_marks(faults)[-1] == (15.0, "green", "restore s0h0-t0r0k0")
+    assert outage_spans(faults, 25.0, "degraded") == [(5.0, 15.0)]
+    assert outage_spans(faults, 25.0) == [(8.0, 9.0)]
 
 
 def test_overlapping_outages_shade_as_one_span():

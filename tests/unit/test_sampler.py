@@ -48,3 +48,18 @@ def test_fidelity_judges_the_intervals_that_began_backlogged():
 def test_fidelity_ignores_a_link_that_was_never_busy_long_enough():
     rows = [(k * 0.1, {"a-e1": (k * 12_500, 3000 if k < 3 else 0, 0)}) for k in range(30)]
     assert fidelity(rows, {"a-e1": 10.0}, NAMES) == {}
+
+
+def test_a_degraded_port_owes_its_cut_rate_not_the_configured_one():
+    # 10 Mbit/s link cut to 25% at 1.0 s: busy all along, sending 125,000
+    # bytes per 0.1 s before and 31,250 after, exactly what it may
+    rows, sent = [], 0
+    for k in range(30):
+        rows.append((k * 0.1, {"a-e1": (sent, 500_000, 0)}))
+        sent += 125_000 if k < 10 else 31_250
+    shares = {"a-e1": [(1.0, 0.25)]}
+    assert fidelity(rows, {"a-e1": 10.0}, NAMES, shares=shares)["a~b (a-e1 egress)"][
+        "fidelity"
+    ] == pytest.approx(1.0)
+    # held to the configured rate instead, the cut looks like an emulator failing
+    assert fidelity(rows, {"a-e1": 10.0}, NAMES)["a~b (a-e1 egress)"]["fidelity"] < 0.6

@@ -322,6 +322,30 @@ MALFORMED = [
         "already down at 2s (since 1s, faults[0])",
     ),
     (
+        "degrade-without-a-rate",
+        HEAD + TRAFFIC + "faults: [{at: 1, action: link-degrade, link: [s0h0, t0r0k0]}]\n",
+        "faults[0].rate",
+        "required field is missing",
+    ),
+    (
+        "degrade-to-more-than-the-rate",
+        HEAD + TRAFFIC + "faults: [{at: 1, action: link-degrade, link: [s0h0, t0r0k0], rate: 1.5}]\n",
+        "faults[0].rate",
+        "a share of the link's rate",
+    ),
+    (
+        "rate-on-a-link-down",
+        HEAD + TRAFFIC + "faults: [{at: 1, action: link-down, link: [s0h0, t0r0k0], rate: 50%}]\n",
+        "faults[0].rate",
+        "'rate' belongs to a link-degrade",
+    ),
+    (
+        "restore-of-a-link-not-degraded",
+        HEAD + TRAFFIC + "faults: [{at: 1, action: link-restore, link: [s0h0, t0r0k0]}]\n",
+        "faults[0].action",
+        "is not degraded at 1s; expected a link-degrade of it earlier",
+    ),
+    (
         "flap-without-a-period",
         HEAD + TRAFFIC + "faults: [{at: 1, action: link-flap, link: [s0h0, t0r0k0], times: 3}]\n",
         "faults[0].every",
