@@ -35,6 +35,7 @@ from .common import (
 )
 from .machine import default_dir, prepare_report, sigterm_as_interrupt
 from .plan import add_calibration_option, dilation_arg
+from .progress import Progress
 
 # --- run / compare ----------------------------------------------------------
 
@@ -97,7 +98,7 @@ def run_run(args: argparse.Namespace) -> int:
     out, status = prepare_report(args.out or default_dir("results", sc.name), args.force)
     if out is None:
         return status
-    say = (lambda m: print(m, file=sys.stderr, flush=True)) if args.json else print
+    say = Progress(sys.stderr if args.json else sys.stdout)
     if choice["from"] == "auto":
         plan = choice["plan"]
         say(

@@ -31,6 +31,7 @@ from .common import (
     need_root,
     print_problems,
 )
+from .progress import Progress
 
 
 def sigterm_as_interrupt():
@@ -210,11 +211,13 @@ def run_up(args):
         run_dir = args.run_dir or new_private_dir("/tmp", f"hpnlab-{fabric.name}")
     except OSError as e:
         return err(f"cannot make a run folder in /tmp: {e.strerror or e}")
-    log = (lambda m: print(m, file=sys.stderr)) if args.json else print
+    log = Progress(sys.stderr if args.json else sys.stdout)
     sigterm_as_interrupt()
     serving = False
+    log.phase("bringing the fabric up")
     try:
         with FabricNet(fabric, run_dir, log=log) as fnet:
+            log.phase(None)
             if args.check:
                 status = _check(fnet, fabric, args.json)
             else:
@@ -234,6 +237,7 @@ def run_up(args):
                     while True:
                         signal.pause()
                 finally:
+                    log.phase("tearing the fabric down")
                     traffic.stop()
         if status == OK and args.run_dir is None:
             # a check that passed leaves nothing behind; one that failed keeps its logs
@@ -253,6 +257,7 @@ def run_up(args):
     except (RuntimeError, TimeoutError, OSError) as e:
         return err(str(e))
     finally:
+        log.phase(None)
         if args.run_dir is None:  # the folder we made, if nothing was written in it
             with contextlib.suppress(OSError):
                 os.rmdir(run_dir)

@@ -32,6 +32,22 @@ class ReachabilityError(RuntimeError):
     pass
 
 
+def _phase(log, name, total=None):
+    """Tell a progress display (testbed/cli/progress.py), when `log` is one,
+    that the run entered phase `name` (None: over), `total` seconds long
+    when known; a plain function such as `print` has no phases."""
+    enter = getattr(log, "phase", None)
+    if enter is not None:
+        enter(name, total)
+
+
+def _at(log, done):
+    """Tell a progress display, when `log` is one, how far the phase got."""
+    move = getattr(log, "at", None)
+    if move is not None:
+        move(done)
+
+
 def run_scenario(sc, out_dir, log=print, dilation_choice=None, live=None):
     """Run Scenario `sc` (dilated already, if at all: testbed/fabric/dilation.py)
     and write its report into `out_dir`; `dilation_choice` says how its time
@@ -42,10 +58,15 @@ def run_scenario(sc, out_dir, log=print, dilation_choice=None, live=None):
     n = sc.fabric.time_dilation
     if n != 1:
         log(f"time dilation {n:g}: times and rates below are emulated ones ({n:g}x slower on this machine)")
-    run = _run(sc, out_dir, log, live)
-    log("measuring what the run did and writing the report")
-    results = measure.results(sc, run, started, dilation_choice).to_dict()
-    _write(sc, run, results, out_dir, log)
+    _phase(log, "bringing the fabric up" if live is None else "starting the traffic")
+    try:
+        run = _run(sc, out_dir, log, live)
+        log("measuring what the run did and writing the report")
+        _phase(log, "measuring and writing the report")
+        results = measure.results(sc, run, started, dilation_choice).to_dict()
+        _write(sc, run, results, out_dir, log)
+    finally:
+        _phase(log, None)
     return results
 
 
@@ -179,6 +200,7 @@ def _run(sc, out_dir, log, live=None):
         _require_reachable(fnet)
         record = _play_on(fnet, sc, run_dir, out_dir, log)
         log("traffic over; tearing the fabric down")
+        _phase(log, "tearing the fabric down")
         return record
 
 
@@ -191,6 +213,7 @@ def _play_on(fnet, sc, run_dir, out_dir, log, live=False):
     inst = _instruments(sc, fnet, run_dir, log)
     try:
         t0 = _start(sc, fnet, inst, out_dir)
+        _phase(log, "traffic", sc.duration_s / sc.fabric.time_dilation)
         faults, controller_actions, problems, ran_s = _play(sc, fnet, inst, t0, log)
         if live:
             faults = sorted(faults + read_by_hand(fnet.run_dir, t0, ran_s), key=lambda f: f["applied_at"])
@@ -358,5 +381,6 @@ def _progress(fabric, senders, agents, jobs, log):
             per_port = " ".join(f"{r:5.1f}" for r in rates)
             parts.append(f"{h} {sum(rates):6.1f} Mbit/s (ports: {per_port})")
         log(f"[{t / n:6.2f}s] " + "; ".join(parts))
+        _at(log, t / n)
 
     return on_sample

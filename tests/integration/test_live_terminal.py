@@ -112,3 +112,23 @@ def _end_fabric_if_up(term):
         ["tmux", "-S", term.sock, "send-keys", "-t", "hpn.0", "C-c"], capture_output=True, timeout=15
     )
     subprocess.run([sys.executable, "-m", "testbed.cli", "down"], capture_output=True, timeout=120, cwd=ROOT)
+
+
+def test_a_drill_in_a_terminal_shows_its_emulated_time_and_what_remains(tmp_path, leak_check):
+    term = Terminal(tmp_path)
+    out = tmp_path / "report"
+    term.tmux("new-session", "-d", "-s", "hpn", "-x", "160", "-y", "40", "-c", str(ROOT), "bash --norc")
+    try:
+        mark = uuid.uuid4().hex[:8]
+        run = f"{HPNLAB} run scenarios/dual-tor-link-failure.yaml --out {shlex.quote(str(out))}"
+        term.type("hpn.0", f"{run}; echo END-{mark}=$?")
+        # while the traffic runs, the bottom line is a bar of emulated seconds
+        seen = term.wait_for("hpn.0", r"traffic .*\d+\.\d/25 s, emulated, \d+ s to go", timeout=120)
+        done, left = re.findall(r"(\d+\.\d)/25 s, emulated, (\d+) s to go", seen)[-1]
+        assert abs(float(done) + int(left) - 25) <= 1, (done, left)
+        # with the report's lines above it, whole
+        shown = term.wait_for("hpn.0", rf"END-{mark}=\d+", timeout=180)
+        assert f"END-{mark}=0" in shown and "PASSED" in shown, shown
+        assert re.search(r"\[ *\d+\.\d\ds\] s0h0 +\d", shown), shown
+    finally:
+        subprocess.run(["tmux", "-S", term.sock, "kill-server"], capture_output=True, timeout=15)
