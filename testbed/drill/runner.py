@@ -312,6 +312,7 @@ def _write(sc, run, results, out_dir, log=print):
                 f"{sc.name}: throughput per flow",
                 flow_info=results["series"]["flow_info"],
                 time_dilation=results["time_dilation"],
+                pauses=results.get("pauses"),
             ),
         ),
         ("ports", lambda: plots.plot_ports(out_dir, results)),

@@ -63,7 +63,7 @@ def plot_link_heatmap(
     )
     ax.set_yticks(range(len(labels)))
     ax.set_yticklabels(labels, fontsize=7)
-    draw_faults(ax, results.get("faults") or [], duration)
+    draw_faults(ax, results.get("faults") or [], duration, results.get("pauses"))
     fig.colorbar(image, ax=ax, label="utilization (sent / shaped rate)", fraction=0.04, pad=0.01)
     ax.set_xlabel("time since traffic start (s)")
     ax.set_title(

@@ -77,19 +77,28 @@ def fault_marks(faults) -> list[tuple[float, str, str]]:
     """(time, colour, label) of each line the plots draw: faults scheduled
     together with the same action (a switch's links, a named group) share
     one line, labelled by their name or their count, a degrade by the share
-    of the rate it leaves (pure)."""
+    of the rate it leaves, and by the time the controller's routes took to
+    count it where that was measured (the slowest of the group) (pure)."""
     groups: dict = {}
     for raw in faults or []:
         f = as_faults([raw])[0]
         name = raw.get("name") if isinstance(raw, dict) else None
         key = (f.at, f.action, name)
         groups.setdefault(key, []).append(f)
+    converged: dict = {}
+    for raw in faults or []:
+        if isinstance(raw, dict) and raw.get("converged_s") is not None:
+            key = (raw["at"], raw["action"], raw.get("name"))
+            converged[key] = max(converged.get(key, 0.0), raw["converged_s"])
     marks = []
-    for (_, action, name), fs in groups.items():
+    for key, fs in groups.items():
+        _, action, name = key
         colour, verb = MARKS.get(action, ("grey", action))
         what = name or ("-".join(map(str, fs[0].link)) if len(fs) == 1 else f"{len(fs)} links")
         to = f" to {fs[0].rate:.0%}" if action == "link-degrade" and fs[0].rate is not None else ""
-        marks.append((min(f.time for f in fs), colour, f"{verb} {what}{to}"))
+        # the routes' convergence, too short to draw on a drill's axis, is said
+        routes = f", routes +{converged[key] * 1000:.0f} ms" if key in converged else ""
+        marks.append((min(f.time for f in fs), colour, f"{verb} {what}{to}{routes}"))
     return sorted(marks)
 
 
@@ -107,9 +116,21 @@ def outage_spans(faults, duration, kind="down") -> list[tuple[float, float]]:
     return [(a, b) for a, b in spans]
 
 
-def draw_faults(ax, faults, duration):
+def draw_faults(ax, faults, duration, pauses=None):
     """Shade the windows links were down or degraded; mark every fault edge
-    with a labelled line."""
+    with a labelled line; with `pauses` (results' pause records), a tick
+    along the bottom where each PFC pause began."""
+    starts = [r["start_s"] for r in pauses or () if r.get("start_s") is not None]
+    if starts:
+        ax.vlines(
+            starts,
+            0,
+            0.03,
+            transform=ax.get_xaxis_transform(),
+            color="deeppink",
+            linewidth=0.6,
+            label="PFC pause",
+        )
     for kind, (colour, label) in SPANS.items():
         for i, (start, end) in enumerate(outage_spans(faults, duration, kind)):
             ax.axvspan(start, end, color=colour, alpha=0.10, label=label if i == 0 else None)
@@ -186,6 +207,7 @@ def plot_throughput(
     title: str,
     flow_info: dict | None = None,
     time_dilation: float = 1,
+    pauses: list | None = None,
 ) -> str | None:
     """Write throughput.png into `out_dir` and return its path.
 
@@ -200,7 +222,7 @@ def plot_throughput(
 
     fig, ax = new_axes()
     _draw_flows(ax, series, flow_info)
-    draw_faults(ax, faults, duration)
+    draw_faults(ax, faults, duration, pauses)
     return finish_plot(
         fig,
         ax,
@@ -240,7 +262,7 @@ def plot_ports(out_dir: str, results: dict) -> str | None:
             label=f"{host} port to {to}",
         )
     duration = results.get("duration_s") or t[-1]
-    draw_faults(ax, results.get("faults") or [], duration)
+    draw_faults(ax, results.get("faults") or [], duration, results.get("pauses"))
     title = titled(
         f"{results.get('scenario') or '(unnamed)'}: what each NIC port of the sending hosts sent",
         results.get("time_dilation"),
@@ -287,7 +309,7 @@ def plot_iterations(out_dir: str, results: dict) -> str | None:
                 zorder=2,
                 label=f"{name} analytical {fmt(analytical, ' s')}",
             )
-    draw_faults(ax, faults, duration)
+    draw_faults(ax, faults, duration, results.get("pauses"))
     tops = [
         t
         for j in jobs.values()
@@ -334,7 +356,7 @@ def plot_queues(out_dir: str, results: dict) -> str | None:
             label=name,
         )
     duration = results.get("duration_s") or t[-1]
-    draw_faults(ax, results.get("faults") or [], duration)
+    draw_faults(ax, results.get("faults") or [], duration, results.get("pauses"))
     title = titled(
         f"{results.get('scenario') or '(unnamed)'}: queue backlog per port and class",
         results.get("time_dilation"),
@@ -363,7 +385,7 @@ def plot_marks(out_dir: str, results: dict) -> str | None:
         rate = [(cum[j] - cum[j - 1]) / max(t[j] - t[j - 1], 1e-9) for j in range(1, len(cum))]
         ax.plot(t[1 : len(cum)], rate, linewidth=1.0, color=f"C{i % 10}", label=name)
     duration = results.get("duration_s") or t[-1]
-    draw_faults(ax, results.get("faults") or [], duration)
+    draw_faults(ax, results.get("faults") or [], duration, results.get("pauses"))
     title = titled(
         f"{results.get('scenario') or '(unnamed)'}: ECN marks per port and class",
         results.get("time_dilation"),

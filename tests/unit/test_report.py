@@ -595,3 +595,33 @@ def test_probe_gaps_are_plotted_per_named_fault(tmp_path):
     path = plot_probe_gaps(str(tmp_path), results)
     assert path.endswith("probes.png") and open(path, "rb").read().startswith(PNG_SIGNATURE)
     assert plot_probe_gaps(str(tmp_path), {"metrics": {}}) is None
+
+
+def test_every_time_plot_says_the_routes_convergence_and_marks_the_pauses():
+    from testbed.results.plots import draw_faults, fault_marks, new_axes
+
+    faults = [
+        {
+            "at": 5.0,
+            "applied_at": 5.0,
+            "action": "link-down",
+            "link": ["s0h0", "t0r0k0"],
+            "converged_s": 0.0248,
+        },
+        {
+            "at": 15.0,
+            "applied_at": 15.0,
+            "action": "link-up",
+            "link": ["s0h0", "t0r0k0"],
+            "converged_s": 0.026,
+        },
+    ]
+    assert [label for _, _, label in fault_marks(faults)] == [
+        "down s0h0-t0r0k0, routes +25 ms",
+        "up s0h0-t0r0k0, routes +26 ms",
+    ]
+    fig, ax = new_axes()
+    pauses = [{"start_s": 6.0, "duration_s": 0.01}, {"start_s": 6.5, "duration_s": 0.02}]
+    draw_faults(ax, faults, 25.0, pauses)
+    ticks = [c for c in ax.collections if c.get_label() == "PFC pause"]
+    assert len(ticks) == 1 and len(ticks[0].get_segments()) == 2
