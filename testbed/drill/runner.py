@@ -381,7 +381,8 @@ def _progress(fabric, senders, agents, jobs, log):
             rates = [samp.rate_mbit(p) * n for p in ports[h]]
             per_port = " ".join(f"{r:5.1f}" for r in rates)
             parts.append(f"{h} {sum(rates):6.1f} Mbit/s (ports: {per_port})")
-        log(f"[{t / n:6.2f}s] " + "; ".join(parts))
+        if parts:  # a drill of probes alone has nothing to say each second
+            log(f"[{t / n:6.2f}s] " + "; ".join(parts))
         _at(log, t / n)
 
     return on_sample

@@ -26,8 +26,6 @@ QueueEngine.pause_targets plus the pin directory; the daemon prints one
 JSON line when ready, and writes every pause to OUT when it ends (SIGTERM).
 """
 
-import ctypes
-import ctypes.util
 import errno
 import json
 import os
@@ -38,6 +36,8 @@ import struct
 import sys
 import time
 
+from .netlink import ack_error, attr, in_namespace, message, route_socket
+
 EV_ASSERT, EV_RELEASE = 1, 2
 EVENT = struct.Struct("=QQQIIII")  # struct pfc_event
 PFC_STRIDE, LAST_NS, ARMED_NS, FIRST_NS = 32, 8, 16, 24  # struct pfc_state
@@ -47,23 +47,15 @@ ETH_P_KICK = 0x88B5
 KICK_DST = bytes.fromhex("0180c2000001")  # the MAC-control group: no switch forwards it
 KICK_SRC = bytes.fromhex("020000000000")
 
-RTM_NEWQDISC, NLM_F_REQUEST, NLM_F_ACK, NLMSG_ERROR = 36, 1, 4, 2
+RTM_NEWQDISC = 36
 TCA_KIND, TCA_OPTIONS = 1, 2
 TCA_TBF_PARMS, TCA_TBF_BURST = 1, 6
 TC_LINKLAYER_ETHERNET = 1
-CLONE_NEWNET = 0x40000000
-_NLMSG = struct.Struct("=IHHII")
 _TCMSG = struct.Struct("=BBHiIII")
 _RATESPEC = struct.Struct("=BBHhHI")
-_RTA = struct.Struct("=HH")
 
 
 # --- messages (pure) -----------------------------------------------------------
-
-
-def _attr(kind, payload):
-    size = _RTA.size + len(payload)
-    return _RTA.pack(size, kind) + payload + bytes(-size % 4)
 
 
 def tbf_change(ifindex, minor, rate_bps, burst, limit):
@@ -73,21 +65,13 @@ def tbf_change(ifindex, minor, rate_bps, burst, limit):
     rate = _RATESPEC.pack(0, TC_LINKLAYER_ETHERNET, 0, 0, 0, rate_bps)
     peak = _RATESPEC.pack(0, 0, 0, 0, 0, 0)
     qopt = rate + peak + struct.pack("=III", limit, 1, 0)
-    opts = _attr(TCA_TBF_PARMS, qopt) + _attr(TCA_TBF_BURST, struct.pack("=I", burst))
+    opts = attr(TCA_TBF_PARMS, qopt) + attr(TCA_TBF_BURST, struct.pack("=I", burst))
     body = (
         _TCMSG.pack(socket.AF_UNSPEC, 0, 0, ifindex, minor << 16, (1 << 16) | minor, 0)
-        + _attr(TCA_KIND, b"tbf\0")
-        + _attr(TCA_OPTIONS, opts)
+        + attr(TCA_KIND, b"tbf\0")
+        + attr(TCA_OPTIONS, opts)
     )
-    return _NLMSG.pack(_NLMSG.size + len(body), RTM_NEWQDISC, NLM_F_REQUEST | NLM_F_ACK, 0, 0) + body
-
-
-def ack_error(reply):
-    """The errno of a netlink ack (0: done)."""
-    _len, kind, _flags, _seq, _pid = _NLMSG.unpack_from(reply)
-    if kind != NLMSG_ERROR:
-        return 0
-    return -struct.unpack_from("=i", reply, _NLMSG.size)[0]
+    return message(RTM_NEWQDISC, 0, body)
 
 
 def wake_frame():
@@ -128,34 +112,17 @@ class Holds:
 
 # --- on the machine --------------------------------------------------------------
 
-_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-
-
-def _setns(fd):
-    if _libc.setns(fd, CLONE_NEWNET) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"setns: {os.strerror(err)}")
-
 
 def sockets_in(netns, ifname):
     """A netlink socket and a packet socket bound to `ifname`, both made in
-    the network namespace `netns` (a path; None: this one). A socket stays
-    in the namespace it was made in."""
-    home = os.open("/proc/self/ns/net", os.O_RDONLY)
-    target = os.open(netns, os.O_RDONLY) if netns else None
-    try:
-        if target is not None:
-            _setns(target)
-        nl = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
-        nl.bind((0, 0))
+    the network namespace `netns` (a path; None: this one)."""
+
+    def make():
         pk = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
         pk.bind((ifname, 0))
-    finally:
-        if target is not None:
-            _setns(home)
-            os.close(target)
-        os.close(home)
-    return nl, pk
+        return route_socket(), pk
+
+    return in_namespace(netns, make)
 
 
 class Port:

@@ -185,14 +185,13 @@ def narrowed_overrides(old, new):
     return out
 
 
-def override_lines(old, new):
-    """`ip -batch` lines turning one host's /32 overrides `old` into `new`
-    ({dst ip: (ifname, ...)}): the analogue of the host learning that a
-    destination lost its port in one plane."""
-    lines = []
-    for ip in sorted(set(old) - set(new)):
-        lines.append(f"route del {ip}/32")
+def override_changes(old, new):
+    """The route changes turning one host's /32 overrides `old` into `new`
+    ({dst ip: (ifname, ...)}), as (dst ip, ports) to replace and (dst ip,
+    None) to delete: the analogue of the host learning that a destination
+    lost its port in one plane."""
+    changes = [(ip, None) for ip in sorted(set(old) - set(new))]
     for ip, ports in sorted(new.items()):
         if old.get(ip) != tuple(ports):
-            lines.append(f"route replace {ip}/32 " + " ".join(f"nexthop dev {p}" for p in ports))
-    return lines
+            changes.append((ip, tuple(ports)))
+    return changes

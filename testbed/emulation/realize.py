@@ -81,7 +81,7 @@ class FabricNet:
         self.datapath = None
         self.queues = None  # QueueEngine when the fabric has priority classes
         self.pauses = None  # PauseProcess when a class is lossless
-        self.host_routes = HostRoutes(self.ns_argv)
+        self.host_routes = HostRoutes(self.netns_of)
         self.of_dir = None  # the folder of the controller's OpenFlow socket
         self.timings = {}
 
@@ -110,6 +110,7 @@ class FabricNet:
         self._configure_switch_ports()
         self._connect_switches()
         self._configure_hosts()
+        self.host_routes.open(h.name for h in self.fabric.hosts())
         if self.queues is not None:
             self._attach_queue_engine()
         self.timings["configured"] = time.monotonic() - t0
@@ -290,7 +291,7 @@ class FabricNet:
             ifindex.update({p: listed[p] for p in ports[host]})
         self.queues.configure(ifindex)
         if f.queues.lossless:
-            netns = {p: f"/proc/{self.host_pid(h)}/ns/net" for h, on in ports.items() for p in on}
+            netns = {p: self.netns_of(h) for h, on in ports.items() for p in on}
             self.pauses = PauseProcess(self.queues.pause_targets(ifindex, netns), self.run_dir)
             self.ledger.add_process(self.pauses.start(), self.pauses.argv)
 
@@ -308,10 +309,13 @@ class FabricNet:
     def host_pid(self, host):
         return self.net.get(host).pid
 
+    def netns_of(self, host):
+        return f"/proc/{self.host_pid(host)}/ns/net"
+
     def ns_argv(self, host, argv):
         """argv run inside `host`'s network namespace (thread-safe: does not
         use the host's interactive shell)."""
-        return ["nsenter", f"--net=/proc/{self.host_pid(host)}/ns/net"] + list(argv)
+        return ["nsenter", f"--net={self.netns_of(host)}"] + list(argv)
 
     def run_in(self, host, argv, input=None, check=True):
         r = subprocess.run(self.ns_argv(host, argv), input=input, capture_output=True, text=True)
@@ -429,8 +433,10 @@ class FabricNet:
         steps before left, by what was recorded."""
         deadline = time.monotonic() + TEARDOWN_DEADLINE_S
         steps = (
-            ("controller", self._stop_controller_for_good),  # first: links going away
-            ("Mininet", self._stop_net),  # must not make it reroute
+            # the controller first: links going away must not make it reroute
+            ("controller", self._stop_controller_for_good),
+            ("host routes", self.host_routes.close),  # its sockets hold the hosts' namespaces
+            ("Mininet", self._stop_net),
             ("pause daemon", self._stop_pauses),
             ("queue engine", self._close_queues),
             ("Open vSwitch of the named fabric", self._stop_named_switches),

@@ -570,3 +570,6 @@ def test_progress_speaks_in_emulated_time_and_rates():
     tick(2.0, Sample())  # half an emulated second: nothing yet
     tick(4.0, Sample())
     assert said == ["[  1.00s] s0h0   40.0 Mbit/s (ports:  40.0   0.0)"]
+    quiet = []
+    _progress(fabric, [], None, [], quiet.append)(4.0, Sample())  # probes alone: no sender, no job
+    assert quiet == []

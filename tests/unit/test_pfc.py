@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from testbed.emulation import pfc
+from testbed.emulation import netlink, pfc
 from testbed.emulation import queues as engine
 from testbed.fabric import queues
 from testbed.fabric.problems import ConfigError
@@ -99,7 +99,7 @@ def test_tbf_change_message_is_what_the_kernel_parses():
     msg = pfc.tbf_change(ifindex=7, minor=0x10, rate_bps=8, burst=9014, limit=50000)
     length, kind, flags, _seq, _pid = struct.unpack_from("=IHHII", msg)
     assert length == len(msg) and kind == pfc.RTM_NEWQDISC
-    assert flags == pfc.NLM_F_REQUEST | pfc.NLM_F_ACK  # a change: no create, no replace
+    assert flags == netlink.NLM_F_REQUEST | netlink.NLM_F_ACK  # a change: no create, no replace
     _fam, _p1, _p2, ifindex, handle, parent, _info = struct.unpack_from("=BBHiIII", msg, 16)
     assert (ifindex, handle, parent) == (7, 0x10 << 16, (1 << 16) | 0x10)
     attrs, off = {}, 36

@@ -206,18 +206,15 @@ def test_queue_bytes(rate, mtu, expected):
     assert plans.queue_bytes(rate, mtu) == expected
 
 
-def test_override_lines_add_change_remove():
+def test_override_changes_add_change_remove():
     ip = "10.0.1.1"
-    add = plans.override_lines({}, {ip: ("s0h0-n0p1",)})
-    assert add == ["route replace 10.0.1.1/32 nexthop dev s0h0-n0p1"]
-    assert plans.override_lines({ip: ("s0h0-n0p1",)}, {ip: ("s0h0-n0p1",)}) == []
-    assert plans.override_lines({ip: ("s0h0-n0p1",)}, {ip: ["s0h0-n0p1"]}) == []
-    assert plans.override_lines({ip: ("s0h0-n0p1",)}, {ip: ("s0h0-n0p0",)}) == [
-        "route replace 10.0.1.1/32 nexthop dev s0h0-n0p0"
-    ]
-    assert plans.override_lines({ip: ("s0h0-n0p1",)}, {}) == ["route del 10.0.1.1/32"]
-    both = plans.override_lines({"10.0.1.2": ("a",)}, {"10.0.1.3": ("b", "c")})
-    assert both == ["route del 10.0.1.2/32", "route replace 10.0.1.3/32 nexthop dev b nexthop dev c"]
+    assert plans.override_changes({}, {ip: ("s0h0-n0p1",)}) == [(ip, ("s0h0-n0p1",))]
+    assert plans.override_changes({ip: ("s0h0-n0p1",)}, {ip: ("s0h0-n0p1",)}) == []
+    assert plans.override_changes({ip: ("s0h0-n0p1",)}, {ip: ["s0h0-n0p1"]}) == []
+    assert plans.override_changes({ip: ("s0h0-n0p1",)}, {ip: ("s0h0-n0p0",)}) == [(ip, ("s0h0-n0p0",))]
+    assert plans.override_changes({ip: ("s0h0-n0p1",)}, {}) == [(ip, None)]
+    both = plans.override_changes({"10.0.1.2": ("a",)}, {"10.0.1.3": ("b", "c")})
+    assert both == [("10.0.1.2", None), ("10.0.1.3", ("b", "c"))]
 
 
 # --- capabilities ------------------------------------------------------------------

@@ -1,0 +1,54 @@
+"""The rtnetlink messages the hosts' reroutes send (pure): each field
+where the kernel reads it."""
+
+import socket
+import struct
+
+from testbed.emulation import netlink
+
+
+def attributes(msg, off):
+    found = {}
+    while off < len(msg):
+        size, kind = struct.unpack_from("=HH", msg, off)
+        found[kind] = msg[off + 4 : off + size]
+        off += (size + 3) & ~3
+    return found
+
+
+def test_a_route_replace_spreads_a_32_over_the_ports_given():
+    msg = netlink.route_replace("10.0.1.3", [5, 9], seq=7)
+    length, kind, flags, seq, _pid = struct.unpack_from("=IHHII", msg)
+    assert (length, kind, seq) == (len(msg), netlink.RTM_NEWROUTE, 7)
+    assert flags == netlink.NLM_F_REQUEST | netlink.NLM_F_ACK | netlink.NLM_F_REPLACE | netlink.NLM_F_CREATE
+    family, dst_len, _src, _tos, table, proto, scope, rtype, _f = struct.unpack_from("=BBBBBBBBI", msg, 16)
+    assert (family, dst_len, table) == (socket.AF_INET, 32, netlink.RT_TABLE_MAIN)
+    assert (proto, scope, rtype) == (netlink.RTPROT_BOOT, netlink.RT_SCOPE_UNIVERSE, netlink.RTN_UNICAST)
+    attrs = attributes(msg, 28)
+    assert attrs[netlink.RTA_DST] == socket.inet_aton("10.0.1.3")
+    hops = attrs[netlink.RTA_MULTIPATH]
+    assert [struct.unpack_from("=HBBi", hops, o) for o in (0, 8)] == [(8, 0, 0, 5), (8, 0, 0, 9)]
+
+
+def test_a_route_delete_matches_the_32_whatever_its_next_hops():
+    msg = netlink.route_delete("10.0.1.2")
+    _len, kind, flags, _seq, _pid = struct.unpack_from("=IHHII", msg)
+    assert kind == netlink.RTM_DELROUTE and flags == netlink.NLM_F_REQUEST | netlink.NLM_F_ACK
+    _fam, dst_len, _s, _t, table, proto, scope, rtype, _f = struct.unpack_from("=BBBBBBBBI", msg, 16)
+    assert (dst_len, table, proto, scope, rtype) == (
+        32,
+        netlink.RT_TABLE_MAIN,
+        0,
+        netlink.RT_SCOPE_NOWHERE,
+        0,
+    )
+    assert attributes(msg, 28) == {netlink.RTA_DST: socket.inet_aton("10.0.1.2")}
+
+
+def test_an_ack_gives_the_errno_and_other_replies_none():
+    def reply(kind, error):
+        return struct.pack("=IHHII", 36, kind, 0, 1, 0) + struct.pack("=i", error) + bytes(16)
+
+    assert netlink.ack_error(reply(netlink.NLMSG_ERROR, -3)) == 3  # ESRCH: no such route
+    assert netlink.ack_error(reply(netlink.NLMSG_ERROR, 0)) == 0
+    assert netlink.ack_error(reply(3, 0)) == 0  # NLMSG_DONE
