@@ -17,6 +17,7 @@ from testbed.fabric.model import HOST
 # the traffic agents' 250 ms retransmission timeout above two full queues.
 QUEUE_SECONDS = 0.1
 QUEUE_MIN_FRAMES = 4
+TCP_RETRIES = 200  # a host's tcp_retries2: see host_script
 
 
 def queue_bytes(rate_mbit, mtu, queue_s=QUEUE_SECONDS):
@@ -134,6 +135,15 @@ def host_script(fabric, host, engine=None, rps_mask=None):
         "net.ipv4.conf.all.ignore_routes_with_linkdown=1",
         "net.ipv4.conf.all.rp_filter=0",
         "net.ipv4.conf.default.rp_filter=0",
+        # A host's shaped port drops what its FIFO cannot hold, and the
+        # kernel treats that as local congestion: a TCP socket with nothing
+        # in flight retries every 500 ms, counts each try against
+        # tcp_retries2, and after 15 (7.5 s) fails with "Connection timed
+        # out", although its path is healthy. Seen when 8 streams share a
+        # port: one starved stream killed its iperf3 client's 8. 200 tries
+        # (100 s) outlasts any starvation a drill shows; a timeout after
+        # retransmissions (no answer from the far end) takes longer still.
+        f"net.ipv4.tcp_retries2={TCP_RETRIES}",
     ]
     lines = ["sysctl -qw " + " ".join(sysctls)]
     ip_lines, tc_lines = [], []

@@ -71,6 +71,7 @@ def test_host_script_for_a_dual_port_nic():
     assert routes == ["route replace 10.0.0.0/16 nexthop dev s0h0-n0p0 nexthop dev s0h0-n0p1"]
     assert any("fib_multipath_hash_policy=1" in l for l in shell)
     assert any("ignore_routes_with_linkdown=1" in l for l in shell)
+    assert any(f"tcp_retries2={plans.TCP_RETRIES}" in l for l in shell)
 
     # 200 Gbit/s scaled by 5000: 40 Mbit/s, HTB + a byte FIFO of 0.1 s
     limit = plans.queue_bytes(40.0, 9000)
