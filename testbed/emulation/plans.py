@@ -7,6 +7,7 @@ plan as one batch inside that host's namespace.
 import ipaddress
 
 from testbed.fabric.model import HOST
+from testbed.fabric.queues import shaper_burst_bytes
 
 # Queue behind each shaped port: 100 ms at the port's rate (500 KB at
 # 40 Mbit/s), and at least a few frames on slow links. The default (1000
@@ -55,7 +56,7 @@ def port_rate_line(ifname, rate_mbit, mtu):
     """The `tc -batch` line of a port's root HTB class, which every class of
     the port borrows from: the port's rate. Given again with another rate,
     it changes the port's rate and nothing else (link-degrade)."""
-    burst = max(15000, 2 * (mtu + 14))
+    burst = shaper_burst_bytes(mtu)
     return (
         f"class replace dev {ifname} parent 1: classid 1:1 htb rate {rate_mbit:.6g}mbit "
         f"ceil {rate_mbit:.6g}mbit burst {burst} cburst {burst} quantum {mtu + 14}"

@@ -130,7 +130,7 @@ def class_lines(ifname, rate_mbit, mtu, classes, delay_s=0.0):
     that TBF's rate (pfc.py). With a lossless class, one more leaf drops the
     wake-up frames that make a resumed port send at once."""
     frame = model.frame_bytes(mtu)
-    burst = max(15000, 2 * frame)
+    burst = model.shaper_burst_bytes(mtu)
     last = HTB_MINOR_BASE + len(classes) - 1
     # A guaranteed rate of 1/1000 of the port: strict priority in practice,
     # without the zero rate HTB refuses.

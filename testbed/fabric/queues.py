@@ -45,6 +45,13 @@ def frame_bytes(mtu: int) -> int:
     return mtu + 14
 
 
+def shaper_burst_bytes(mtu: int) -> int:
+    """What a port's shaper (its HTB classes) may send back to back, at the
+    veth's speed, after it was idle: two frames, or 15 KB at a small MTU.
+    That much can reach the next switch's socket at one instant."""
+    return max(15000, 2 * frame_bytes(mtu))
+
+
 @dataclass(frozen=True)
 class Amount:
     """A size in real bytes or a time at the port's rate (one of the two)."""

@@ -4,6 +4,7 @@ outside every modeled queue, and how long Open vSwitch left frames unread.
 results/trust.py holds these against its thresholds."""
 
 from testbed.fabric.model import Fabric
+from testbed.fabric.queues import shaper_burst_bytes
 
 from .text import fmt
 
@@ -193,14 +194,26 @@ def unexplained_loss(
 
 
 def emulator_hold(fabric: Fabric, held_bytes: dict | None) -> dict | None:
-    """{"worst_s", "port", "ports": {switch port: s}}: the longest the
-    frames held unread in Open vSwitch's socket of a switch port would take
-    to come in at that link's rate (this machine's seconds, like every
-    measured time before results/dilation.py); None when not measured (the
-    kernel datapath has no such sockets, or a run that never sampled)."""
+    """{"worst_s", "port", "ports": {switch port: s}}: how long, at least,
+    the oldest frame held unread in Open vSwitch's socket of a switch port
+    had waited (this machine's seconds, like every measured time before
+    results/dilation.py); None when not measured (the kernel datapath has
+    no such sockets, or a run that never sampled).
+
+    Frames come in at the link's rate, except that the peer's shaper may
+    send a burst back to back after an idle moment: the bytes beyond that
+    burst took their time at the link's rate to arrive, and none was read
+    meanwhile. Counting the burst too would charge a slow link the time
+    its first frames never waited: at 5 Mbit/s a 9000-byte frame is 14 ms,
+    and two that arrived together read as 29 ms of holding."""
     if held_bytes is None:
         return None
     rate = {e.ifname: fabric.scaled_bps(link) for link in fabric.links for e in (link.a, link.b)}
-    ports = {name: round(n * 8 / rate[name], 4) for name, n in held_bytes.items() if name in rate and n}
+    burst = shaper_burst_bytes(fabric.mtu)
+    ports = {
+        name: round(max(0, n - burst) * 8 / rate[name], 4)
+        for name, n in held_bytes.items()
+        if name in rate and n > burst
+    }
     worst = max(ports, key=lambda name: ports[name], default=None)
     return {"worst_s": ports[worst] if worst else 0.0, "port": worst, "ports": ports}

@@ -82,14 +82,14 @@ def test_iperf3_sends_frames_of_the_mtu_on_a_port_per_stream(tmp_path):
 
 
 def test_iperf3_on_every_rail_fills_every_nic(tmp_path):
-    """8 rails of dual-ToR NICs: 8 streams per rail fill both ports of each
+    """8 rails of dual-ToR NICs: 16 streams per rail fill both ports of each
     NIC, 16 ports of 40 Mbit/s in all; one rail named, its NIC's two."""
     flows = senders_of(load_scenario(SCENARIOS / "dual-tor-8rails.yaml"))
     [s] = flows.values()
     assert (s.bps, s.rails, s.what) == (
         16 * PORT,
         tuple(range(8)),
-        "iperf3 to s0h1 (64 TCP streams, 8 rails)",
+        "iperf3 to s0h1 (128 TCP streams, 8 rails)",
     )
     topology = ROOT / "topologies" / "hpn-8rails.yaml"  # shipped: allowed from anywhere
     body = "traffic: [{src: s0h0, dst: s0h1, rails: [3], parallel: 4}]\n"
