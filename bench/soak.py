@@ -291,22 +291,31 @@ def main():
                     print(f"      | {line}")
             if found:
                 counts[kind]["leaks"] += 1
-                for what, items in found.items():
-                    print(
-                        f"      left {what}: {', '.join(items[:6])}"
-                        + (f" (+{len(items) - 6} more)" if len(items) > 6 else "")
-                    )
-                subprocess.run(HPNLAB + ["down"], cwd=REPO, capture_output=True, timeout=120)
-                still = wait_quiet(before)
-                if still:
-                    raise SystemExit(f"soak: stopped: 'hpnlab down' could not remove {still}")
+                clean_up_leak(found, before)
+    print_summary(kinds, counts, phases)
+    return 1 if any(c["leaks"] or c["failed"] for c in counts.values()) else 0
 
+
+def clean_up_leak(found, before):
+    """Say what a cycle left, then remove it with 'hpnlab down' (the soak
+    stops if even that leaves something)."""
+    for what, items in found.items():
+        print(
+            f"      left {what}: {', '.join(items[:6])}"
+            + (f" (+{len(items) - 6} more)" if len(items) > 6 else "")
+        )
+    subprocess.run(HPNLAB + ["down"], cwd=REPO, capture_output=True, timeout=120)
+    still = wait_quiet(before)
+    if still:
+        raise SystemExit(f"soak: stopped: 'hpnlab down' could not remove {still}")
+
+
+def print_summary(kinds, counts, phases):
     print("\nkind       cycles  leaks  failed   where the stop landed")
     for kind in kinds:
         c = counts[kind]
         where = ", ".join(f"{p} {n}" for p, n in sorted(phases.get(kind, {}).items()))
         print(f"{kind:9}  {c['cycles']:6}  {c['leaks']:5}  {c['failed']:6}   {where}")
-    return 1 if any(c["leaks"] or c["failed"] for c in counts.values()) else 0
 
 
 if __name__ == "__main__":

@@ -128,6 +128,33 @@ def _layout(opcode):
     return "ack" if opcode == ACK else "cnp" if opcode == CNP else "data"
 
 
+def _check_fields(opcode: int, aeth: bool, dscp: int, ecn: int, dqpn: int, payload_len: int) -> None:
+    """Refuse a template no RoCE NIC would send."""
+    if aeth != (opcode == ACK):
+        raise ValueError("an AETH goes with (and only with) the ACK opcode")
+    if not 0 <= dscp < 64 or not 0 <= ecn < 4:
+        raise ValueError("dscp must be 0..63 and ecn 0..3")
+    if not 0 <= dqpn <= PSN_MASK:
+        raise ValueError("dqpn is a 24-bit number")
+    if payload_len < 0:
+        raise ValueError("payload_len must be >= 0")
+
+
+def _bth_layers(opcode: int, dqpn: int, payload_len: int, aeth: bool, syndrome: int, msn: int):
+    """The BTH (PSN 0) and what follows it up to the ICRC: a CNP's padding,
+    or an ACK's AETH, then the payload padded to 4 bytes."""
+    pad = -payload_len % 4
+    bth = BTH(opcode=opcode, padcount=pad, dqpn=dqpn, psn=0, becn=1 if opcode == CNP else 0)
+    if opcode == CNP:
+        padding = getattr(_scapy_roce, "CNPPadding", None)
+        return bth / (padding() if padding else Raw(bytes(CNP_PAD_LEN)))
+    if aeth:
+        bth = bth / AETH(syndrome=syndrome, msn=msn)
+    if payload_len + pad:
+        bth = bth / Raw(bytes(payload_len + pad))
+    return bth
+
+
 class FrameTemplate:
     """One prebuilt RoCEv2 frame; `frame()` patches it in place.
 
@@ -151,14 +178,7 @@ class FrameTemplate:
         ecn: int = ECT0,
         aeth: bool = False,
     ) -> None:
-        if aeth != (opcode == ACK):
-            raise ValueError("an AETH goes with (and only with) the ACK opcode")
-        if not 0 <= dscp < 64 or not 0 <= ecn < 4:
-            raise ValueError("dscp must be 0..63 and ecn 0..3")
-        if not 0 <= dqpn <= PSN_MASK:
-            raise ValueError("dqpn is a 24-bit number")
-        if payload_len < 0:
-            raise ValueError("payload_len must be >= 0")
+        _check_fields(opcode, aeth, dscp, ecn, dqpn, payload_len)
         self._args: tuple[str, str, str, str, int, int, int] = (
             src_mac,
             dst_mac,
@@ -173,16 +193,7 @@ class FrameTemplate:
         if opcode == CNP:
             payload_len = 0
         self.payload_len = payload_len
-        pad = -payload_len % 4
-        bth = BTH(opcode=opcode, padcount=pad, dqpn=dqpn, psn=0, becn=1 if opcode == CNP else 0)
-        if opcode == CNP:
-            padding = getattr(_scapy_roce, "CNPPadding", None)
-            bth = bth / (padding() if padding else Raw(bytes(CNP_PAD_LEN)))
-        else:
-            if aeth:
-                bth = bth / AETH(syndrome=self.syndrome, msn=self.msn)
-            if payload_len + pad:
-                bth = bth / Raw(bytes(payload_len + pad))
+        bth = _bth_layers(opcode, dqpn, payload_len, aeth, self.syndrome, self.msn)
         pkt = (
             Ether(src=src_mac, dst=dst_mac)
             / IP(src=src_ip, dst=dst_ip, tos=dscp << 2 | ecn, id=0, flags="DF", ttl=64)

@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from . import crux, drill, files, lab, live, machine, plan, traffic
+from . import crux, drill, files, lab, live, machine, plan, tables, traffic
 from .common import EXIT_STATUSES, USAGE, err
 
 COMMANDS = (
@@ -20,6 +20,7 @@ COMMANDS = (
     + crux.COMMANDS
     + machine.COMMANDS
     + live.COMMANDS
+    + tables.COMMANDS
     + traffic.COMMANDS
     + drill.COMMANDS
     + lab.COMMANDS

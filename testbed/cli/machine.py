@@ -196,6 +196,11 @@ def add_up(sub):
 
 
 def run_up(args):
+    """Bring the fabric up and check it or serve it until Ctrl-C. One
+    function on purpose: its try statement encloses the fabric's whole life,
+    so every way out (an interrupt while serving or before, a kernel that
+    cannot, a bad folder) maps to its exit status in one place, and the run
+    folder made here is removed there if nothing was written in it."""
     try:
         _, fabric = load_fabric(args.file, args.topology_dir)
     except ConfigError as e:

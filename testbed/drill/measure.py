@@ -111,13 +111,7 @@ def _measure(sc, run):
     series = _grid(per_flow, info, run.ran_s)
     # The NIC ports of the hosts sampled (those that send): a dual-ToR host's
     # traffic moving from one port to the other when a link fails.
-    sampled = set().union(*(c.keys() for _, c in run.samples)) if run.samples else set()
-    port_info = {
-        link.end(h.name).ifname: {"host": h.name, "to": link.other(h.name).node}
-        for h in fabric.hosts()
-        for link in fabric.links_of(h.name)
-        if link.end(h.name).ifname in sampled
-    }
+    port_info = _sampled_host_ports(fabric, run.samples)
     series["ports"] = counters.port_series(run.samples, port_info, len(series["t"]), INTERVAL_S)
     series["port_info"] = port_info
     rates, names = counters.egress_rates(fabric)
@@ -157,19 +151,37 @@ def _measure(sc, run):
         m.update(probe.gap_metrics(m["probe"]))
     m["host_cpu"] = counters.cpu_summary(run.cpu)
     if ran is not None:
-        for name, seen in ran["jobs"].items():
-            ratio = seen.get("ratio") or {}
-            if name in m.get("jobs", {}):
-                jm = m["jobs"][name]
-                jm["crux_compute_ratio"], jm["crux_bytes_ratio"] = ratio.get("compute"), ratio.get("bytes")
-                # computation per byte, measured over declared: the intensity's
-                # ratio on the same paths, which a sampling that merges or
-                # splits periods leaves alone (both parts move together)
-                both = jm["crux_compute_ratio"] is not None and jm["crux_bytes_ratio"]
-                jm["crux_intensity_ratio"] = (
-                    round(jm["crux_compute_ratio"] / jm["crux_bytes_ratio"], 3) if both else None
-                )
+        _crux_ratios(ran, m.get("jobs", {}))
     return m, faults, series
+
+
+def _sampled_host_ports(fabric, samples) -> dict:
+    """{ifname: {host, to}} for the hosts' NIC ports whose counters were
+    sampled (those of the hosts that send)."""
+    sampled = set().union(*(c.keys() for _, c in samples)) if samples else set()
+    return {
+        link.end(h.name).ifname: {"host": h.name, "to": link.other(h.name).node}
+        for h in fabric.hosts()
+        for link in fabric.links_of(h.name)
+        if link.end(h.name).ifname in sampled
+    }
+
+
+def _crux_ratios(ran: dict, jobs: dict) -> None:
+    """Each job's measured computation and bytes per iteration over what it
+    declared, as the running Crux scheduler saw them, into `jobs`' metrics."""
+    for name, seen in ran["jobs"].items():
+        ratio = seen.get("ratio") or {}
+        if name in jobs:
+            jm = jobs[name]
+            jm["crux_compute_ratio"], jm["crux_bytes_ratio"] = ratio.get("compute"), ratio.get("bytes")
+            # computation per byte, measured over declared: the intensity's
+            # ratio on the same paths, which a sampling that merges or
+            # splits periods leaves alone (both parts move together)
+            both = jm["crux_compute_ratio"] is not None and jm["crux_bytes_ratio"]
+            jm["crux_intensity_ratio"] = (
+                round(jm["crux_compute_ratio"] / jm["crux_bytes_ratio"], 3) if both else None
+            )
 
 
 def _job_measures(sc, run, m, faults):

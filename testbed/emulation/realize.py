@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import time
 
-from . import capabilities, jobchannel, named, plans, reachability
+from . import capabilities, jobchannel, mininet_model, named, plans, reachability
 from .controller import ControllerProcess
 from .hostroutes import HostRoutes
 from .hostrun import first_failure, run_in_hosts
@@ -41,7 +41,6 @@ JOBS_SOCKET = "jobs.sock"  # the controller's job channel, in the run directory
 # fear of a socket someone else placed).
 OVS_RUNDIR = "/var/run/openvswitch"  # the system's; a named fabric's own is in OVS_RUNDIR
 OPENFLOW_SOCKET = "of.sock"
-RECONNECT_MAX_MS = 1000  # a switch retries its lost controller at least every second
 # How long the switches may take to connect and acknowledge their routes:
 # about 1 s natively, 15-17 s for 12 switches on the kernel datapath in a
 # VM under software emulation, which once took more than 30 s.
@@ -188,44 +187,13 @@ class FabricNet:
         self.ledger.add_process(self.controller.start(), self.controller.argv)
 
     def _build_net(self):
-        """The Mininet model of the fabric: switches, hosts (each shell's PID
-        recorded: it holds the namespace), links with the NICs' addresses."""
-        from mininet.link import Link
-        from mininet.log import setLogLevel
-        from mininet.net import Mininet
-        from mininet.node import Host, OVSSwitch
+        """The Mininet model (mininet_model.build), each host shell's PID
+        recorded: it holds the host's namespace."""
 
-        setLogLevel("error")
-        f = self.fabric
-        # No controller for Mininet to configure: the switches get theirs
-        # once built (_connect_switches), on a Unix socket.
-        self.net = net = Mininet(
-            topo=None, build=False, controller=None, autoSetMacs=False, waitConnected=False, link=Link
-        )
-        for sw in f.switches():
-            net.addSwitch(
-                sw.name,
-                cls=OVSSwitch,
-                datapath=self.datapath,
-                dpid=f"{sw.dpid:016x}",
-                protocols="OpenFlow13",
-                failMode="secure",
-            )
-        for h in f.hosts():
-            node = net.addHost(h.name, cls=Host, ip=None)
-            self.ledger.add_process(node.pid, ["bash"], host=h.name)
-        macs = {p: nic.mac for nic in f.nics for p in nic.ports}
-        for link in f.links:
-            addrs = {k: macs[e.ifname] for k, e in (("addr1", link.a), ("addr2", link.b)) if e.ifname in macs}
-            net.addLink(
-                link.a.node,
-                link.b.node,
-                port1=link.a.port,
-                port2=link.b.port,
-                intfName1=link.a.ifname,
-                intfName2=link.b.ifname,
-                **addrs,
-            )
+        def record(host, pid):
+            self.ledger.add_process(pid, ["bash"], host=host)
+
+        self.net = mininet_model.build(self.fabric, self.datapath, record)
 
     def _switch_ports(self):
         """Every switch-side interface of the fabric's links."""
@@ -331,31 +299,8 @@ class FabricNet:
     # --- the controller going away and coming back ---------------------------
     def _connect_switches(self):
         """Point every switch at the controller's Unix socket (only root can
-        reach it: controllers/run.py), all in one transaction. A switch
-        retries a lost controller with a backoff that grows to 8 s by
-        default; capped at 1 s, a restarted controller is found within a
-        second. While none is connected the switches keep their flows
-        (fail-mode secure), so traffic goes on. No inactivity probe: over a
-        local socket a controller that dies closes it, which the switch
-        sees at once, while a probe (5 s by default) would drop a controller
-        that is only busy computing routes (seconds under software
-        emulation), which then reads every switch's tables again."""
-        argv = ["ovs-vsctl", "--timeout=30"]
-        for i, sw in enumerate(self.fabric.switches()):
-            argv += [
-                "--",
-                f"--id=@c{i}",
-                "create",
-                "Controller",
-                "target=" + json.dumps(self.controller.target, ensure_ascii=False),
-                f"max_backoff={RECONNECT_MAX_MS}",
-                "inactivity_probe=0",
-                "--",
-                "set",
-                "Bridge",
-                sw.name,
-                f"controller=[@c{i}]",
-            ]
+        reach it: controllers/run.py), all in one transaction."""
+        argv = mininet_model.connect_argv(self.fabric.switches(), self.controller.target)
         r = subprocess.run(argv, capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError(f"connecting the switches to the controller failed: {r.stderr.strip()}")

@@ -121,19 +121,9 @@ def place(
     precise = {j["name"] for j in announced["jobs"] if j.get("paths") == "precise"}
     jobs, bandwidth, by_links = crux_jobs(fabric, routes, announced, down)
     ruled = via_choices(announced, by_links)
-    by_hand = [
-        dataclasses.replace(
-            j,
-            flows=tuple(
-                dataclasses.replace(f, paths=(ruled[j.name][f.name],))
-                for f in j.flows
-                if f.name in ruled[j.name]
-            ),
-        )
-        for j in jobs
-        if ruled.get(j.name)
-    ]
-    chosen = select_paths([j for j in jobs if j.name in precise], bandwidth, keep, first=by_hand)
+    chosen = select_paths(
+        [j for j in jobs if j.name in precise], bandwidth, keep, first=_by_hand(jobs, ruled)
+    )
     classes = crux_classes(announced, jobs, bandwidth, levels)
     counted = set(classes) if levels is not None else set()
     pins: dict = {}
@@ -162,13 +152,7 @@ def place(
             elif links is not None:
                 ifname, hops = options[tuple(links)]
                 entry.update(port=ifname, path=list(links))
-                for switch, port in hops:
-                    ecmp = routes.tables[switch][flow["dst"]]
-                    if len(ecmp) > 1:
-                        rest = tuple(p for p in ecmp if p != port)
-                        pins.setdefault(switch, {})[(flow["dst"], flow["src"], flow["sport"])] = (
-                            port,
-                        ) + rest
+                _pin(pins, routes, flow, hops)
             if options is not None and (dscp != job["dscp"] or job["name"] in counted):
                 # at the first switch of every path it may take
                 for switch in {hops[0][0] for _, hops in options.values()}:
@@ -176,6 +160,32 @@ def place(
             out["flows"].append(entry)
         answer["jobs"].append(out)
     return answer, pins, marks
+
+
+def _by_hand(jobs: list, ruled: dict) -> list:
+    """The jobs' flows that a `via` rule placed, each with that one path."""
+    return [
+        dataclasses.replace(
+            j,
+            flows=tuple(
+                dataclasses.replace(f, paths=(ruled[j.name][f.name],))
+                for f in j.flows
+                if f.name in ruled[j.name]
+            ),
+        )
+        for j in jobs
+        if ruled.get(j.name)
+    ]
+
+
+def _pin(pins: dict, routes: Routes, flow: dict, hops) -> None:
+    """Pin `flow` to its chosen port at each switch of `hops` where its
+    route has several (the others kept behind it, for failover)."""
+    for switch, port in hops:
+        ecmp = routes.tables[switch][flow["dst"]]
+        if len(ecmp) > 1:
+            rest = tuple(p for p in ecmp if p != port)
+            pins.setdefault(switch, {})[(flow["dst"], flow["src"], flow["sport"])] = (port,) + rest
 
 
 def via_rule(job: dict, flow: dict) -> list | None:

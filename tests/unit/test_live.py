@@ -139,7 +139,7 @@ def test_a_switchs_rules_are_explained_in_the_fabrics_words():
 def test_queue_rows_come_from_two_reads_of_the_counters():
     import numpy as np
 
-    from testbed.cli.live import queue_table
+    from testbed.cli.tables import queue_table
     from testbed.emulation import livequeues
     from testbed.emulation.queues import CLASSES
 
