@@ -27,7 +27,11 @@ def _headline(results):
     ok = sum(1 for e in exps if e.get("passed"))
     word = verdict(results)
     if word == "UNTRUSTWORTHY":
-        word = "FAILED (untrustworthy run)"
+        # the same word as the terminal's verdict and exit status 4: the
+        # machine fell short, which says nothing about the network
+        return (
+            f"## Result: UNTRUSTWORTHY - none of the {len(exps)} expectations judged (the machine fell short)"
+        )
     return f"## Result: {word} - {ok}/{len(exps)} expectations met"
 
 
