@@ -1,5 +1,5 @@
 """The fabric as Mininet and Open vSwitch hold it: its bridges, hosts and
-cables (`build`), and the bridges pointed at the controller
+cables (`new_net`, `populate`), and the bridges pointed at the controller
 (`connect_argv`). FabricNet (realize.py) runs them and records what they
 create."""
 
@@ -8,21 +8,28 @@ import json
 RECONNECT_MAX_MS = 1000  # a switch retries its lost controller at least every second
 
 
-def build(fabric, datapath, on_host):
-    """The Mininet model of `fabric`, not yet built: one OVS bridge per
-    switch on `datapath`, one host per host (no addresses: the host scripts
-    give them), one link per cable with the NICs' MAC addresses.
-    `on_host(name, pid)` hears of each host's shell as soon as it runs, so
-    that a failure later in the build still leaves it recorded."""
+def new_net():
+    """An empty Mininet network. The caller keeps it before `populate` adds
+    anything, so that a failure half-way through still lets Mininet stop
+    what it started."""
     from mininet.link import Link
     from mininet.log import setLogLevel
     from mininet.net import Mininet
-    from mininet.node import Host, OVSSwitch
 
     setLogLevel("error")
     # No controller for Mininet to configure: the switches get theirs once
     # built (connect_argv), on a Unix socket.
-    net = Mininet(topo=None, build=False, controller=None, autoSetMacs=False, waitConnected=False, link=Link)
+    return Mininet(topo=None, build=False, controller=None, autoSetMacs=False, waitConnected=False, link=Link)
+
+
+def populate(net, fabric, datapath, on_host) -> None:
+    """The Mininet model of `fabric` in `net`, not yet built: one OVS bridge
+    per switch on `datapath`, one host per host (no addresses: the host
+    scripts give them), one link per cable with the NICs' MAC addresses.
+    `on_host(name, pid)` hears of each host's shell as soon as it runs, so
+    that a failure later in the build still leaves it recorded."""
+    from mininet.node import Host, OVSSwitch
+
     for sw in fabric.switches():
         net.addSwitch(
             sw.name,
@@ -46,7 +53,6 @@ def build(fabric, datapath, on_host):
             intfName2=link.b.ifname,
             **addrs,
         )
-    return net
 
 
 def connect_argv(switches, target: str) -> list[str]:

@@ -187,13 +187,15 @@ class FabricNet:
         self.ledger.add_process(self.controller.start(), self.controller.argv)
 
     def _build_net(self):
-        """The Mininet model (mininet_model.build), each host shell's PID
-        recorded: it holds the host's namespace."""
+        """The Mininet model (mininet_model.populate), each host shell's PID
+        recorded: it holds the host's namespace. The network is kept before
+        it is filled: a failure half-way through still stops it."""
 
         def record(host, pid):
             self.ledger.add_process(pid, ["bash"], host=host)
 
-        self.net = mininet_model.build(self.fabric, self.datapath, record)
+        self.net = mininet_model.new_net()
+        mininet_model.populate(self.net, self.fabric, self.datapath, record)
 
     def _switch_ports(self):
         """Every switch-side interface of the fabric's links."""
