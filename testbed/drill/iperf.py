@@ -33,16 +33,11 @@ class IperfFlows:
         # Wait until every server listens (an event, polled), not a fixed sleep.
         deadline = time.monotonic() + timeout
         for p in self.pairs:
-            while not self._listening(p):
-                if self.servers[p].poll() is not None:
-                    raise RuntimeError(f"iperf3 server in {p.dst} exited: see {self._out('server', p)}")
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"iperf3 server in {p.dst} not listening on {p.port}")
-                time.sleep(0.02)
-
-    def _listening(self, p):
-        r = self.fnet.run_in(p.dst, ["ss", "-Hltn", f"sport = :{p.port}"], check=False)
-        return bool(r.stdout.strip())
+            try:
+                left = max(0.0, deadline - time.monotonic())
+                self.fnet.wait_listening(p.dst, p.port, self.servers[p], left)
+            except RuntimeError as e:
+                raise RuntimeError(f"iperf3 server in {p.dst} exited: see {self._out('server', p)}") from e
 
     def start_client(self, p, t0):
         """Start the client of pair `p`; `t0` is the run clock's zero."""

@@ -298,6 +298,19 @@ class FabricNet:
         self.ledger.add_process(proc.pid, argv)  # nsenter execs argv: that is what runs
         return proc
 
+    def wait_listening(self, host, port, server=None, timeout=10.0):
+        """Until a TCP socket listens on `port` in `host` (the event a client
+        needs: connecting before it is refused), seen with ss and polled;
+        raises at once if `server`, the process meant to listen, has exited."""
+        deadline = time.monotonic() + timeout
+        while not self.run_in(host, ["ss", "-Hltn", f"sport = :{port}"], check=False).stdout.strip():
+            if server is not None and server.poll() is not None:
+                status = server.returncode
+                raise RuntimeError(f"the server in {host} exited (status {status}) before it listened")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"nothing listens on port {port} in {host} after {timeout:g} s")
+            time.sleep(0.02)
+
     # --- the controller going away and coming back ---------------------------
     def _connect_switches(self):
         """Point every switch at the controller's Unix socket (only root can

@@ -64,6 +64,7 @@ def test_kernel_datapath_is_chosen_and_forwards(tmp_path, leak_check, needs_kern
         src, dst = "s0h0", fabric.nics_of("s1h0")[0].ip
         sent0 = _tx_packets(fnet, src)
         r = fnet.run_in("s1h0", ["iperf3", "-s", "-1", "-D"])
+        fnet.wait_listening("s1h0", 5201)  # the daemon listens after its parent returns
         client = fnet.run_in(src, ["iperf3", "-c", dst, "-t", "2", "-J", "--connect-timeout", "3000"])
         sent = _tx_packets(fnet, src) - sent0
         after, _ = _datapath_lookups()

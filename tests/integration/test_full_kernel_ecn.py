@@ -58,6 +58,8 @@ def _dctcp_backlog(fnet, port):
         fnet.popen_in("s0h1", ["iperf3", "-s", "-1", "-p", str(p)], stdout=subprocess.DEVNULL)
         for p in (5201, 5202)
     ]
+    for server, p in zip(servers, (5201, 5202)):
+        fnet.wait_listening("s0h1", p, server)  # a client sooner is refused (seen under emulation)
     sampler = QueueSampler(fnet.queues, interval=0.002)
     t0 = time.monotonic()
     sampler.start(t0)

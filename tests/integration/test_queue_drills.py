@@ -45,6 +45,7 @@ traffic:
         row = eng.slots[port] * CLASSES + 0
         dst = sc.fabric.nics_of("s0h1")[0].ip
         server = fnet.popen_in("s0h1", ["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL)
+        fnet.wait_listening("s0h1", 5201, server)
         samples, stop = [], threading.Event()
 
         def sample():
