@@ -10,7 +10,7 @@ DEMO   ?= results/demo
 DILATION ?=
 RUNFLAGS = $(if $(DILATION),--dilation $(DILATION))
 
-.PHONY: setup test unit lint docs vagrant-validate format constraints integration test-vm demo drills bench capacity soak clean uninstall
+.PHONY: setup test unit lint docs vagrant-validate format constraints integration test-vm test-vagrant demo drills bench capacity soak clean uninstall
 
 setup:
 	bash scripts/provision.sh
@@ -62,6 +62,12 @@ integration: setup
 # Debian 12 VM (stock kernel, qemu), provisioned by scripts/provision.sh.
 test-vm:
 	bash scripts/vm/run.sh
+
+# The Vagrant path for real: a box from the VM tier's image, `vagrant up`
+# (libvirt; qemu without KVM) with this Vagrantfile, `make demo` over
+# `vagrant ssh`, `vagrant destroy` (see docs/install.md for its timing)
+test-vagrant:
+	bash scripts/vagrant/run.sh
 
 demo: setup
 	@rm -rf $(DEMO)

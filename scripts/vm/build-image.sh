@@ -28,7 +28,7 @@ die() { printf 'build-image.sh: %s\n' "$*" >&2; exit 1; }
 
 [ "$(id -u)" -eq 0 ] || die "must run as root (debootstrap and chroot)"
 
-key=$(cat "$0" "$here/stub-init" "$repo/scripts/provision.sh" "$repo/pyproject.toml" \
+key=$(cat "$0" "$here/stub-init" "$here/unmount-under.sh" "$repo/scripts/provision.sh" "$repo/pyproject.toml" \
           "$repo/constraints.txt" | sha256sum | cut -c1-16)
 image=$cache/debian12-$key
 if [ -f "$image/rootfs.img" ]; then
@@ -62,15 +62,9 @@ fi
 work=$(mktemp -d "$cache/build.XXXXXX")
 root=$work/root
 mounts=()
-cleanup() {  # every mount under the build tree (ours, or debootstrap's if it failed), deepest first
-    local m
-    for m in $(awk -v w="$work/" 'index($2, w) == 1 {print $2}' /proc/self/mounts | sort -r); do
-        umount "$m" 2>/dev/null || umount -l "$m" || true
-    done
-    rm -rf --one-file-system "$work"
-}
-trap cleanup EXIT
-bind() {  # mount only what provisioning needs (cleanup unmounts it)
+# every mount under the build tree (ours, or debootstrap's if it failed), then the tree
+trap 'bash "$here/unmount-under.sh" "$work"' EXIT
+bind() {  # mount only what provisioning needs (the EXIT trap unmounts it)
     mkdir -p "$root$2"
     mount "${@:3}" "$1" "$root$2"
     mounts+=("$root$2")
