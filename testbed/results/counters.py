@@ -155,16 +155,23 @@ def cpu_summary(cpu: list, saturated: float = 0.95) -> dict:
 
 def port_series(samples: list, devs: Iterable[str], n: int, interval: float) -> dict[str, list[float | None]]:
     """{dev: Mbit/s its egress sent in each of `n` intervals of the run},
-    from consecutive samples (each rate lands in the interval its later
-    sample ends, as the flows' series do); None where no sample ended."""
+    from consecutive samples: the rate between two samples fills every
+    interval that ends between them (at least the one the later sample
+    ends, as the flows' series do), so a sampler slower than the intervals
+    (a loaded machine, a time-dilated run) leaves no empty ones between its
+    samples; None where no sample covers an interval."""
     out: dict[str, list[float | None]] = {dev: [None] * n for dev in devs}
     for (ta, ca), (tb, cb) in zip(samples, samples[1:]):
-        i = int(round(tb / interval)) - 1
-        if not 0 <= i < n or tb <= ta:
+        last = int(round(tb / interval)) - 1
+        first = min(int(round(ta / interval)), last)
+        span = range(max(first, 0), min(last, n - 1) + 1)
+        if not span or tb <= ta:
             continue
         for dev, values in out.items():
             if dev in ca and dev in cb:
-                values[i] = round((cb[dev][0] - ca[dev][0]) * 8 / (tb - ta) / 1e6, 3)
+                rate = round((cb[dev][0] - ca[dev][0]) * 8 / (tb - ta) / 1e6, 3)
+                for i in span:
+                    values[i] = rate
     return out
 
 

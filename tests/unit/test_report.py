@@ -548,6 +548,17 @@ def test_each_nic_port_of_a_sending_host_is_a_series_and_a_plot(tmp_path):
     assert plot_ports(str(tmp_path / "none"), results) is None
 
 
+def test_a_sampler_slower_than_the_intervals_leaves_none_empty():
+    from testbed.results.counters import port_series
+
+    # 0.1 s intervals, samples every 0.25 s or so (a loaded machine): 40 Mbit/s throughout
+    times = [0.0, 0.26, 0.49, 0.77, 1.0]
+    samples = [(t, {"p0": (int(t * 5_000_000), 0, 0)}) for t in times]
+    values = port_series(samples, ["p0"], 12, 0.1)["p0"]
+    assert values[:10] == [40.0] * 10, values
+    assert values[10:] == [None, None]  # after the last sample: unknown, not zero
+
+
 def test_markdown_reads_as_aligned_text_in_a_terminal():
     from testbed.results.text import terminal_text
 
