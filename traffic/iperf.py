@@ -16,6 +16,15 @@ from testbed.fabric.records import TrafficFlow
 BASE_PORT = 5201
 INTERVAL_S = 0.1
 SHORTEST_INTERVAL = 0.75  # a receiver interval shorter than this share of INTERVAL_S joins the next
+# Every flow's congestion control, whatever the machine's default: a host's
+# namespace takes the machine's, and machines differ. Under BBR (the default
+# of some kernels) a flow whose path got its rate back regains it by a
+# quarter per 8 round trips: after a degraded link was restored, a drill's
+# flows stayed at the old rate for 3 s in one run of three. CUBIC is the
+# kernel's own default, built into every kernel; a namespace may not make
+# it its default where the machine only allows others, but root may choose
+# it per connection, which iperf3 asks for.
+TCP_CONGESTION = "cubic"
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,8 @@ def client_argv(pair: PairSpec, duration: float) -> list[str]:
         "-J",
         "--connect-timeout",
         "3000",
+        "-C",
+        TCP_CONGESTION,
     ] + (["-S", str(pair.dscp << 2)] if pair.dscp else [])  # TOS byte: DSCP in its upper 6 bits
 
 

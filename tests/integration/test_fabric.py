@@ -39,6 +39,25 @@ def test_up_all_pairs_reachable_and_shaped(tmp_path, leak_check):
         assert macs == {fabric.nic_by_ip("10.0.1.1").mac}
 
 
+def _congestion_controls(fnet, host, timeout=10.0):
+    """The congestion control algorithms of the host's established TCP
+    connections that carry data (`ss -ti`), once there is one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = fnet.run_in(host, ["ss", "-Htin", "state", "established"]).stdout
+        # each connection's details are on a line of their own, indented,
+        # the algorithm first; iperf3's control connections carry a few bytes
+        infos = [line.split() for line in out.splitlines() if line[:1].isspace()]
+        found = {
+            fields[0]
+            for fields in infos
+            if any(f.startswith("bytes_acked:") and int(f.split(":")[1]) > 100000 for f in fields)
+        }
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.1)
+
+
 def test_nic_spreads_flows_over_both_ports(tmp_path, leak_check):
     fabric = build_fabric({}, name="it-spread")
     with FabricNet(fabric, str(tmp_path)) as fnet:
@@ -50,6 +69,8 @@ def test_nic_spreads_flows_over_both_ports(tmp_path, leak_check):
             t0 = time.monotonic()
             for p in pairs:
                 flows.start_client(p, t0)
+            # The connections run the congestion control hpnlab sets, not the machine's default.
+            assert _congestion_controls(fnet, "s0h0") == {"cubic"}
             assert flows.wait(timeout=20) == []
         finally:
             flows.stop()

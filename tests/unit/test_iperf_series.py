@@ -34,3 +34,10 @@ def test_a_sliver_of_an_interval_joins_the_next_and_no_byte_is_lost():
     # every byte is in some point: rate x duration adds back to what arrived
     durations = [0.1, 0.18, 0.102]
     assert sum(m * d for (_, m), d in zip(points, durations)) * 1e6 / 8 == pytest.approx(875_000)
+
+
+def test_every_client_asks_for_cubic_whatever_the_machine_default():
+    from traffic.iperf import PairSpec, client_argv
+
+    argv = client_argv(PairSpec("s0h0", "s1h0", "10.0.1.1", 4, 0.0, 5201), 10)
+    assert argv[argv.index("-C") + 1] == "cubic"
