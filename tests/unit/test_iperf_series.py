@@ -2,7 +2,7 @@
 
 import pytest
 
-from traffic.iperf import PairSpec, receiver_series
+from traffic.iperf import PairSpec, client_argv, receiver_series
 
 
 def stream(start, end, nbytes):
@@ -37,7 +37,5 @@ def test_a_sliver_of_an_interval_joins_the_next_and_no_byte_is_lost():
 
 
 def test_every_client_asks_for_cubic_whatever_the_machine_default():
-    from traffic.iperf import PairSpec, client_argv
-
     argv = client_argv(PairSpec("s0h0", "s1h0", "10.0.1.1", 4, 0.0, 5201), 10)
     assert argv[argv.index("-C") + 1] == "cubic"
