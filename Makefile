@@ -93,6 +93,7 @@ bench: setup
 	$(PY) bench/bringup.py
 	$(PY) bench/generator.py
 	$(PY) bench/agents.py
+	$(PY) bench/ovs_ports.py
 
 capacity: setup
 	$(PY) bench/capacity.py

@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""Open vSwitch's userspace datapath: CPU per packet-hop against the number
+of ports it polls.
+
+The userspace datapath (the one a kernel without the openvswitch module
+allows) reads every ordinary port from its main thread, and each time that
+thread wakes it polls every port of every bridge. When frames arrive one at
+a time, as paced traffic does, each one wakes the thread for a whole pass.
+If that is where the CPU goes, the cost of a packet-hop grows with the
+ports that are merely present. This script measures it:
+
+  a private Open vSwitch (its own ovsdb-server and ovs-vswitchd, userspace
+  datapath) in a network namespace of its own, one bridge with a rule
+  in_port=a -> b, and --idle N more veth ports on the bridge that carry
+  nothing; a paced sender puts --pps frames of --frame bytes per second
+  into port a for --seconds, and the receiving end of b counts what
+  arrived. Per setting: ovs-vswitchd's CPU per frame forwarded, its main
+  thread's wake-ups per frame, and its minor page faults per frame.
+
+With --malloc-tunables the daemon runs a second time per setting with
+glibc's heap trimming held off (GLIBC_TUNABLES), to see whether giving
+memory back and taking it again between passes costs anything; with
+--preload LIBRARY, once more with that library preloaded into the daemon
+(another allocator, such as jemalloc).
+
+The reference beside it is hpnlab's raw sender's CPU per frame on a veth
+pair (bench/generator.py), measured in the same run: a CPU figure moves
+threefold between machines of one kind, a ratio does not.
+
+Nothing is left behind: the namespace ends with the script, the daemons are
+ended by PID and their folder removed. Needs root and Open vSwitch's
+programs (not the system's daemons: this uses its own).
+
+    sudo .venv/bin/python bench/ovs_ports.py [--idle 0,8,16,32] [--pps 3000]
+        [--malloc-tunables] [--preload LIBRARY]
+"""
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+INSIDE_ENV = "HPNLAB_BENCH_OVS_PORTS_INSIDE"
+MTU = 9000
+TRIM_OFF = "glibc.malloc.trim_threshold=1073741824:glibc.malloc.top_pad=67108864"
+
+
+def sh(*argv, env=None, check=True):
+    r = subprocess.run(list(argv), env=env, capture_output=True, text=True, timeout=60)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: {(r.stderr or r.stdout).strip()[-300:]}")
+    return r
+
+
+def read_int(path):
+    with open(path) as fh:
+        return int(fh.read())
+
+
+def counters(pid):
+    """(CPU seconds, minor faults, main thread's voluntary context switches)."""
+    with open(f"/proc/{pid}/stat", "rb") as fh:
+        fields = fh.read().rsplit(b")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    sleeps = 0
+    with open(f"/proc/{pid}/status") as fh:
+        for line in fh:
+            if line.startswith("voluntary_ctxt_switches:"):
+                sleeps = int(line.split()[1])
+    return cpu, int(fields[7]), sleeps
+
+
+class PrivateSwitch:
+    """ovsdb-server and ovs-vswitchd of our own, in a folder only root can
+    enter; ended by PID."""
+
+    def __init__(self, tunables=None, preload=None):
+        self.folder = tempfile.mkdtemp(prefix="hpnlab-ovs-ports-")
+        self.env = dict(os.environ, OVS_RUNDIR=self.folder, OVS_DBDIR=self.folder, OVS_LOGDIR=self.folder)
+        self.pids = []
+        f = self.folder
+        try:
+            sh("ovsdb-tool", "create", f"{f}/conf.db", env=self.env)
+            self._daemon("ovsdb-server", f"{f}/conf.db", f"--remote=punix:{f}/db.sock")
+            sh("ovs-vsctl", "--timeout=10", "--no-wait", "init", env=self.env)
+            env = dict(self.env, GLIBC_TUNABLES=tunables) if tunables else dict(self.env)
+            if preload:
+                env["LD_PRELOAD"] = preload
+            self._daemon("ovs-vswitchd", f"unix:{f}/db.sock", env=env)
+        except BaseException:
+            self.close()
+            raise
+        self.vswitchd = self.pids[-1]
+
+    def _daemon(self, name, *args, env=None):
+        sh(name, *args, "--pidfile", "--log-file", "--detach", env=env or self.env)
+        self.pids.append(read_int(os.path.join(self.folder, f"{name}.pid")))
+
+    def vsctl(self, *args):
+        return sh("ovs-vsctl", "--timeout=20", *args, env=self.env)
+
+    def ofctl(self, *args):
+        return sh("ovs-ofctl", *args, env=self.env)
+
+    def close(self):
+        for pid in reversed(self.pids):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                continue
+            deadline = time.monotonic() + 10
+            while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+                time.sleep(0.05)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def veth(a, b):
+    sh("ip", "link", "add", a, "mtu", str(MTU), "type", "veth", "peer", "name", b, "mtu", str(MTU))
+    sh("ip", "link", "set", a, "up")
+    sh("ip", "link", "set", b, "up")
+
+
+def frame(size):
+    """An Ethernet/IPv4/UDP frame of `size` bytes that nothing answers."""
+    payload = size - 14 - 20 - 8
+    src, dst = socket.inet_aton("10.77.0.1"), socket.inet_aton("10.77.0.2")
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 8 + payload, 0, 0x4000, 64, 17, 0, src, dst)
+    udp = struct.pack("!HHHH", 49152, 4791, 8 + payload, 0)
+    return bytes.fromhex("020000000002020000000001") + b"\x08\x00" + ip + udp + bytes(payload)
+
+
+def measure(idle, pps, seconds, size, tunables, preload=None):
+    """One setting: ovs-vswitchd's CPU (us), its main thread's wake-ups and
+    its minor page faults, per frame forwarded."""
+    sw = PrivateSwitch(tunables, preload)
+    made = []
+    try:
+        sw.vsctl("add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev", "fail_mode=secure")
+        for a, b in (("pa", "ha"), ("pb", "hb")):
+            made.append(a)
+            veth(a, b)
+        sw.vsctl("add-port", "br0", "pa", "--", "set", "interface", "pa", "ofport_request=1")
+        sw.vsctl("add-port", "br0", "pb", "--", "set", "interface", "pb", "ofport_request=2")
+        for i in range(idle):
+            made.append(f"pi{i}")
+            veth(f"pi{i}", f"hi{i}")
+            sw.vsctl("add-port", "br0", f"pi{i}")
+        sw.ofctl("add-flow", "br0", "in_port=1,actions=output:2")
+        tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+        tx.bind(("ha", 0))
+        data = frame(size)
+        for _ in range(200):  # warm up: the datapath learns its flow
+            tx.send(data)
+        time.sleep(0.5)
+        rx0 = read_int("/sys/class/net/hb/statistics/rx_packets")
+        before = counters(sw.vswitchd)
+        t0 = time.monotonic()
+        gap = 1.0 / pps
+        due = t0
+        while due < t0 + seconds:
+            tx.send(data)
+            due += gap
+            rest = due - time.monotonic()
+            if rest > 0:
+                time.sleep(rest)
+        time.sleep(0.2)  # the last frames cross
+        after = counters(sw.vswitchd)
+        got = read_int("/sys/class/net/hb/statistics/rx_packets") - rx0
+        tx.close()
+        if got <= 0:
+            raise RuntimeError("no frame crossed the bridge")
+        cpu, faults, sleeps = (b - a for a, b in zip(before, after))
+        return {
+            "idle_ports": idle,
+            "tunables": bool(tunables),
+            "preload": os.path.basename(preload) if preload else "",
+            "forwarded": got,
+            "us_per_frame": cpu / got * 1e6,
+            "wakeups_per_frame": sleeps / got,
+            "faults_per_frame": faults / got,
+        }
+    finally:
+        sw.close()
+        for name in made:  # each pair goes with its first end
+            sh("ip", "link", "del", name, check=False)
+
+
+def inside(args):
+    rows = []
+    for idle in args.idle:
+        for tunables in (None, TRIM_OFF) if args.malloc_tunables else (None,):
+            for preload in [None] + args.preload:
+                rows.append(measure(idle, args.pps, args.seconds, args.frame, tunables, preload))
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # progress
+    print(json.dumps(rows))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--idle", default="0,8,16,32", help="idle ports on the bridge, one setting each")
+    ap.add_argument("--pps", type=int, default=3000, help="frames per second through the bridge")
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--frame", type=int, default=4154, help="frame size in bytes")
+    ap.add_argument("--malloc-tunables", action="store_true", help="also run with glibc's heap trim held off")
+    ap.add_argument(
+        "--preload",
+        action="append",
+        default=[],
+        metavar="LIBRARY",
+        help="also run the daemon with this library preloaded (another allocator); may repeat",
+    )
+    args = ap.parse_args()
+    try:
+        args.idle = [int(x) for x in args.idle.split(",")]
+    except ValueError:
+        sys.exit(f"bench/ovs_ports.py: --idle: expected numbers separated by commas, got {args.idle!r}")
+    for lib in args.preload:  # a missing library is only a warning to the loader: the run would mislead
+        if not os.path.isfile(lib):
+            sys.exit(f"bench/ovs_ports.py: --preload: {lib} is not a file")
+    if os.environ.get(INSIDE_ENV):
+        return inside(args)
+    if os.geteuid() != 0:
+        sys.exit("bench/ovs_ports.py: needs root (it starts Open vSwitch and makes interfaces)")
+    for tool in ("ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl", "ovs-ofctl", "unshare"):
+        if shutil.which(tool) is None:
+            sys.exit(f"bench/ovs_ports.py: {tool} is not installed")
+    sys.path.insert(0, HERE)
+    from generator import reference_us_per_frame
+
+    ref = reference_us_per_frame()
+    print(f"reference: the raw sender spends {ref:.2f} us of one core per frame (bench/generator.py)")
+    # sysfs of the new namespace; IPv6 off so that nothing but our frames crosses the bridge
+    enter = (
+        "mount -t sysfs sysfs /sys && ip link set lo up && "
+        'sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 && exec "$@"'
+    )
+    argv = ["unshare", "--net", "--mount", "--propagation", "private", "sh", "-c", enter, "sh"]
+    argv += [sys.executable, os.path.abspath(__file__)] + sys.argv[1:]
+    proc = subprocess.run(argv, env=dict(os.environ, **{INSIDE_ENV: "1"}), stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"bench/ovs_ports.py: the measurement failed (exit {proc.returncode})")
+    rows = json.loads(proc.stdout.strip().splitlines()[-1])
+    print(f"\n{args.pps} frames/s of {args.frame} bytes through one rule, {args.seconds:g} s per setting")
+    print(
+        f"{'idle ports':>10} {'glibc trim off':>14} {'us/frame':>9} {'x ref':>6} "
+        f"{'wake-ups/frame':>15} {'faults/frame':>13} preload"
+    )
+    for r in rows:
+        print(
+            f"{r['idle_ports']:>10} {'yes' if r['tunables'] else 'no':>14} {r['us_per_frame']:>9.1f} "
+            f"{r['us_per_frame'] / ref:>6.1f} {r['wakeups_per_frame']:>15.2f} "
+            f"{r['faults_per_frame']:>13.2f} {r['preload']}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
