@@ -17,6 +17,13 @@ ports that are merely present. This script measures it:
   arrived. Per setting: ovs-vswitchd's CPU per frame forwarded, its main
   thread's wake-ups per frame, and its minor page faults per frame.
 
+With --idle-on, the idle ports go elsewhere as well, one setting each: on
+a second bridge of the same daemon (other-bridge: every bridge of the
+userspace datapath shares one datapath, so are its ports polled too?) or
+on a bridge of a second daemon of our own (other-daemon: what running
+switches in several daemons would save). The CPU is then that of every
+daemon of the setting together.
+
 With --malloc-tunables the daemon runs a second time per setting with
 glibc's heap trimming held off (GLIBC_TUNABLES), to see whether giving
 memory back and taking it again between passes costs anything; with
@@ -137,13 +144,56 @@ def frame(size):
     return bytes.fromhex("020000000002020000000001") + b"\x08\x00" + ip + udp + bytes(payload)
 
 
-def measure(idle, pps, seconds, size, tunables, preload=None):
-    """One setting: ovs-vswitchd's CPU (us), its main thread's wake-ups and
-    its minor page faults, per frame forwarded."""
-    sw = PrivateSwitch(tunables, preload)
+PLACES = ("bridge", "other-bridge", "other-daemon")
+WARM_UP = 200  # frames sent before measuring
+SETTLE_S = 0.5  # the window over which a daemon must be idle before measuring
+IDLE_SHARE = 0.05  # idle: below this share of a core (the CPU clock ticks every 10 ms)
+
+
+def wait_for(done, what, timeout=10.0, fail=True):
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            if fail:
+                raise RuntimeError(f"gave up waiting for {what} after {timeout:g} s")
+            return
+        time.sleep(0.01)
+
+
+def settle(pids, timeout=30.0):
+    """Wait until the daemons are idle (less than IDLE_SHARE of a core over
+    SETTLE_S, no frame flowing): one that has just started, or just added
+    ports, keeps working for a while after ovs-vsctl returns, and that work
+    is no frame's cost."""
+    deadline = time.monotonic() + timeout
+    while True:
+        cpu0 = sum(counters(pid)[0] for pid in pids)
+        time.sleep(SETTLE_S)
+        busy = sum(counters(pid)[0] for pid in pids) - cpu0
+        if busy < IDLE_SHARE * SETTLE_S:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"Open vSwitch still busy after {timeout:g} s ({busy / SETTLE_S:.0%} of a core)"
+            )
+
+
+def measure(idle, pps, seconds, size, tunables=None, preload=None, place="bridge"):
+    """One setting: the CPU (us) of every ovs-vswitchd of the setting, their
+    main threads' wake-ups and their minor page faults, per frame forwarded.
+    The idle ports sit on the forwarding bridge (`place` "bridge"), on a
+    second bridge of the same daemon ("other-bridge") or on a bridge of a
+    second daemon ("other-daemon")."""
+    switches = [PrivateSwitch(tunables, preload)]
     made = []
     try:
-        sw.vsctl("add-br", "br0", "--", "set", "bridge", "br0", "datapath_type=netdev", "fail_mode=secure")
+        if place == "other-daemon":
+            switches.append(PrivateSwitch(tunables, preload))
+        sw, idle_sw = switches[0], switches[-1]
+        idle_br = "br0" if place == "bridge" else "br1"
+        bridges = [(sw, "br0")] + ([(idle_sw, idle_br)] if place != "bridge" else [])
+        for s, br in bridges:
+            s.vsctl("add-br", br, "--", "set", "bridge", br, "datapath_type=netdev", "fail_mode=secure")
         for a, b in (("pa", "ha"), ("pb", "hb")):
             made.append(a)
             veth(a, b)
@@ -152,34 +202,43 @@ def measure(idle, pps, seconds, size, tunables, preload=None):
         for i in range(idle):
             made.append(f"pi{i}")
             veth(f"pi{i}", f"hi{i}")
-            sw.vsctl("add-port", "br0", f"pi{i}")
+            idle_sw.vsctl("add-port", idle_br, f"pi{i}")
         sw.ofctl("add-flow", "br0", "in_port=1,actions=output:2")
         tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
         tx.bind(("ha", 0))
         data = frame(size)
-        for _ in range(200):  # warm up: the datapath learns its flow
+
+        def received():
+            return read_int("/sys/class/net/hb/statistics/rx_packets")
+
+        rx0 = received()
+        for _ in range(WARM_UP):  # the datapath learns its flow
             tx.send(data)
-        time.sleep(0.5)
-        rx0 = read_int("/sys/class/net/hb/statistics/rx_packets")
-        before = counters(sw.vswitchd)
+        wait_for(lambda: received() - rx0 >= WARM_UP, "the warm-up frames to cross")
+        settle([s.vswitchd for s in switches])
+        rx0 = received()
+        before = [counters(s.vswitchd) for s in switches]
         t0 = time.monotonic()
         gap = 1.0 / pps
         due = t0
+        sent = 0
         while due < t0 + seconds:
             tx.send(data)
+            sent += 1
             due += gap
             rest = due - time.monotonic()
             if rest > 0:
                 time.sleep(rest)
-        time.sleep(0.2)  # the last frames cross
-        after = counters(sw.vswitchd)
-        got = read_int("/sys/class/net/hb/statistics/rx_packets") - rx0
+        wait_for(lambda: received() - rx0 >= sent, "the last frames to cross", fail=False)
+        after = [counters(s.vswitchd) for s in switches]
+        got = received() - rx0
         tx.close()
         if got <= 0:
             raise RuntimeError("no frame crossed the bridge")
-        cpu, faults, sleeps = (b - a for a, b in zip(before, after))
+        cpu, faults, sleeps = (sum(b[k] - a[k] for a, b in zip(before, after)) for k in range(3))
         return {
             "idle_ports": idle,
+            "idle_on": place,
             "tunables": bool(tunables),
             "preload": os.path.basename(preload) if preload else "",
             "forwarded": got,
@@ -188,7 +247,8 @@ def measure(idle, pps, seconds, size, tunables, preload=None):
             "faults_per_frame": faults / got,
         }
     finally:
-        sw.close()
+        for s in switches:
+            s.close()
         for name in made:  # each pair goes with its first end
             sh("ip", "link", "del", name, check=False)
 
@@ -196,16 +256,22 @@ def measure(idle, pps, seconds, size, tunables, preload=None):
 def inside(args):
     rows = []
     for idle in args.idle:
-        for tunables in (None, TRIM_OFF) if args.malloc_tunables else (None,):
-            for preload in [None] + args.preload:
-                rows.append(measure(idle, args.pps, args.seconds, args.frame, tunables, preload))
-            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # progress
+        for place in args.idle_on if idle else ("bridge",):
+            for tunables in (None, TRIM_OFF) if args.malloc_tunables else (None,):
+                for preload in [None] + args.preload:
+                    rows.append(measure(idle, args.pps, args.seconds, args.frame, tunables, preload, place))
+                    print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # progress
     print(json.dumps(rows))
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--idle", default="0,8,16,32", help="idle ports on the bridge, one setting each")
+    ap.add_argument("--idle", default="0,8,16,32", help="idle ports, one setting each")
+    ap.add_argument(
+        "--idle-on",
+        default="bridge",
+        help=f"where the idle ports are, one setting each: any of {', '.join(PLACES)}, separated by commas",
+    )
     ap.add_argument("--pps", type=int, default=3000, help="frames per second through the bridge")
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--frame", type=int, default=4154, help="frame size in bytes")
@@ -222,6 +288,10 @@ def main():
         args.idle = [int(x) for x in args.idle.split(",")]
     except ValueError:
         sys.exit(f"bench/ovs_ports.py: --idle: expected numbers separated by commas, got {args.idle!r}")
+    args.idle_on = args.idle_on.split(",")
+    for place in args.idle_on:
+        if place not in PLACES:
+            sys.exit(f"bench/ovs_ports.py: --idle-on: expected any of {', '.join(PLACES)}, got {place!r}")
     for lib in args.preload:  # a missing library is only a warning to the loader: the run would mislead
         if not os.path.isfile(lib):
             sys.exit(f"bench/ovs_ports.py: --preload: {lib} is not a file")
@@ -250,12 +320,13 @@ def main():
     rows = json.loads(proc.stdout.strip().splitlines()[-1])
     print(f"\n{args.pps} frames/s of {args.frame} bytes through one rule, {args.seconds:g} s per setting")
     print(
-        f"{'idle ports':>10} {'glibc trim off':>14} {'us/frame':>9} {'x ref':>6} "
+        f"{'idle ports':>10} {'on':>12} {'glibc trim off':>14} {'us/frame':>9} {'x ref':>6} "
         f"{'wake-ups/frame':>15} {'faults/frame':>13} preload"
     )
     for r in rows:
         print(
-            f"{r['idle_ports']:>10} {'yes' if r['tunables'] else 'no':>14} {r['us_per_frame']:>9.1f} "
+            f"{r['idle_ports']:>10} {r['idle_on']:>12} {'yes' if r['tunables'] else 'no':>14} "
+            f"{r['us_per_frame']:>9.1f} "
             f"{r['us_per_frame'] / ref:>6.1f} {r['wakeups_per_frame']:>15.2f} "
             f"{r['faults_per_frame']:>13.2f} {r['preload']}"
         )
