@@ -55,6 +55,10 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+
+from testbed.emulation.ledger import stat_fields  # noqa: E402
+
 INSIDE_ENV = "HPNLAB_BENCH_OVS_PORTS_INSIDE"
 MTU = 9000
 TRIM_OFF = "glibc.malloc.trim_threshold=1073741824:glibc.malloc.top_pad=67108864"
@@ -74,8 +78,9 @@ def read_int(path):
 
 def counters(pid):
     """(CPU seconds, minor faults, main thread's voluntary context switches)."""
-    with open(f"/proc/{pid}/stat", "rb") as fh:
-        fields = fh.read().rsplit(b")", 1)[1].split()
+    fields = stat_fields(pid)
+    if fields is None:
+        raise RuntimeError(f"ovs-vswitchd (pid {pid}) is gone")
     cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     sleeps = 0
     with open(f"/proc/{pid}/status") as fh:
