@@ -57,7 +57,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from testbed.emulation.ledger import stat_fields  # noqa: E402
+from testbed.emulation.ledger import stat_fields, wait_until  # noqa: E402
 
 INSIDE_ENV = "HPNLAB_BENCH_OVS_PORTS_INSIDE"
 MTU = 9000
@@ -155,16 +155,6 @@ SETTLE_S = 0.5  # the window over which a daemon must be idle before measuring
 IDLE_SHARE = 0.05  # idle: below this share of a core (the CPU clock ticks every 10 ms)
 
 
-def wait_for(done, what, timeout=10.0, fail=True):
-    deadline = time.monotonic() + timeout
-    while not done():
-        if time.monotonic() > deadline:
-            if fail:
-                raise RuntimeError(f"gave up waiting for {what} after {timeout:g} s")
-            return
-        time.sleep(0.01)
-
-
 def settle(pids, timeout=30.0):
     """Wait until the daemons are idle (less than IDLE_SHARE of a core over
     SETTLE_S, no frame flowing): one that has just started, or just added
@@ -219,7 +209,8 @@ def measure(idle, pps, seconds, size, tunables=None, preload=None, place="bridge
         rx0 = received()
         for _ in range(WARM_UP):  # the datapath learns its flow
             tx.send(data)
-        wait_for(lambda: received() - rx0 >= WARM_UP, "the warm-up frames to cross")
+        if not wait_until(lambda: received() - rx0 >= WARM_UP, 10.0, step=0.01):
+            raise RuntimeError("the warm-up frames did not cross the bridge in 10 s")
         settle([s.vswitchd for s in switches])
         rx0 = received()
         before = [counters(s.vswitchd) for s in switches]
@@ -234,7 +225,7 @@ def measure(idle, pps, seconds, size, tunables=None, preload=None, place="bridge
             rest = due - time.monotonic()
             if rest > 0:
                 time.sleep(rest)
-        wait_for(lambda: received() - rx0 >= sent, "the last frames to cross", fail=False)
+        wait_until(lambda: received() - rx0 >= sent, 10.0, step=0.01)  # the last frames cross (or were lost)
         after = [counters(s.vswitchd) for s in switches]
         got = received() - rx0
         tx.close()
