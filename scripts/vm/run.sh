@@ -136,6 +136,8 @@ phase "VM ended (qemu exit $vmrc, accelerator $accel)"
 . "$out/status"   # tests=RC demo=RC, written by scripts/vm/init.sh
 phase "in the VM: pytest exit ${tests:-?}, make demo exit ${demo:-?}; reports in results/vm/"
 [ -f "$out/pytest.txt" ] && grep -E '^(SKIPPED|FAILED|ERROR)|passed|failed' "$out/pytest.txt" | tail -30 || true
+# a demo drill the trust gate did not judge, and why (it was run again)
+[ -f "$out/demo.txt" ] && grep -E '^ *UNTRUSTED|untrustworthy, for the reasons above' "$out/demo.txt" || true
 if [ "${tests:-1}" != 0 ] && [ -f "$out/logs/ovs-vswitchd.log" ]; then
     # the switches' side of their controller connections, for a bring-up that timed out
     phase "Open vSwitch on its controller connections (results/vm/logs/):"
