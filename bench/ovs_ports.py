@@ -22,7 +22,12 @@ a second bridge of the same daemon (other-bridge: every bridge of the
 userspace datapath shares one datapath, so are its ports polled too?) or
 on a bridge of a second daemon of our own (other-daemon: what running
 switches in several daemons would save). The CPU is then that of every
-daemon of the setting together.
+daemon of the setting together. Two userspace datapaths cannot share a
+network namespace (each makes a tap device named ovs-netdev for its
+datapath, and the second finds the name taken: its bridges fail to come
+up), so the second daemon and its idle ports get a namespace of their
+own. Every port added is checked to be up in its daemon (an OpenFlow
+port number): a setting whose ports failed would measure nothing.
 
 With --malloc-tunables the daemon runs a second time per setting with
 glibc's heap trimming held off (GLIBC_TUNABLES), to see whether giving
@@ -94,10 +99,11 @@ class PrivateSwitch:
     """ovsdb-server and ovs-vswitchd of our own, in a folder only root can
     enter; ended by PID."""
 
-    def __init__(self, tunables=None, preload=None):
+    def __init__(self, tunables=None, preload=None, netns=None):
         self.folder = tempfile.mkdtemp(prefix="hpnlab-ovs-ports-")
         self.env = dict(os.environ, OVS_RUNDIR=self.folder, OVS_DBDIR=self.folder, OVS_LOGDIR=self.folder)
         self.pids = []
+        self.netns = netns  # the daemons run there (made and removed by the caller)
         f = self.folder
         try:
             sh("ovsdb-tool", "create", f"{f}/conf.db", env=self.env)
@@ -113,7 +119,8 @@ class PrivateSwitch:
         self.vswitchd = self.pids[-1]
 
     def _daemon(self, name, *args, env=None):
-        sh(name, *args, "--pidfile", "--log-file", "--detach", env=env or self.env)
+        where = ["ip", "netns", "exec", self.netns] if self.netns else []
+        sh(*where, name, *args, "--pidfile", "--log-file", "--detach", env=env or self.env)
         self.pids.append(read_int(os.path.join(self.folder, f"{name}.pid")))
 
     def vsctl(self, *args):
@@ -121,6 +128,18 @@ class PrivateSwitch:
 
     def ofctl(self, *args):
         return sh("ovs-ofctl", *args, env=self.env)
+
+    def check_ports(self, names):
+        """Raise unless every port named is up in the datapath: ovs-vsctl
+        succeeds even when the daemon could not set a port up (its ofport
+        is then -1, or empty while the daemon has no datapath at all)."""
+        rows = self.vsctl("--format=csv", "--no-headings", "--columns=name,ofport", "list", "Interface")
+        ofport = dict(line.split(",", 1) for line in rows.stdout.split())
+        failed = [n for n in names if not ofport.get(n, "").isdigit() or int(ofport[n]) < 1]
+        if failed:
+            raise RuntimeError(
+                f"ports not set up by ovs-vswitchd (see its log in {self.folder}): {', '.join(failed)}"
+            )
 
     def close(self):
         for pid in reversed(self.pids):
@@ -134,9 +153,14 @@ class PrivateSwitch:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def veth(a, b):
+def veth(a, b, netns=None):
+    """A veth pair, both ends up; `a` moved into `netns` when given."""
     sh("ip", "link", "add", a, "mtu", str(MTU), "type", "veth", "peer", "name", b, "mtu", str(MTU))
-    sh("ip", "link", "set", a, "up")
+    if netns:
+        sh("ip", "link", "set", a, "netns", netns)
+        sh("ip", "-n", netns, "link", "set", a, "up")
+    else:
+        sh("ip", "link", "set", a, "up")
     sh("ip", "link", "set", b, "up")
 
 
@@ -150,6 +174,7 @@ def frame(size):
 
 
 PLACES = ("bridge", "other-bridge", "other-daemon")
+OTHER_NETNS = "hpnlab-ovs-ports-other"  # inside this script's own mount namespace: seen nowhere else
 WARM_UP = 200  # frames sent before measuring
 SETTLE_S = 0.5  # the window over which a daemon must be idle before measuring
 IDLE_SHARE = 0.05  # idle: below this share of a core (the CPU clock ticks every 10 ms)
@@ -181,9 +206,12 @@ def measure(idle, pps, seconds, size, tunables=None, preload=None, place="bridge
     second daemon ("other-daemon")."""
     switches = [PrivateSwitch(tunables, preload)]
     made = []
+    netns = OTHER_NETNS if place == "other-daemon" else None
     try:
-        if place == "other-daemon":
-            switches.append(PrivateSwitch(tunables, preload))
+        if netns:
+            sh("ip", "netns", "add", netns)
+            sh("ip", "-n", netns, "link", "set", "lo", "up")
+            switches.append(PrivateSwitch(tunables, preload, netns))
         sw, idle_sw = switches[0], switches[-1]
         idle_br = "br0" if place == "bridge" else "br1"
         bridges = [(sw, "br0")] + ([(idle_sw, idle_br)] if place != "bridge" else [])
@@ -195,9 +223,11 @@ def measure(idle, pps, seconds, size, tunables=None, preload=None, place="bridge
         sw.vsctl("add-port", "br0", "pa", "--", "set", "interface", "pa", "ofport_request=1")
         sw.vsctl("add-port", "br0", "pb", "--", "set", "interface", "pb", "ofport_request=2")
         for i in range(idle):
-            made.append(f"pi{i}")
-            veth(f"pi{i}", f"hi{i}")
+            made.append(f"hi{i}")  # the end that stays here
+            veth(f"pi{i}", f"hi{i}", netns)
             idle_sw.vsctl("add-port", idle_br, f"pi{i}")
+        sw.check_ports(["pa", "pb"])
+        idle_sw.check_ports([f"pi{i}" for i in range(idle)])
         sw.ofctl("add-flow", "br0", "in_port=1,actions=output:2")
         tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
         tx.bind(("ha", 0))
@@ -245,8 +275,10 @@ def measure(idle, pps, seconds, size, tunables=None, preload=None, place="bridge
     finally:
         for s in switches:
             s.close()
-        for name in made:  # each pair goes with its first end
+        for name in made:  # each pair goes with either end
             sh("ip", "link", "del", name, check=False)
+        if netns:  # its ends of the idle pairs go with it
+            sh("ip", "netns", "del", netns, check=False)
 
 
 def inside(args):
@@ -303,9 +335,11 @@ def main():
 
     ref = reference_us_per_frame()
     print(f"reference: the raw sender spends {ref:.2f} us of one core per frame (bench/generator.py)")
-    # sysfs of the new namespace; IPv6 off so that nothing but our frames crosses the bridge
+    # sysfs of the new namespace; a /run of its own, where `ip netns` keeps
+    # the second daemon's namespace (so nothing of it shows outside); IPv6
+    # off so that nothing but our frames crosses the bridge
     enter = (
-        "mount -t sysfs sysfs /sys && ip link set lo up && "
+        "mount -t sysfs sysfs /sys && mount -t tmpfs -o mode=0755 tmpfs /run && ip link set lo up && "
         'sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 && exec "$@"'
     )
     argv = ["unshare", "--net", "--mount", "--propagation", "private", "sh", "-c", enter, "sh"]
