@@ -14,7 +14,16 @@ import re
 from testbed.emulation.capabilities import ovs_packet_sockets, ovs_socket_values
 from testbed.emulation.ledger import stat_fields
 
-OVS_PIDFILE = "/run/openvswitch/ovs-vswitchd.pid"
+SYSTEM_OVS_RUNDIR = "/run/openvswitch"
+
+
+def ovs_pidfile(environ=os.environ):
+    """ovs-vswitchd's PID file: the system daemon's, or, in a named fabric,
+    that fabric's own daemon's (named.py names its folder in OVS_RUNDIR,
+    where Open vSwitch's tools look too). The system daemon of a named
+    fabric's run is idle: its CPU is none of the run's cost, and its
+    sockets are in another network namespace."""
+    return os.path.join(environ.get("OVS_RUNDIR") or SYSTEM_OVS_RUNDIR, "ovs-vswitchd.pid")
 
 
 def _process_cpu_s(pid):
@@ -141,7 +150,7 @@ class CostMeter:
 
     def start(self):
         try:
-            with open(OVS_PIDFILE) as fh:
+            with open(ovs_pidfile()) as fh:
                 self.pid = int(fh.read().strip())
         except (OSError, ValueError):
             self.pid = None

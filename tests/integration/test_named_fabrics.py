@@ -97,3 +97,19 @@ def test_two_fabrics_of_one_topology_run_side_by_side(tmp_path, leak_check):
     finally:
         named("down", timeout=120)
         hpnlab("down", timeout=120)
+
+
+def test_a_named_fabrics_drill_measures_its_own_open_vswitch(tmp_path, leak_check):
+    """A drill in a named fabric charges the CPU of that fabric's own
+    ovs-vswitchd, and watches its sockets for frames held unread: the
+    system's daemon, idle beside it, would measure nothing."""
+    out = tmp_path / "ring"
+    r = named("run", "scenarios/allreduce-ring.yaml", "--out", str(out), timeout=300)
+    assert (out / "results.json").exists(), r.stdout + r.stderr
+    results = json.loads((out / "results.json").read_text())
+    cost = results["metrics"]["cpu_per_packet"]
+    assert cost["packet_hops"] > 1000, cost
+    # tens of microseconds per packet-hop on the userspace datapath
+    assert cost["ovs_us"] is not None and cost["ovs_us"] > 1.0, cost
+    hold = {c["name"]: c for c in results["trust"]["checks"]}["emulator_hold"]
+    assert hold["value"] is not None, hold  # its sockets were sampled
