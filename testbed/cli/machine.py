@@ -88,9 +88,10 @@ def add_doctor(sub):
     )
     p.add_argument(
         "--calibration",
-        default=calibration.DEFAULT_PATH,
+        default=calibration.default_path(),
         metavar="FILE",
-        help="where --calibrate stores it (default: %(default)s)",
+        help=f"where --calibrate stores it (default: {calibration.DEFAULT_PATH}, "
+        f"or the file {calibration.PATH_ENV} names)",
     )
     p.set_defaults(run=run_doctor)
 

@@ -25,9 +25,10 @@ def dilation_arg(text):
 def add_calibration_option(parser):
     parser.add_argument(
         "--calibration",
-        default=calibration.DEFAULT_PATH,
+        default=calibration.default_path(),
         metavar="FILE",
-        help="this machine's stored capacity (default: %(default)s)",
+        help=f"this machine's stored capacity (default: {calibration.DEFAULT_PATH}, "
+        f"or the file {calibration.PATH_ENV} names)",
     )
 
 

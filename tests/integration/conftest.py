@@ -42,6 +42,35 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(pytest.mark.skip(reason=reason))
 
 
+def _file_state(path):
+    try:
+        info = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (info.st_ino, info.st_size, info.st_mtime_ns)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def calibration_of_the_suite(tmp_path_factory):
+    """A machine without a calibration takes one from its first undilated
+    drill: the suite's drills store theirs in a file of the suite's
+    (HPNLAB_CALIBRATION, which every hpnlab process they start inherits),
+    and the machine's file is checked to be as it was."""
+    from testbed.plan import calibration
+
+    machine = _file_state(calibration.DEFAULT_PATH)
+    was = os.environ.get(calibration.PATH_ENV)
+    os.environ[calibration.PATH_ENV] = str(tmp_path_factory.mktemp("calibration") / "calibration.json")
+    yield
+    if was is None:
+        del os.environ[calibration.PATH_ENV]
+    else:
+        os.environ[calibration.PATH_ENV] = was
+    assert _file_state(calibration.DEFAULT_PATH) == machine, (
+        f"the test suite changed the machine's calibration, {calibration.DEFAULT_PATH}"
+    )
+
+
 def snapshot():
     """What fabric-shaped resources exist on the machine right now."""
     br = subprocess.run(["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True)
