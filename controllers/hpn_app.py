@@ -129,12 +129,17 @@ class HpnController(BaseApp):
     @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
     def on_features(self, ev: Any) -> None:
         dp = ev.msg.datapath
+        # The id as the switch sent it: os-ken's own handler copies it into
+        # dp.id from another thread, and this one may run first (dp.id was
+        # None for one switch of twelve under software emulation: ignored,
+        # it never got its routes).
+        dpid = ev.msg.datapath_id
         with self.lock:
-            actions = self.core.connected(dp.id, dp, lambda conn: conn.is_active)
+            actions = self.core.connected(dpid, dp, lambda conn: conn.is_active)
             if not actions:
-                self.logger.warning("ignoring unknown datapath %016x", dp.id)
+                self.logger.warning("ignoring unknown datapath %016x", dpid)
                 return
-            name = self._switch_of(dp)
+            name = self.core.switch_of(dpid, dp)
             if name is not None:
                 self.reading[name] = {"flows": [], "groups": [], "waiting": {"flows", "groups"}}
             self._carry_out(actions)

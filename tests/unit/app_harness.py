@@ -40,7 +40,7 @@ class Harness:
 
     def features(self, name, answer=True):
         """The switch connects; `answer`: it replies to the state requests."""
-        self.app.on_features(event(datapath=self.dps[name]))
+        self.app.on_features(event(datapath=self.dps[name], datapath_id=self.dps[name].id))
         if answer:
             self.answer_state(name)
 

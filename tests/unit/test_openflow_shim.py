@@ -317,7 +317,7 @@ def test_reserved_ports_are_ignored(hpn, capsys):
 
 def test_unknown_datapath_is_ignored(hpn, capsys):
     stranger = FakeDatapath(0xBEEF)
-    hpn.app.on_features(event(datapath=stranger))
+    hpn.app.on_features(event(datapath=stranger, datapath_id=stranger.id))
     assert stranger.sent == []
     assert events(capsys) == []
 
