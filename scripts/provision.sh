@@ -23,7 +23,8 @@ log() { printf '[provision] %s\n' "$*"; }
 # clang, llvm and libbpf-dev build the BPF queue engine (ECN marking and
 # per-class counters on kernels without RED).
 pkgs=(mininet openvswitch-switch iperf3 tcpdump tshark ethtool iproute2 iputils-ping
-      procps kmod python3 python3-venv python3-pip clang llvm libbpf-dev tmux)
+      procps kmod python3 python3-venv python3-pip clang llvm libbpf-dev tmux
+      libtcmalloc-minimal4)
 if [ "${1:-}" = "--packages" ]; then
     printf '%s\n' "${pkgs[@]}"
     exit 0
@@ -100,22 +101,38 @@ if [ "$userspace" = 1 ]; then
         done
     fi
 fi
-if ! ovs-vsctl --timeout=3 show >/dev/null 2>&1; then
-    log "starting Open vSwitch"
-    "$ovs_ctl" start --system-id=random >/dev/null
-elif [ "$userspace" = 1 ] && ovs_small_buffer; then
-    if [ -z "$(ovs-vsctl --timeout=3 list-br)" ]; then
-        log "restarting Open vSwitch (no bridges) so that it gets the larger transmit buffer"
-        "$ovs_ctl" stop >/dev/null
-        "$ovs_ctl" start --system-id=random >/dev/null
+# 3. On the userspace datapath, ovs-vswitchd runs with tcmalloc preloaded:
+#    it allocates and frees MTU-sized packet buffers for every port it polls,
+#    which glibc's malloc serves slowly (capabilities.OVS_MALLOC_FEATURE;
+#    docs/numbers.md has the measurements).
+ovs_malloc=""
+[ "$userspace" = 1 ] && ovs_malloc=$(capabilities 'print(c.ovs_malloc_library() or "")')
+start_ovs() {
+    if [ -n "$ovs_malloc" ]; then
+        LD_PRELOAD="$ovs_malloc" "$ovs_ctl" start --system-id=random >/dev/null
     else
-        log "WARNING: Open vSwitch has bridges and a small transmit buffer; restart it when idle (see hpnlab doctor)"
+        "$ovs_ctl" start --system-id=random >/dev/null
+    fi
+}
+ovs_without_malloc() {  # true when ovs-vswitchd should have tcmalloc and lacks it
+    [ -n "$ovs_malloc" ] && capabilities 'import sys; sys.exit(c.ovs_malloc_in_use() is not False)'
+}
+if ! ovs-vsctl --timeout=3 show >/dev/null 2>&1; then
+    log "starting Open vSwitch${ovs_malloc:+ (with tcmalloc)}"
+    start_ovs
+elif [ "$userspace" = 1 ] && { ovs_small_buffer || ovs_without_malloc; }; then
+    if [ -z "$(ovs-vsctl --timeout=3 list-br)" ]; then
+        log "restarting Open vSwitch (no bridges) so that it gets the larger transmit buffer${ovs_malloc:+ and tcmalloc}"
+        "$ovs_ctl" stop >/dev/null
+        start_ovs
+    else
+        log "WARNING: Open vSwitch has bridges and a small transmit buffer or glibc's malloc; restart it when idle (see hpnlab doctor)"
     fi
 fi
 ovs-vsctl --timeout=5 show >/dev/null && log "Open vSwitch running"
 fi
 
-# 3. A virtualenv on the system Python (where Debian's Mininet lives).
+# 4. A virtualenv on the system Python (where Debian's Mininet lives).
 if [ ! -x "$venv/bin/python" ]; then
     log "creating virtualenv $venv"
     /usr/bin/python3 -m venv --system-site-packages "$venv"
@@ -136,7 +153,7 @@ fi
 "$venv/bin/python" -c "import mininet.net, os_ken, scapy" \
     || { echo "provision.sh: the virtualenv cannot import mininet/os_ken/scapy" >&2; exit 1; }
 
-# 4. `hpnlab` on root's PATH (sudo's secure_path has /usr/local/bin), so the
+# 5. `hpnlab` on root's PATH (sudo's secure_path has /usr/local/bin), so the
 #    README's commands work as typed. A link to nothing (a clone since
 #    deleted) is replaced; a link to another clone that still exists, or a
 #    file that is not a link, is left alone.

@@ -11,19 +11,8 @@ queue: a delay no real switch adds)."""
 import os
 import re
 
-from testbed.emulation.capabilities import ovs_packet_sockets, ovs_socket_values
+from testbed.emulation.capabilities import ovs_packet_sockets, ovs_pidfile, ovs_socket_values
 from testbed.emulation.ledger import stat_fields
-
-SYSTEM_OVS_RUNDIR = "/run/openvswitch"
-
-
-def ovs_pidfile():
-    """ovs-vswitchd's PID file: the system daemon's, or, in a named fabric,
-    that fabric's own daemon's (named.py names its folder in OVS_RUNDIR,
-    where Open vSwitch's tools look too). The system daemon of a named
-    fabric's run is idle: its CPU is none of the run's cost, and its
-    sockets are in another network namespace."""
-    return os.path.join(os.environ.get("OVS_RUNDIR") or SYSTEM_OVS_RUNDIR, "ovs-vswitchd.pid")
 
 
 def _process_cpu_s(pid):

@@ -11,7 +11,8 @@ beside every other name, without renaming anything:
   pins; bridges, interfaces and pins keep the names the model gives them,
   and cannot meet another fabric's;
 - it starts an Open vSwitch of its own (ovsdb-server and ovs-vswitchd,
-  userspace datapath) in that namespace, with its database, sockets and
+  userspace datapath, tcmalloc preloaded as for the system's: see
+  capabilities.OVS_MALLOC_FEATURE) in that namespace, with its database, sockets and
   logs in a folder only root can enter, /run/hpnlab/fabrics/NAME/ovs;
   OVS_RUNDIR names that folder to every ovs-* tool its processes run;
 - its record and lock are /run/hpnlab/fabrics/NAME/fabric.json(.lock), so
@@ -29,7 +30,7 @@ import shutil
 import signal
 import subprocess
 
-from . import ledger
+from . import capabilities, ledger
 from .procs import own_module
 
 NAME_ENV = "HPNLAB_FABRIC"  # the name of the fabric this process serves
@@ -163,9 +164,11 @@ def start_switch_daemons(record):
         ["ovs-vsctl", "--timeout=10", "--no-wait", "init"],
         ["ovs-vswitchd", f"unix:{folder}/db.sock", "--pidfile", "--log-file", "--detach"],
     ]
+    malloc = capabilities.ovs_malloc_library()  # why: capabilities.OVS_MALLOC_FEATURE
     for argv in steps:
+        run_env = dict(env, LD_PRELOAD=malloc) if malloc and argv[0] == "ovs-vswitchd" else env
         try:
-            r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=START_TIMEOUT_S)
+            r = subprocess.run(argv, env=run_env, capture_output=True, text=True, timeout=START_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise RuntimeError(
                 f"fabric {name}: {argv[0]} did not start within {START_TIMEOUT_S:.0f} s"

@@ -39,7 +39,6 @@ JOBS_SOCKET = "jobs.sock"  # the controller's job channel, in the run directory
 # root may enter, under Open vSwitch's run directory (the only place its
 # switches connect to a socket controller: anywhere else it refuses, for
 # fear of a socket someone else placed).
-OVS_RUNDIR = "/var/run/openvswitch"  # the system's; a named fabric's own is in OVS_RUNDIR
 OPENFLOW_SOCKET = "of.sock"
 # How long the switches may take to connect and acknowledge their routes:
 # about 1 s natively, 15-17 s for 12 switches on the kernel datapath in a
@@ -140,6 +139,11 @@ class FabricNet:
                 f"warning: {small.name}: {small.detail}: Open vSwitch may drop packets no "
                 "modeled queue dropped (run make setup while no fabric is up)"
             )
+        for slow in [f for f in feats if f.name == capabilities.OVS_MALLOC_FEATURE and not f.present]:
+            self.log(
+                f"warning: {slow.name}: {slow.detail}: each packet-hop costs Open vSwitch "
+                "more CPU, so the machine emulates less (run make setup while no fabric is up)"
+            )
 
     def _claim(self):
         """Claim the machine in the ledger and record every name before
@@ -172,9 +176,7 @@ class FabricNet:
         may enter, with the fabric's model written beside the run."""
         fabric_json = os.path.join(self.run_dir, "fabric.json")
         write_private(fabric_json, json.dumps(self.fabric.to_dict(), indent=1))
-        self.of_dir = of_dir = tempfile.mkdtemp(
-            prefix="hpnlab-", dir=os.environ.get("OVS_RUNDIR", OVS_RUNDIR)
-        )
+        self.of_dir = of_dir = tempfile.mkdtemp(prefix="hpnlab-", dir=capabilities.ovs_rundir())
         self.ledger.add("dirs", of_dir)
         self.controller = ControllerProcess(
             fabric_json,

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from testbed.emulation.capabilities import SYSTEM_OVS_RUNDIR
+
 
 def _skip_reason():
     if os.geteuid() != 0:
@@ -29,7 +31,7 @@ def _skip_reason():
 
 
 HERE = Path(__file__).resolve().parent
-OVS_RUNDIR = "/var/run/openvswitch"  # where each fabric's controller socket folder lives
+OVS_RUNDIR = SYSTEM_OVS_RUNDIR  # where each fabric's controller socket folder lives
 REPO = HERE.parents[1]
 
 

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+from testbed.emulation.capabilities import OVS_MALLOC_NAME, maps_name_library
+
 HPNLAB = [sys.executable, "-m", "testbed.cli"]
 NAME = "itest-beside"
 
@@ -57,6 +59,10 @@ def test_two_fabrics_of_one_topology_run_side_by_side(tmp_path, leak_check):
         )
         assert mine["name"] == NAME and theirs["name"] is None
         assert mine["owner_pid"] != theirs["owner_pid"]
+        # its own switch daemon runs with the allocator make setup installs
+        with open(f"/run/hpnlab/fabrics/{NAME}/ovs/ovs-vswitchd.pid") as fh:
+            with open(f"/proc/{int(fh.read())}/maps") as maps:
+                assert maps_name_library(maps.read(), OVS_MALLOC_NAME)
         assert mine["other_fabrics"] == ["the machine's (no --fabric)"]
         assert theirs["other_fabrics"] == [f"--fabric {NAME}"]
         for run in (named, hpnlab):

@@ -42,3 +42,21 @@ def test_lacking_names_what_is_missing_in_order():
     ]
     assert capabilities.lacking(feats, "red", "netem", "dctcp") == ["red", "dctcp"]
     assert capabilities.lacking(feats, "netem") == []
+
+
+MAPS = """\
+55d0c0a00000-55d0c0b00000 r-xp 00000000 08:01 1234 /usr/sbin/ovs-vswitchd
+7f1c2a000000-7f1c2a021000 rw-p 00000000 00:00 0
+7f1c2b000000-7f1c2b020000 r-xp 00000000 08:01 5678 /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4.5.10
+7f1c2c000000-7f1c2c1d0000 r-xp 00000000 08:01 9012 /usr/lib/x86_64-linux-gnu/libc.so.6
+7ffd4e000000-7ffd4e021000 rw-p 00000000 00:00 0 [stack]
+"""
+
+
+def test_the_preloaded_allocator_is_found_in_a_memory_map_by_its_real_file():
+    from testbed.emulation.capabilities import OVS_MALLOC_NAME, maps_name_library
+
+    assert maps_name_library(MAPS, OVS_MALLOC_NAME)
+    glibc_only = "\n".join(line for line in MAPS.splitlines() if "tcmalloc" not in line)
+    assert not maps_name_library(glibc_only, OVS_MALLOC_NAME)
+    assert not maps_name_library(MAPS.replace("minimal.so.4.5.10", "minimal_debug.so.4"), OVS_MALLOC_NAME)
