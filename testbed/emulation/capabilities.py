@@ -217,7 +217,7 @@ def ovs_pidfile():
 # the port's MTU (9 KiB and more here), receiving what is there, and freeing
 # the buffers it did not fill: each time it polls each port. glibc's malloc
 # serves blocks that large from its sorted bins and merges them back on
-# free, a third of the daemon's CPU in a drill (perf); tcmalloc keeps them
+# free: 29% of the daemon's CPU samples in a drill (perf); tcmalloc keeps them
 # in per-thread free lists. Preloaded into ovs-vswitchd it cut Open
 # vSwitch's CPU per packet-hop by about an eighth in drills, and by up to
 # 45% with many ports (docs/numbers.md). make setup installs it and starts
