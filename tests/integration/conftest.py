@@ -31,7 +31,6 @@ def _skip_reason():
 
 
 HERE = Path(__file__).resolve().parent
-OVS_RUNDIR = SYSTEM_OVS_RUNDIR  # where each fabric's controller socket folder lives
 REPO = HERE.parents[1]
 
 
@@ -88,8 +87,8 @@ def snapshot():
         "pinned BPF maps": set(os.listdir(pins)) if os.path.isdir(pins) else set(),
         "bpffs mounts": {"/sys/fs/bpf"} if os.path.ismount("/sys/fs/bpf") else set(),
         "pause daemons": _pause_daemons(),
-        "controller socket folders": {d for d in os.listdir(OVS_RUNDIR) if d.startswith("hpnlab-")}
-        if os.path.isdir(OVS_RUNDIR)
+        "controller socket folders": {d for d in os.listdir(SYSTEM_OVS_RUNDIR) if d.startswith("hpnlab-")}
+        if os.path.isdir(SYSTEM_OVS_RUNDIR)
         else set(),
     }
 
