@@ -34,11 +34,12 @@ TARGET_AGENTS_RATIO = 2.0  # agents' CPU per frame / the raw sender's
 TARGET_OVS_RATIO = 2.5  # Open vSwitch's CPU per packet-hop / the raw sender's per frame
 
 
-def run_once(scenario, out, extra):
+def run_once(scenario, out, extra, split=False):
     hpnlab = os.path.join(os.path.dirname(sys.executable), "hpnlab")
     argv = [hpnlab] if os.path.exists(hpnlab) else [sys.executable, "-m", "testbed.cli"]
+    env = dict(os.environ, HPNLAB_AGENT_SPLIT="1") if split else None
     proc = subprocess.run(
-        argv + ["run", scenario, "--out", out] + extra, cwd=ROOT, capture_output=True, text=True
+        argv + ["run", scenario, "--out", out] + extra, cwd=ROOT, capture_output=True, text=True, env=env
     )
     try:
         with open(os.path.join(out, "results.json")) as fh:
@@ -52,7 +53,26 @@ def run_once(scenario, out, extra):
         "cost": m.get("cpu_per_packet") or {},
         "fidelity": m["fidelity"].get("min"),
         "verdict": "PASSED" if res.get("passed") else "not passed",
+        "split": cpu_split(os.path.join(out, "run")) if split else None,
     }
+
+
+def cpu_split(run_dir):
+    """The agents' CPU by part of their loop's pass (agent.CpuSplit), summed
+    over the agents, in us per frame they sent or received; None if the
+    agents did not measure it."""
+    seconds, frames = {}, 0
+    for name in sorted(os.listdir(run_dir)):
+        if not (name.startswith("agent-") and name.endswith(".json")) or name.endswith(".cfg.json"):
+            continue
+        with open(os.path.join(run_dir, name)) as fh:
+            res = json.load(fh)
+        if "cpu_split_s" not in res:
+            return None
+        for part, v in res["cpu_split_s"].items():
+            seconds[part] = seconds.get(part, 0.0) + v
+        frames += sum(res["frames"].values())
+    return {part: v / frames * 1e6 for part, v in seconds.items()} if frames else None
 
 
 def span(values):
@@ -68,6 +88,12 @@ def main():
     ap.add_argument("--scenario", default="scenarios/allreduce-ring.yaml")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--dilation", help="passed to hpnlab run --dilation")
+    ap.add_argument(
+        "--split",
+        action="store_true",
+        help="also print where the agents' CPU goes by part of their loop (costs them a few "
+        "system calls per pass, so the totals of such runs are not comparable with others)",
+    )
     args = ap.parse_args()
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from generator import reference_us_per_frame
@@ -82,7 +108,7 @@ def main():
     )
     with tempfile.TemporaryDirectory(prefix="hpnlab-bench-") as tmp:
         for i in range(args.runs):
-            r = run_once(args.scenario, os.path.join(tmp, f"run{i}"), extra)
+            r = run_once(args.scenario, os.path.join(tmp, f"run{i}"), extra, args.split)
             c = r["cost"]
             rows.append(r)
             fid = r["fidelity"]
@@ -92,6 +118,9 @@ def main():
                 f"{fid if fid is not None else 0:>8.3f}  {r['verdict']}",
                 flush=True,
             )
+            if r["split"]:
+                parts = ", ".join(f"{part} {us:.1f}" for part, us in r["split"].items())
+                print(f"     agents us/frame by part of the loop: {parts}", flush=True)
     after = reference_us_per_frame()
     ref = (before + after) / 2
     print(f"reference again after the runs: {after:.2f} us per frame (mean {ref:.2f})")

@@ -56,6 +56,27 @@ COALESCE_FRAMES = 6  # a wake-up comes at most every this many frame times
 WARM_LEAD_S = 0.1  # a job's paths are warmed again this long before it starts
 
 
+class CpuSplit:
+    """Where the loop's CPU goes, part by part of each pass: the thread's CPU
+    clock read at the end of each part (five system calls a pass, so only
+    on request: HPNLAB_AGENT_SPLIT=1, a developer aid like HPNLAB_PROFILE).
+    `receive` includes what arriving frames set off (ACKs sent, transfers
+    started), `send` the data frames queued, `wait` the moderation sleep and
+    select() (the wake-up's own cost lands there), `other` the rest."""
+
+    PARTS = ("receive", "send", "wait", "other")
+
+    def __init__(self) -> None:
+        self.seconds = dict.fromkeys(self.PARTS, 0.0)
+        self.last = time.thread_time()
+
+    def mark(self, part: str) -> None:
+        """The CPU since the last mark was spent in `part`."""
+        now = time.thread_time()
+        self.seconds[part] += now - self.last
+        self.last = now
+
+
 class Agent:
     """The ranks of one host and the loop that plays them; the driver of
     their jobs' steps (see job.StepDriver)."""
@@ -121,6 +142,7 @@ class Agent:
         readable: Sequence[object] = ()
         wakeups = 0
         wakeup_floor = self.coalesce_s
+        split = CpuSplit() if os.environ.get("HPNLAB_AGENT_SPLIT") else None
         while not self.stop:
             now = time.monotonic()
             if now >= self.deadline:
@@ -142,9 +164,15 @@ class Agent:
             for job in self.jobs:
                 if now >= job.wake_at:
                     job.advance(now, self)
+            if split:
+                split.mark("other")
             if receiver.receive(now):
                 now = time.monotonic()
+            if split:
+                split.mark("receive")
             sender.pump(now)
+            if split:
+                split.mark("send")
             due = min(next_tick, self.deadline, *(j.wake_at for j in self.jobs))
             if sender.any_paced:
                 due = min(due, sender.paced_wake())
@@ -156,9 +184,13 @@ class Agent:
             # first means that, under load, select() finds work waiting and
             # returns at once: one blocking call per pass, not two.
             rest = min(now + wakeup_floor, due) - time.monotonic()
+            if split:
+                split.mark("other")
             if rest > 0:
                 time.sleep(rest)
             readable, writable, _ = select.select(rlist, wlist, [], max(0.0, due - time.monotonic()))
+            if split:
+                split.mark("wait")
             wakeups += 1
             for sock in writable:
                 sender.port_of_sock[sock].blocked = False
@@ -166,7 +198,10 @@ class Agent:
         # os.times() counts whole 10 ms ticks, a large error on 0.1 s of CPU.
         cpu = resource.getrusage(resource.RUSAGE_SELF)
         user, system = cpu.ru_utime - cpu0.ru_utime, cpu.ru_stime - cpu0.ru_stime
-        return {"cpu_s": user + system, "cpu_user_s": user, "cpu_system_s": system, "wakeups": wakeups}
+        out: dict = {"cpu_s": user + system, "cpu_user_s": user, "cpu_system_s": system, "wakeups": wakeups}
+        if split:
+            out["cpu_split_s"] = {part: round(v, 6) for part, v in split.seconds.items()}
+        return out
 
     # --- the jobs' steps (job.StepDriver) ----------------------------------
     def advance(self, job: Job, now: float) -> None:

@@ -59,16 +59,22 @@ class GbnSender:
             return None
         return self.nxt
 
-    def on_sent(self, psn: int, now: float) -> None:
+    def room(self) -> int:
+        """How many PSNs may be sent now, from `nxt` on (window and transfer permitting)."""
+        return max(0, min(self.npackets - self.nxt, self.window - (self.nxt - self.una)))
+
+    def on_sent(self, psn: int, now: float, count: int = 1) -> None:
+        """PSNs psn .. psn+count-1 were sent, in order, at `now`."""
         if psn != self.nxt:
             raise ValueError(f"sent psn {psn}, expected {self.nxt}")
+        if not 0 < count <= self.room():
+            raise ValueError(f"sent {count} packets from psn {psn}, room for {self.room()}")
         if self.una >= self.high:
             self.timer_start = now  # first packet in flight: arm the timer
-        if psn < self.high:
-            self.retransmitted += 1
-        else:
-            self.high = psn + 1
-        self.nxt = psn + 1
+        end = psn + count
+        self.retransmitted += max(0, min(self.high, end) - psn)
+        self.high = max(self.high, end)
+        self.nxt = end
 
     def on_ack(self, psn: int, now: float) -> None:
         """Cumulative: every PSN <= psn has been received in order."""

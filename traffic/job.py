@@ -73,7 +73,19 @@ class Job:
         self.trace: list[tuple] = []
         self.done = False
         self.status: dict[int, str] = {}
-        self.pending: list[Step] = []
+        # Each step's dependents, and per iteration the steps whose
+        # dependencies are done but which have not started (`ready`), the
+        # started ones (`active`) and how many dependencies each step still
+        # waits for: a finished transfer then touches only the steps it
+        # concerns, not the whole schedule.
+        self.dependents: dict[int, list[int]] = {s.index: [] for s in self.steps}
+        for s in self.steps:
+            for d in s.deps:
+                self.dependents[d].append(s.index)
+        self.unmet: dict[int, int] = {}
+        self.ready: list[Step] = []
+        self.active: list[Step] = []
+        self.open = 0  # steps of this iteration not done yet
         self.first_comm: float | None = None  # when the iteration's first step started
         self.counters = {
             "bytes_sent": 0,
@@ -116,7 +128,7 @@ class Job:
             self.begin_iteration(now)
         while True:
             self._run_steps(now, driver)
-            if now >= self.compute_end and not self.pending:
+            if now >= self.compute_end and not self.open:
                 driver.progress(self.end_iteration(now))
                 if self.done:
                     self.wake_at = IDLE
@@ -125,7 +137,7 @@ class Job:
             break
         if now < self.comm_start:
             self.wake_at = self.comm_start
-        elif now < self.compute_end and not self.pending:
+        elif now < self.compute_end and not self.open:
             self.wake_at = self.compute_end
         else:
             self.wake_at = IDLE  # waits for transfers: their events advance it
@@ -133,30 +145,41 @@ class Job:
     def _run_steps(self, now: float, driver: StepDriver) -> None:
         """Start the steps whose dependencies are done and close the ones
         whose transfers are, until nothing more changes."""
-        status = self.status
-        progressed = True
-        while progressed:
-            # Only the steps still open are looked at: a pass over the
-            # whole schedule on every finished transfer cost more than
-            # the transfers' frames. Only a step that ends can let a
-            # waiting one start, so only that calls for another pass.
-            progressed = False
-            still = []
-            for s in self.pending:
-                st = status[s.index]
-                if st == "wait" and now >= self.comm_start and all(status[d] == "done" for d in s.deps):
-                    self.first_comm = self.first_comm or now
+        if now < self.comm_start:
+            return  # the compute phase before communication: nothing starts
+        status, steps = self.status, self.steps
+        trace = os.environ.get("HPNLAB_TRACE")
+        while True:
+            if self.ready:
+                self.first_comm = self.first_comm or now
+                for s in sorted(self.ready, key=lambda s: s.index):
                     if s.kind == "send":
                         driver.start_send(self, s, now)
-                    status[s.index] = st = "active"
-                if st == "active" and driver.step_done(self, s):
-                    status[s.index] = "done"
-                    if os.environ.get("HPNLAB_TRACE"):
-                        self.trace.append((self.iter, s.index, s.kind, round(now - self.start_mono, 4)))
-                    progressed = True
+                    status[s.index] = "active"
+                    self.active.append(s)
+                self.ready = []
+            still = []
+            for s in self.active:
+                if not driver.step_done(self, s):
+                    still.append(s)
                     continue
-                still.append(s)
-            self.pending = still
+                # Only a step that ends can let a waiting one start.
+                status[s.index] = "done"
+                self.open -= 1
+                if trace:
+                    self.trace.append((self.iter, s.index, s.kind, round(now - self.start_mono, 4)))
+                for d in self.dependents[s.index]:
+                    self.unmet[d] -= 1
+                    if self.unmet[d] == 0:
+                        self.ready.append(steps[d])
+            self.active = still
+            if not self.ready:
+                return
+
+    @property
+    def pending(self) -> list[Step]:
+        """This iteration's steps not done yet, in schedule order."""
+        return [s for s in self.steps if self.status.get(s.index) != "done"]
 
     def begin_iteration(self, now: float) -> None:
         self.iter += 1
@@ -164,7 +187,10 @@ class Job:
         self.comm_start = now + (1.0 - self.overlap) * self.compute_s
         self.compute_end = now + self.compute_s
         self.status = {s.index: "wait" for s in self.steps}
-        self.pending = list(self.steps)  # steps not done yet, in schedule order
+        self.unmet = {s.index: len(s.deps) for s in self.steps}
+        self.ready = [s for s in self.steps if not s.deps]
+        self.active = []
+        self.open = len(self.steps)
         self.iter_bytes = {"sent": 0, "received": 0}
         self.first_comm = None
 

@@ -205,21 +205,28 @@ class Sender:
                     break
 
     def _send_from(self, port: Port, flow: OutFlow, burst: int, now: float) -> bool | None:
-        """Up to `burst` frames of one flow; the last port.send outcome."""
-        gbn, counters = flow.gbn, flow.job.counters
-        for _ in range(burst):
-            psn = gbn.next_psn(now)
-            if psn is None or (flow.paced and not flow.pacer.ready(now)):
+        """Up to `burst` frames of one flow; the last port.send_run outcome.
+        A flow at line rate goes out in one run (the kernel paces it); one
+        that DCQCN holds below line rate, a frame at a time as its pacer
+        allows."""
+        gbn, paced, total = flow.gbn, flow.paced, 0
+        while total < burst:
+            count = min(burst - total, gbn.room())
+            if count <= 0 or (paced and not flow.pacer.ready(now)):
                 return True
-            frame = flow.frame(psn)
-            outcome = port.send(frame, now)
+            if paced:
+                count = 1
+            first = gbn.nxt
+            sent, nbytes, outcome = port.send_run(flow.frame, first, count, now)
+            if sent:
+                if paced:
+                    flow.pacer.sent(nbytes, now)
+                gbn.on_sent(first, now, sent)
+                flow.job.counters["packets_sent"] += sent
+                self.frames["data_sent"] += sent
+                total += sent
             if outcome is not True:
                 return outcome
-            if flow.paced:
-                flow.pacer.sent(len(frame), now)
-            gbn.on_sent(psn, now)
-            counters["packets_sent"] += 1
-            self.frames["data_sent"] += 1
         return True
 
     # --- control frames ------------------------------------------------------

@@ -102,9 +102,10 @@ class OutFlow:
         return roce.SEND_LAST if psn == self.npackets - 1 else roce.SEND_MIDDLE
 
     def frame(self, psn: int) -> bytearray:
-        tpl = self.last if psn == self.npackets - 1 else self.full
-        ackreq = psn == self.npackets - 1 or psn % 8 == 7
-        return tpl.frame(psn, opcode=self.opcode(psn), ackreq=ackreq)
+        """The frame of one PSN (in the template's reused buffer: send it at once)."""
+        if psn == self.npackets - 1:
+            return self.last.frame(psn, self.opcode(psn), True)
+        return self.full.frame(psn, roce.SEND_FIRST if psn == 0 else roce.SEND_MIDDLE, psn % 8 == 7)
 
 
 class InFlow:

@@ -272,7 +272,9 @@ class LineMeter:
         self.resyncs = 0
         self.gaps = []  # (start, length) of every late gap, monotonic clock
 
-    def sent(self, nbytes: int, now: float, backlogged: bool) -> None:
+    def sent(self, nbytes: int, now: float, backlogged: bool, frames: int = 1) -> None:
+        """`frames` frames of `nbytes` bytes in all were queued at `now`,
+        back to back (after the first, each waits behind the one before)."""
         tx = nbytes * 8 / self.rate_bps
         start = now
         if self.drain_at is not None:
@@ -291,7 +293,7 @@ class LineMeter:
                             self.gaps.append((round(self.drain_at, 6), round(gap, 6)))
         self.drain_at = start + tx
         self.tx_s += tx
-        self.packets += 1
+        self.packets += frames
 
     def idle_since(self, now: float) -> bool:
         """The replayed clock says the line went idle before `now`."""

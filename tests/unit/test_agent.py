@@ -264,9 +264,10 @@ class _Port:
     def __init__(self):
         self.flows, self.blocked, self.rr, self.backlogged, self.out = [], False, 0, False, []
 
-    def send(self, frame, now):
-        self.out.append(bytes(frame))
-        return True
+    def send_run(self, make, first, count, now):
+        frames = [bytes(make(psn)) for psn in range(first, first + count)]
+        self.out += frames
+        return count, sum(map(len, frames)), True
 
     def send_ctrl(self, frame):
         self.out.append(bytes(frame))
@@ -378,3 +379,71 @@ def test_two_agents_carry_a_job_over_a_fake_wire(lose, capsys):
     assert a.frames["received"] > 0 and a.frames["ctrl_sent"] > 0
     progress = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert sorted(r["rank"] for r in progress) == [0, 1]  # one line per finished iteration
+
+
+class _Sock:
+    """A data socket whose kernel queue takes `room` more frames."""
+
+    def __init__(self, room, error=None):
+        self.room, self.error, self.out = room, error, []
+
+    def send(self, frame):
+        if self.error is not None and len(self.out) == self.room:
+            raise self.error
+        if len(self.out) == self.room:
+            raise BlockingIOError
+        self.out.append(bytes(frame))
+
+
+@pytest.mark.parametrize(
+    "room, error, expected",
+    [(10, None, (5, True)), (3, None, (3, False)), (2, OSError(100, "down"), (2, None))],
+)
+def test_a_run_of_frames_stops_where_the_kernel_stops_taking_them(room, error, expected):
+    from traffic.nic import Port
+
+    port = object.__new__(Port)
+    vars(port).update(
+        sock=_Sock(room, error),
+        meter=transport.LineMeter(1e9, 0.25),
+        blocked=False,
+        backlogged=False,
+        errors=0,
+    )
+    sent, nbytes, outcome = port.send_run(lambda psn: bytes([psn]) * 100, 7, 5, 1.0)
+    assert (sent, outcome) == expected and nbytes == 100 * sent
+    assert port.sock.out == [bytes([p]) * 100 for p in range(7, 7 + sent)]
+    assert port.meter.packets == sent and port.meter.tx_s == pytest.approx(sent * 800 / 1e9)
+    assert (port.blocked, port.backlogged, port.errors) == (
+        outcome is False,
+        outcome is False,
+        int(outcome is None),
+    )
+
+
+@pytest.mark.parametrize("collective", ["ring", "halving-doubling", "all-to-all"])
+def test_every_step_starts_once_and_only_after_all_its_dependencies_ended(collective):
+    """The steps' dependencies as the schedule gives them: a step starts
+    (a send's transfer begins) only once each of its deps has ended, and
+    ends only after it started; transfers end here in a shuffled order."""
+    import random
+
+    job = Job(_spec(1, n=4, collective=collective, compute_s=0.0, iterations=1, bytes=4096 * 8), 0.0)
+    driver = _Driver()
+    ended, started_at = [], {}
+    rng = random.Random(5)
+    job.advance(0.0, driver)
+    while not job.done:
+        for s in job.steps:
+            if job.status[s.index] == "active" and s.index not in started_at:
+                started_at[s.index] = len(ended)
+                assert all(d in ended for d in s.deps), (s.index, s.deps, ended)
+        active = [s.index for s in job.steps if job.status[s.index] == "active"]
+        assert active, "the job waits for nothing"
+        pick = rng.choice(active)
+        driver.finished.add((0, pick))
+        ended.append(pick)
+        job.advance(0.0, driver)
+    assert sorted(ended) == [s.index for s in job.steps] and len(set(ended)) == len(ended)
+    sends = sorted(i for _, i in driver.started)
+    assert sends == [s.index for s in job.steps if s.kind == "send"]

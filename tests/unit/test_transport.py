@@ -391,3 +391,34 @@ def test_in_order_fast_path_matches_on_data():
             fast.on_data(psn, False, False, 0.0)
         assert (fast.expected, fast.received, fast._unacked) == (slow.expected, slow.received, slow._unacked)
     assert fast.done and answers >= 40 // 8
+
+
+def test_a_run_of_sends_is_booked_as_the_sends_one_by_one():
+    one, run = GbnSender(20, window=8, rto_s=0.1), GbnSender(20, window=8, rto_s=0.1)
+    assert run.room() == 8
+    for psn in range(5):
+        one.on_sent(psn, 0.5)
+    run.on_sent(0, 0.5, count=5)
+    one.on_nak(2, 0.6)
+    run.on_nak(2, 0.6)  # resend from 2: 2..4 again, then 5..9 new
+    assert run.room() == 8
+    for psn in range(2, 10):
+        one.on_sent(psn, 0.7)
+    run.on_sent(2, 0.7, count=8)
+    assert vars(one) == vars(run) and run.retransmitted == 3 and run.room() == 0
+    with pytest.raises(ValueError):
+        run.on_sent(10, 0.8)  # the window is full
+    run.on_ack(9, 0.9)
+    with pytest.raises(ValueError):
+        run.on_sent(10, 0.9, count=11)  # beyond the transfer's 20 packets
+
+
+def test_the_line_meter_takes_a_run_of_frames_as_the_frames_one_by_one():
+    from traffic.transport import LineMeter
+
+    one, run = LineMeter(40e6, max_gap_s=0.25), LineMeter(40e6, max_gap_s=0.25)
+    for now, backlogged in ((0.0, False), (0.009, True), (0.5, True)):
+        for _ in range(3):
+            one.sent(5000, now, backlogged)
+        run.sent(15000, now, backlogged, frames=3)
+    assert run.summary() == one.summary() and run.packets == 9 and run.late == 1 and run.stalls == 1
