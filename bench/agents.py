@@ -5,7 +5,7 @@ Runs a training drill (default scenarios/allreduce-ring.yaml: 8 ranks, ring
 AllReduce, 8 iterations) --runs times with `hpnlab run` and prints, per run
 and as a range, from each run's results.json:
 
-  agents us/packet   the agents' CPU (user + system, all 8 together) per
+  agents us/packet   the agents' CPU (user + system, all processes together) per
                      data packet sent; every data packet is also received
                      by an agent, and its share of ACKs is included
   agents us/frame    the same CPU per frame an agent sent or received
@@ -19,7 +19,8 @@ machine: the CPU time hpnlab's raw sender spends per frame it puts on a
 veth pair (bench/generator.py, one core), measured before the runs and
 again after them. Targets, as ratios: agents at most 2x the reference per
 frame, Open vSwitch at most 2.5x per packet-hop. Needs root and Open
-vSwitch; run it on an otherwise quiet machine.
+vSwitch; run it on an otherwise quiet machine. The agents run as one
+process per host unless --processes asks for fewer.
 """
 
 import argparse
@@ -34,10 +35,14 @@ TARGET_AGENTS_RATIO = 2.0  # agents' CPU per frame / the raw sender's
 TARGET_OVS_RATIO = 2.5  # Open vSwitch's CPU per packet-hop / the raw sender's per frame
 
 
-def run_once(scenario, out, extra, split=False):
+def run_once(scenario, out, extra, split=False, processes=None):
     hpnlab = os.path.join(os.path.dirname(sys.executable), "hpnlab")
     argv = [hpnlab] if os.path.exists(hpnlab) else [sys.executable, "-m", "testbed.cli"]
-    env = dict(os.environ, HPNLAB_AGENT_SPLIT="1") if split else None
+    env = dict(os.environ)
+    if split:
+        env["HPNLAB_AGENT_SPLIT"] = "1"
+    if processes:
+        env["HPNLAB_AGENT_PROCESSES"] = str(processes)
     proc = subprocess.run(
         argv + ["run", scenario, "--out", out] + extra, cwd=ROOT, capture_output=True, text=True, env=env
     )
@@ -54,7 +59,18 @@ def run_once(scenario, out, extra, split=False):
         "fidelity": m["fidelity"].get("min"),
         "verdict": "PASSED" if res.get("passed") else "not passed",
         "split": cpu_split(os.path.join(out, "run")) if split else None,
+        "processes": agent_processes(os.path.join(out, "run")),
     }
+
+
+def agent_processes(run_dir):
+    """How many processes played the drill's hosts (from the agents' results)."""
+    groups = set()
+    for name in os.listdir(run_dir):
+        if name.startswith("agent-") and name.endswith(".json") and not name.endswith(".cfg.json"):
+            with open(os.path.join(run_dir, name)) as fh:
+                groups.add(tuple(json.load(fh).get("process", {}).get("hosts", [name])))
+    return len(groups)
 
 
 def cpu_split(run_dir):
@@ -89,6 +105,11 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--dilation", help="passed to hpnlab run --dilation")
     ap.add_argument(
+        "--processes",
+        type=int,
+        help="agent processes to play the hosts (HPNLAB_AGENT_PROCESSES; default one per host)",
+    )
+    ap.add_argument(
         "--split",
         action="store_true",
         help="also print where the agents' CPU goes by part of their loop (costs them a few "
@@ -108,14 +129,14 @@ def main():
     )
     with tempfile.TemporaryDirectory(prefix="hpnlab-bench-") as tmp:
         for i in range(args.runs):
-            r = run_once(args.scenario, os.path.join(tmp, f"run{i}"), extra, args.split)
+            r = run_once(args.scenario, os.path.join(tmp, f"run{i}"), extra, args.split, args.processes)
             c = r["cost"]
             rows.append(r)
             fid = r["fidelity"]
             print(
                 f"{i + 1:>3}  {c.get('agents_us') or 0:>16.1f}  "
                 f"{c.get('agents_us_per_frame') or 0:>15.1f}  {c.get('ovs_us') or 0:>17.1f}  "
-                f"{fid if fid is not None else 0:>8.3f}  {r['verdict']}",
+                f"{fid if fid is not None else 0:>8.3f}  {r['verdict']} ({r['processes']} agent processes)",
                 flush=True,
             )
             if r["split"]:

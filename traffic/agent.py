@@ -1,8 +1,13 @@
 """Traffic agent: plays the ranks of training jobs that live on one host.
 
-Started by the runner inside a host's network namespace:
+Started by the runner in a host's network namespace, one process per
+host or, when asked, one for several hosts:
 
-    python -m traffic.agent CONFIG.json
+    python -m traffic.agent CONFIG.json [CONFIG.json ...]
+
+Each configuration is one host's; the process makes that host's sockets
+inside the host's network namespace (the config's `netns`) and plays all
+its hosts in one loop (see play).
 
 Each rank runs its iterations: a compute phase (the GPU busy; here just
 time passing), then the steps of its collective schedule, each a transfer
@@ -41,9 +46,9 @@ import select
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from . import gobackn, roce, transport
+from . import gobackn, netns, roce, transport
 from .collectives import Step
 from .job import Job
 from .receiver import Receiver
@@ -119,7 +124,8 @@ class Agent:
             cnp_interval_s=dcqcn_params.cnp_interval_s,
             nak_retry_s=gobackn.DEFAULT_NAK_RETRY_S * d,
         )
-        self.stop = False
+        self.split: CpuSplit | None = None  # set by play() when asked to measure
+        self.rx_overflows: int | None = None
 
     def set_start(self, start_at: float) -> None:
         """All agents get the same wall-clock start (CLOCK_REALTIME is shared
@@ -129,79 +135,67 @@ class Agent:
             job.set_clock(start_mono)
         self.deadline = start_mono + self.cfg["deadline_s"]
 
-    # --- main loop ---------------------------------------------------------
-    def run(self) -> dict:
-        """Play the jobs until they are done (and a linger after) or the
-        deadline; returns the CPU the loop took and its wake-ups."""
-        cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+    # --- one pass of the loop (see play) ----------------------------------
+    def begin(self) -> None:
+        """Ready to play: the loop's own state."""
+        self.done_at: float | None = None
+        self.next_tick = 0.0
+        self.passed_at = 0.0
+        self.finished = False
+
+    def turn(self, readable: Sequence[object]) -> bool:
+        """This agent's share of a pass: timers, its jobs, the frames that
+        arrived and the frames that may leave. False once it is through:
+        its jobs done (and a linger after) or its deadline passed."""
         sender, receiver = self.sender, self.receiver
-        done_at = None
-        next_tick = 0.0
-        events = sender.picker.events
-        rlist = [receiver.rx, events]
-        readable: Sequence[object] = ()
-        wakeups = 0
-        wakeup_floor = self.coalesce_s
-        split = CpuSplit() if os.environ.get("HPNLAB_AGENT_SPLIT") else None
-        while not self.stop:
-            now = time.monotonic()
-            if now >= self.deadline:
-                break
-            if done_at is None and all(j.done for j in self.jobs):
-                done_at = now
-            # Linger after the last job: a peer whose final ACK from us was
-            # lost retransmits after its timeout and must get the ACK again.
-            if done_at is not None and now >= done_at + self.linger_s:
-                break
-            if events in readable and sender.picker.changed():
-                # A link or route changed: every flow asks again now, and at
-                # each tick for a little while, until the kernel has settled.
-                self.reroute_until = now + self.route_settle_s
-                next_tick = now
-            if now >= next_tick:
-                sender.tick(now, now <= self.reroute_until)
-                next_tick = now + self.tick_s
-            for job in self.jobs:
-                if now >= job.wake_at:
-                    job.advance(now, self)
-            if split:
-                split.mark("other")
-            if receiver.receive(now):
-                now = time.monotonic()
-            if split:
-                split.mark("receive")
-            sender.pump(now)
-            if split:
-                split.mark("send")
-            due = min(next_tick, self.deadline, *(j.wake_at for j in self.jobs))
-            if sender.any_paced:
-                due = min(due, sender.paced_wake())
-            wlist = [p.sock for p in sender.ports.values() if p.blocked]
-            # Interrupt moderation, as NICs do it: a pass comes at most every
-            # few frame times, so that each handles several frames. The
-            # kernel queues hold more than that, so no port runs dry
-            # meanwhile, and no timer is made later than it is due. Sleeping
-            # first means that, under load, select() finds work waiting and
-            # returns at once: one blocking call per pass, not two.
-            rest = min(now + wakeup_floor, due) - time.monotonic()
-            if split:
-                split.mark("other")
-            if rest > 0:
-                time.sleep(rest)
-            readable, writable, _ = select.select(rlist, wlist, [], max(0.0, due - time.monotonic()))
-            if split:
-                split.mark("wait")
-            wakeups += 1
-            for sock in writable:
-                sender.port_of_sock[sock].blocked = False
-        # getrusage, not os.times(): its total is exact (scheduler time), where
-        # os.times() counts whole 10 ms ticks, a large error on 0.1 s of CPU.
-        cpu = resource.getrusage(resource.RUSAGE_SELF)
-        user, system = cpu.ru_utime - cpu0.ru_utime, cpu.ru_stime - cpu0.ru_stime
-        out: dict = {"cpu_s": user + system, "cpu_user_s": user, "cpu_system_s": system, "wakeups": wakeups}
+        now = time.monotonic()
+        if now >= self.deadline:
+            return False
+        if self.done_at is None and all(j.done for j in self.jobs):
+            self.done_at = now
+        # Linger after the last job: a peer whose final ACK from us was
+        # lost retransmits after its timeout and must get the ACK again.
+        if self.done_at is not None and now >= self.done_at + self.linger_s:
+            return False
+        if sender.picker.events in readable and sender.picker.changed():
+            # A link or route changed: every flow asks again now, and at
+            # each tick for a little while, until the kernel has settled.
+            self.reroute_until = now + self.route_settle_s
+            self.next_tick = now
+        if now >= self.next_tick:
+            sender.tick(now, now <= self.reroute_until)
+            self.next_tick = now + self.tick_s
+        for job in self.jobs:
+            if now >= job.wake_at:
+                job.advance(now, self)
+        split = self.split
         if split:
-            out["cpu_split_s"] = {part: round(v, 6) for part, v in split.seconds.items()}
-        return out
+            split.mark("other")
+        if receiver.receive(now):
+            now = time.monotonic()
+        self.passed_at = now  # the pass has taken in its frames
+        if split:
+            split.mark("receive")
+        sender.pump(now)
+        if split:
+            split.mark("send")
+        return True
+
+    def due(self) -> float:
+        """When this agent next needs the clock, frames aside."""
+        due = min(self.next_tick, self.deadline, *(j.wake_at for j in self.jobs))
+        if self.sender.any_paced:
+            due = min(due, self.sender.paced_wake())
+        return due
+
+    def finish(self) -> None:
+        """Through: note what the kernel dropped unread and close the
+        receive socket (a late frame now meets a closed port, as when an
+        agent process exits)."""
+        with netns.entered(self.cfg.get("netns")):
+            self.rx_overflows = self.receiver.overflows()
+        self.receiver.rx.close()
+        self.finished = True
 
     # --- the jobs' steps (job.StepDriver) ----------------------------------
     def advance(self, job: Job, now: float) -> None:
@@ -246,54 +240,139 @@ class Agent:
             # them in time (the host short of CPU): a loss the emulated
             # network did not cause.
             "rx_buffer_bytes": self.receiver.rx_buffer,
-            "rx_overflows": self.receiver.overflows(),
+            "rx_overflows": self.rx_overflows,
             "time_dilation": self.dilation,
             **extra,
         }
 
 
+def play(agents: list[Agent], stopped: Callable[[], bool]) -> dict:
+    """Play the agents' jobs in one loop, each pass giving every agent its
+    turn, until all are through or `stopped()`. One process may play
+    several hosts: a pass then takes in the frames of all of them with one
+    sleep and one select(), and the process's caches stay warm where one
+    process per host wakes up cold each time. Returns the CPU the loop
+    took and its wake-ups, for the whole process."""
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+    split = CpuSplit() if os.environ.get("HPNLAB_AGENT_SPLIT") else None
+    for agent in agents:
+        agent.begin()
+        agent.split = split
+    port_of_sock = {sock: port for a in agents for sock, port in a.sender.port_of_sock.items()}
+    wakeup_floor = min(a.coalesce_s for a in agents)
+    live = list(agents)
+    readable: Sequence[object] = ()
+    wakeups = 0
+    while live and not stopped():
+        through = [a for a in live if not a.turn(readable)]
+        for agent in through:
+            agent.finish()
+        live = [a for a in live if not a.finished]
+        if not live:
+            break
+        due = min(a.due() for a in live)
+        rlist = [sock for a in live for sock in (a.receiver.rx, a.sender.picker.events)]
+        wlist = [p.sock for a in live for p in a.sender.ports.values() if p.blocked]
+        # Interrupt moderation, as NICs do it: a pass comes at most every
+        # few frame times, so that each handles several frames. The
+        # kernel queues hold more than that, so no port runs dry
+        # meanwhile, and no timer is made later than it is due. Sleeping
+        # first means that, under load, select() finds work waiting and
+        # returns at once: one blocking call per pass, not two.
+        rest = min(max(a.passed_at for a in live) + wakeup_floor, due) - time.monotonic()
+        if split:
+            split.mark("other")
+        if rest > 0:
+            time.sleep(rest)
+        readable, writable, _ = select.select(rlist, wlist, [], max(0.0, due - time.monotonic()))
+        if split:
+            split.mark("wait")
+        wakeups += 1
+        for sock in writable:
+            port_of_sock[sock].blocked = False
+    for agent in live:
+        agent.finish()
+    # getrusage, not os.times(): its total is exact (scheduler time), where
+    # os.times() counts whole 10 ms ticks, a large error on 0.1 s of CPU.
+    cpu = resource.getrusage(resource.RUSAGE_SELF)
+    user, system = cpu.ru_utime - cpu0.ru_utime, cpu.ru_stime - cpu0.ru_stime
+    out: dict = {"cpu_s": user + system, "cpu_user_s": user, "cpu_system_s": system, "wakeups": wakeups}
+    if split:
+        out["cpu_split_s"] = dict(split.seconds)
+    return out
+
+
+def shares(agents: list[Agent], process: dict) -> list[dict]:
+    """Each agent's share of what play() measured for the process, by the
+    frames it handled (so the agents' sums are the process's), with the
+    whole under "process"."""
+    frames = [sum(a.frames.values()) for a in agents]
+    total = sum(frames)
+    out = []
+    for n in frames:
+        w = n / total if total else 1 / len(agents)
+        share: dict = {k: process[k] * w for k in ("cpu_s", "cpu_user_s", "cpu_system_s")}
+        if "cpu_split_s" in process:
+            share["cpu_split_s"] = {k: round(v * w, 6) for k, v in process["cpu_split_s"].items()}
+        share["wakeups"] = process["wakeups"]
+        share["process"] = {"hosts": [a.cfg["host"] for a in agents], "cpu_s": round(process["cpu_s"], 6)}
+        out.append(share)
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
+    """python -m traffic.agent CONFIG.json [CONFIG.json ...]: play the hosts
+    the configurations name, each one's sockets made in the network
+    namespace its `netns` names (none: where this process runs)."""
     argv = sys.argv[1:] if argv is None else argv
-    with open(argv[0]) as fh:
-        cfg = json.load(fh)
-    agent = Agent(cfg)
+    agents = []
+    for path in argv:
+        with open(path) as fh:
+            cfg = json.load(fh)
+        with netns.entered(cfg.get("netns")):
+            agents.append(Agent(cfg))
     try:
         # The agent stands in for NIC hardware: let it preempt ordinary
         # processes so its pacing stays on time (Open vSwitch runs at -10).
         os.nice(-5)
     except OSError:
         pass
+    stop = []
 
-    def stop(signum: int, frame: object) -> None:
-        agent.stop = True
+    def on_signal(signum: int, frame: object) -> None:
+        stop.append(signum)
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     # Set up the switches' entries for every path now (see Sender.warm);
     # a job that starts later warms its paths again just before, since
     # idle entries expire. Then tell the runner we are set up, and wait for
     # the common start time.
-    for job in agent.jobs:
-        agent.sender.warm(job)
-    print(json.dumps({"event": "ready", "host": cfg["host"]}), flush=True)
+    for agent in agents:
+        for job in agent.jobs:
+            agent.sender.warm(job)
+        print(json.dumps({"event": "ready", "host": agent.cfg["host"]}), flush=True)
     line = sys.stdin.readline()
     if not line:
         return  # the runner went away before the start
-    agent.set_start(json.loads(line)["start_at"])
+    start_at = json.loads(line)["start_at"]
+    for agent in agents:
+        agent.set_start(start_at)
     if os.environ.get("HPNLAB_PROFILE"):  # developer aid: where the agent's CPU goes
         import cProfile
 
         prof = cProfile.Profile(time.process_time)
-        extra = prof.runcall(agent.run)
-        prof.dump_stats(cfg["out"] + ".prof")
+        process = prof.runcall(play, agents, lambda: bool(stop))
+        prof.dump_stats(agents[0].cfg["out"] + ".prof")
     else:
-        extra = agent.run()
-    out = agent.results(extra)
-    tmp = cfg["out"] + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(out, fh, indent=1)
-    os.replace(tmp, cfg["out"])
-    agent.sender.close()
+        process = play(agents, lambda: bool(stop))
+    for agent, extra in zip(agents, shares(agents, process)):
+        out = agent.results(extra)
+        tmp = agent.cfg["out"] + ".tmp"
+        with open(tmp, "w") as fh:
+            json.dump(out, fh, indent=1)
+        os.replace(tmp, agent.cfg["out"])
+        agent.sender.close()
 
 
 if __name__ == "__main__":

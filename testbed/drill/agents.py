@@ -1,6 +1,8 @@
 """The traffic agents of a drill's training jobs, as processes: one per host,
-started inside its namespace, released together at a common start time,
-followed for progress, waited for and ended."""
+or as many as HPNLAB_AGENT_PROCESSES says, each playing its share of the
+hosts with every host's sockets made in that host's namespace; released
+together at a common start time, followed for progress, waited for and
+ended."""
 
 import json
 import os
@@ -11,6 +13,32 @@ import time
 from testbed.emulation.procs import end as end_process
 from testbed.emulation.procs import own_module
 
+PROCESSES_ENV = "HPNLAB_AGENT_PROCESSES"
+
+
+def process_count(hosts, asked=None):
+    """How many agent processes play `hosts` hosts: one per host unless
+    `asked` (the environment's HPNLAB_AGENT_PROCESSES) says fewer; never
+    more than one per host. Fewer processes cost far less CPU per frame
+    (docs/numbers.md), but a process short of CPU then falls behind in
+    reading what arrives while its sending still looks on time, which the
+    run's fidelity does not yet see: so one per host stays the default."""
+    if not asked:
+        return max(1, hosts)
+    try:
+        n = int(asked)
+    except ValueError:
+        raise ValueError(f"{PROCESSES_ENV}: expected a whole number of processes, got {asked!r}") from None
+    if n < 1:
+        raise ValueError(f"{PROCESSES_ENV}: expected at least 1 process, got {n}")
+    return max(1, min(n, hosts))
+
+
+def host_groups(hosts, n):
+    """`hosts` dealt out over n processes, round-robin in the order given:
+    the ranks of a job, consecutive hosts, spread over the processes."""
+    return [list(hosts[i::n]) for i in range(n)]
+
 
 class JobAgents:
     def __init__(self, fnet, configs, run_dir, log=print):
@@ -18,27 +46,45 @@ class JobAgents:
         self.configs = configs
         self.run_dir = run_dir
         self.log = log
-        self.procs = {}
+        self.procs = {}  # the first host of each process -> the process
+        self.hosts_of = {}  # the first host of each process -> all its hosts
         self.progress = []
         self.ready = set()
         self.lock = threading.Condition()
 
     def start(self):
-        for host, cfg in self.configs.items():
-            path = os.path.join(self.run_dir, f"agent-{host}.cfg.json")
-            with open(path, "w") as fh:
-                json.dump(cfg, fh, indent=1)
-            with open(os.path.join(self.run_dir, f"agent-{host}.log"), "w") as err:
+        hosts = list(self.configs)
+        n = process_count(len(hosts), asked=os.environ.get(PROCESSES_ENV))
+        for group in host_groups(hosts, n):
+            paths = []
+            for host in group:
+                path = os.path.join(self.run_dir, f"agent-{host}.cfg.json")
+                with open(path, "w") as fh:
+                    json.dump({**self.configs[host], "netns": self.fnet.netns_of(host)}, fh, indent=1)
+                paths.append(path)
+            # Started in its first host's namespace, as a process of one host
+            # was: what it loads at start (scapy looks at the interfaces of
+            # where it runs) sees that host's two ports, not the hundreds of
+            # switch ports of the machine's own namespace.
+            with open(self._log_of(group[0]), "w") as err:
                 proc = self.fnet.popen_in(
-                    host,
-                    own_module("traffic.agent", path),
+                    group[0],
+                    own_module("traffic.agent", *paths),
                     stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     stderr=err,
                     text=True,
                 )
-            self.procs[host] = proc
-            threading.Thread(target=self._follow, args=(host, proc), daemon=True).start()
+            self.procs[group[0]] = proc
+            self.hosts_of[group[0]] = group
+            threading.Thread(target=self._follow, args=(group[0], proc), daemon=True).start()
+
+    def _log_of(self, first):
+        return os.path.join(self.run_dir, f"agent-{first}.log")
+
+    def _names(self, first):
+        """The hosts one process plays, for messages."""
+        return ", ".join(self.hosts_of[first])
 
     def _follow(self, host, proc):
         for line in proc.stdout:
@@ -48,7 +94,7 @@ class JobAgents:
                 continue
             with self.lock:
                 if rec.get("event") == "ready":
-                    self.ready.add(host)
+                    self.ready.add(rec.get("host"))
                 else:
                     self.progress.append(rec)
                 self.lock.notify_all()
@@ -61,12 +107,11 @@ class JobAgents:
         with self.lock:
             ok = self.lock.wait_for(
                 lambda: (
-                    len(self.ready) == len(self.procs)
-                    or any(p.poll() is not None for p in self.procs.values())
+                    self.ready >= set(self.configs) or any(p.poll() is not None for p in self.procs.values())
                 ),
                 timeout,
             )
-            missing = sorted(set(self.procs) - self.ready)
+            missing = sorted(set(self.configs) - self.ready)
         if not ok or missing:
             raise RuntimeError(
                 f"traffic agents not ready in {timeout:.0f} s: {', '.join(missing)} (logs in {self.run_dir})"
@@ -85,16 +130,15 @@ class JobAgents:
         """Wait for every agent (each stops itself at its deadline)."""
         problems = []
         deadline = time.monotonic() + timeout
-        for host, proc in self.procs.items():
+        for first, proc in self.procs.items():
             try:
                 rc = proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 rc = end_process(proc, 10)
-                problems.append(f"agent on {host} did not stop by itself")
+                problems.append(f"the agent of {self._names(first)} did not stop by itself")
             if rc != 0:
                 problems.append(
-                    f"agent on {host} exited with status {rc}: see "
-                    f"{os.path.join(self.run_dir, 'agent-' + host + '.log')}"
+                    f"the agent of {self._names(first)} exited with status {rc}: see {self._log_of(first)}"
                 )
         return problems
 

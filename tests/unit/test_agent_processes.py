@@ -1,0 +1,104 @@
+"""How the traffic agents' hosts are dealt out over processes, how one
+process's CPU is shared out over its hosts, and entering a namespace."""
+
+import os
+from types import SimpleNamespace
+
+import pytest
+
+from testbed.drill.agents import PROCESSES_ENV, host_groups, process_count
+from traffic import agent, netns
+
+
+@pytest.mark.parametrize(
+    "hosts, asked, expected", [(8, None, 8), (8, "", 8), (1, None, 1), (8, "2", 2), (8, "3", 3), (2, "5", 2)]
+)
+def test_one_process_per_host_unless_told_fewer(hosts, asked, expected):
+    assert process_count(hosts, asked) == expected
+
+
+@pytest.mark.parametrize("asked", ["0", "-1", "two", "1.5"])
+def test_a_bad_process_count_names_the_setting_and_what_it_expects(asked):
+    with pytest.raises(ValueError, match=f"^{PROCESSES_ENV}: expected"):
+        process_count(8, asked)
+
+
+def test_hosts_are_dealt_round_robin_so_each_process_gets_its_share():
+    hosts = [f"h{i}" for i in range(7)]
+    groups = host_groups(hosts, 3)
+    assert groups == [["h0", "h3", "h6"], ["h1", "h4"], ["h2", "h5"]]
+    assert sorted(h for g in groups for h in g) == sorted(hosts)
+    assert host_groups(hosts, 7) == [[h] for h in hosts]
+
+
+def test_a_process_cpu_is_shared_by_frames_and_the_shares_add_up():
+    agents = [
+        SimpleNamespace(frames={"data_sent": 30, "received": 30}, cfg={"host": "a"}),
+        SimpleNamespace(frames={"data_sent": 10, "received": 30}, cfg={"host": "b"}),
+    ]
+    process = {
+        "cpu_s": 2.0,
+        "cpu_user_s": 1.5,
+        "cpu_system_s": 0.5,
+        "wakeups": 7,
+        "cpu_split_s": {"receive": 1.0, "send": 1.0},
+    }
+    a, b = agent.shares(agents, process)
+    assert (a["cpu_s"], b["cpu_s"]) == pytest.approx((1.2, 0.8))
+    assert a["cpu_user_s"] + b["cpu_user_s"] == pytest.approx(1.5)
+    assert a["cpu_split_s"]["receive"] + b["cpu_split_s"]["receive"] == pytest.approx(1.0)
+    assert a["wakeups"] == b["wakeups"] == 7
+    assert a["process"] == b["process"] == {"hosts": ["a", "b"], "cpu_s": 2.0}
+    idle = [SimpleNamespace(frames={"received": 0}, cfg={"host": h}) for h in "xy"]
+    assert [s["cpu_s"] for s in agent.shares(idle, process)] == [1.0, 1.0]
+
+
+def _netns_inode():
+    return os.stat("/proc/thread-self/ns/net").st_ino
+
+
+def test_entering_a_namespace_comes_back_and_none_stays():
+    home = _netns_inode()
+    with netns.entered(None):
+        assert _netns_inode() == home
+    if os.geteuid() != 0:
+        pytest.skip("entering a network namespace needs root")
+    with netns.entered("/proc/self/ns/net"):
+        assert _netns_inode() == home
+    assert _netns_inode() == home
+    with pytest.raises(FileNotFoundError), netns.entered("/nonexistent/ns/net"):
+        pass
+    assert _netns_inode() == home
+
+
+def test_a_socket_made_inside_another_namespace_stays_there():
+    import socket
+    import subprocess
+    import time
+
+    if os.geteuid() != 0:
+        pytest.skip("entering a network namespace needs root")
+    home = _netns_inode()
+    holder = subprocess.Popen(["unshare", "--net", "sleep", "30"])
+    try:
+        path = f"/proc/{holder.pid}/ns/net"
+        deadline = time.monotonic() + 5
+        while os.stat(path).st_ino == home:  # until unshare has made its namespace
+            assert time.monotonic() < deadline, "unshare made no network namespace"
+            time.sleep(0.01)
+        with netns.entered(path):
+            assert _netns_inode() == os.stat(path).st_ino
+            names = [name for _, name in socket.if_nameindex()]
+            subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+            inside = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            inside.bind(("127.0.0.1", 0))
+        assert _netns_inode() == home
+        assert names == ["lo"]  # a new namespace has its loopback only
+        # The same address and port are free here: the socket is over there.
+        outside = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        outside.bind(inside.getsockname())
+        outside.close()
+        inside.close()
+    finally:
+        holder.kill()
+        holder.wait()
