@@ -1,6 +1,7 @@
 """Crux's inputs read from a job's traffic: synthetic counter samples of a
 job whose period, computation and bytes are known, measured back."""
 
+import math
 import random
 
 import pytest
@@ -8,14 +9,20 @@ import pytest
 from testbed.schedule.crux.profile import SILENT_BYTES, profile
 
 
-def counters_of(period, compute, flow_bytes, dt, duration, phase=0.0, jitter=0.0, seed=1):
+def counters_of(
+    period, compute, flow_bytes, dt, duration, phase=0.0, jitter=0.0, seed=1, refresh=None, refresh_phase=0.0
+):
     """Sample times and cumulative byte counters of a job that computes for
     `compute` s, then sends `flow_bytes` (per connection) evenly over the
-    rest of its `period`, starting `phase` s into the window."""
+    rest of its `period`, starting `phase` s into the window (before it,
+    when negative). With `refresh`, a sample reads the counters as the
+    switch last refreshed them, every `refresh` s from `refresh_phase`."""
     rng = random.Random(seed)
     comm = period - compute
 
     def sent_by(t, nbytes):
+        if refresh is not None:
+            t = math.floor((t - refresh_phase) / refresh) * refresh + refresh_phase
         if t < phase:
             return 0.0
         k, into = divmod(t - phase, period)
@@ -43,6 +50,46 @@ def test_period_compute_and_bytes_come_back_within_a_sample(period, compute, dt)
     assert p.iterations >= 4
     for name, b in flows.items():
         assert p.bytes[name] == pytest.approx(b, rel=0.05)
+
+
+def test_a_burst_under_way_when_the_window_opens_is_not_counted():
+    # 0.15 s into its 0.3 s of sending when the first sample is taken
+    times, counters = counters_of(0.8, 0.5, {"r0->r1": 400_000}, 0.02, duration=3.0, phase=-0.65)
+    p = profile(times, counters)
+    assert p.bytes["r0->r1"] == pytest.approx(400_000, rel=0.05)
+    assert p.period_s == pytest.approx(0.8, abs=0.03)
+    assert p.compute_s == pytest.approx(0.5, abs=0.03)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_computation_a_few_samples_long_is_measured_to_a_fraction_of_one(seed):
+    # Sampled every 100 ms from counters the switch refreshes every 100 ms
+    # on a clock of its own: the silent intervals alone lose about one
+    # interval per silence; their busy neighbours' bytes give it back.
+    rng = random.Random(seed)
+    times, counters = counters_of(
+        0.78,
+        0.5,
+        {"r0->r1": 700_000, "r1->r0": 700_000},
+        0.1,
+        duration=3.0,
+        phase=-rng.uniform(0, 0.78),
+        jitter=0.05,
+        seed=seed,
+        refresh=0.1,
+        refresh_phase=rng.uniform(0, 0.1),
+    )
+    p = profile(times, counters)
+    assert p.compute_s == pytest.approx(0.5, abs=0.03)
+    assert p.bytes["r0->r1"] == pytest.approx(700_000, rel=0.05)
+
+
+def test_a_job_whose_bursts_are_too_short_to_have_a_middle_keeps_whole_intervals():
+    # 60 ms of sending sampled every 50 ms: no interval with busy
+    # neighbours on both sides, so no rate to share out the edges with
+    times, counters = counters_of(0.36, 0.3, {"a": 200_000}, 0.05, duration=3.0, phase=0.13)
+    p = profile(times, counters)
+    assert 0.3 - 0.05 - 1e-9 <= p.compute_s <= 0.3 + 1e-9
 
 
 def test_a_job_that_never_falls_silent_is_pure_communication():

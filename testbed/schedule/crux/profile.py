@@ -14,16 +14,27 @@ separated by silences (its computation), so
   bytes       per connection, what it carried from the first burst's start
               to the last one's, divided by the periods between them
 
-A job that never falls silent at the sampling's resolution computes for
-less than one sample between bursts: its compute time is taken as 0 and
+A burst already under way when the window opens is not a start: its
+beginning was not seen, and counting it would add a part of a burst to the
+bytes and a part of a period to the periods.
+
+A job that never falls silent at the sampling's resolution (or for too few
+intervals to make periods) computes for less than one sample between
+bursts: its compute time is taken as 0 and
 its bytes per iteration as its bytes per period of the whole window, which
 ranks it as pure communication, as Crux would.
 
-The estimate is only as fine as the samples: a silence shorter than one
-sampling interval is not seen, and each measured time is off by up to one
-interval; a job whose computation is not several sampling intervals long
-is measured as lighter (more communication-bound) than it is, never as
-heavier. `resolution_s` says how fine they were.
+The estimate is only as fine as the samples. A silence is the sampling
+intervals that carried nothing plus the silent part of the busy interval on
+each side of them: an edge interval that carried x bytes was busy for about
+x over the job's rate in the middle of a burst (the median over intervals
+whose neighbours are busy too). Without that, a silence of a few intervals
+loses one interval on average (its two edges), and since the switches
+refresh their counters on a clock of their own (every 100 ms), which of its
+intervals look silent moves from period to period. A job whose bursts are
+too short to have a middle keeps the whole intervals only: measured as
+lighter (more communication-bound) than it is. A silence shorter than one
+interval is not seen at all. `resolution_s` says how fine the samples were.
 """
 
 from __future__ import annotations
@@ -92,13 +103,18 @@ def profile(times: Sequence[float], counters: Mapping[str, Sequence[float]]) -> 
     if sum(sent) <= 0:
         return None
     resolution = statistics.median(b - a for a, b in zip(times, times[1:]))
-    runs = _runs([s >= SILENT_BYTES for s in sent])
-    starts = [first for busy, first, _ in runs if busy]
+    busy = [s >= SILENT_BYTES for s in sent]
+    runs = _runs(busy)
+    # A burst under way at the window's first interval has no seen start.
+    starts = [first for b, first, _ in runs if b and first > 0]
     if len(starts) < MIN_BURSTS:
-        busy, first, last = runs[-1]
-        if len(starts) == 1 and busy and last - first + 1 >= MIN_BURSTS:
-            # one burst, still on at the window's end: never silent since it began
-            return _never_silent(times, counters, resolution)
+        began = busy.index(True) if True in busy else len(busy)
+        if busy[-1] and len(busy) - began >= MIN_BURSTS and busy[began:].count(False) < MIN_BURSTS:
+            # busy since it began, up to the window's end, but for fewer
+            # silent intervals than it takes to see a period: its silences
+            # are shorter than a sample (the few seen are where a sample
+            # happened to fall inside one)
+            return _never_silent(times, counters, resolution, began, len(times) - 1)
         return None
     first, last = starts[0], starts[-1]
     periods = len(starts) - 1
@@ -106,7 +122,10 @@ def profile(times: Sequence[float], counters: Mapping[str, Sequence[float]]) -> 
     # sampling too coarse for the period (a silence missed now and then)
     # sees fewer, longer periods, but computation and bytes per period
     # grow together and the intensity, their ratio, holds.
-    silent = sum(times[b + 1] - times[a] for busy, a, b in runs if not busy and first < a and b < last)
+    rate = _burst_rate(times, sent, busy)
+    silent = sum(
+        _silence(times, sent, a, b, rate) for is_busy, a, b in runs if not is_busy and first < a and b < last
+    )
     return JobProfile(
         period_s=(times[last] - times[first]) / periods,
         compute_s=silent / periods,
@@ -116,12 +135,33 @@ def profile(times: Sequence[float], counters: Mapping[str, Sequence[float]]) -> 
     )
 
 
-def _never_silent(times, counters, resolution):
-    """A job busy in every interval it sent in: pure communication at this
-    resolution, one period per sampling interval of its busy span."""
-    total = [sum(c[k] for c in counters.values()) for k in range(len(times))]
-    first = next(k for k in range(len(times) - 1) if total[k + 1] > total[k])
-    last = max(k for k in range(len(times) - 1) if total[k + 1] > total[k]) + 1
+def _burst_rate(times: Sequence[float], sent: Sequence[float], busy: Sequence[bool]) -> float | None:
+    """Bytes per second the job sends in the middle of its bursts: the
+    median over the busy intervals whose neighbours are busy too (None when
+    no burst is three intervals long)."""
+    middle = [
+        sent[k] / (times[k + 1] - times[k])
+        for k in range(1, len(sent) - 1)
+        if busy[k - 1] and busy[k] and busy[k + 1]
+    ]
+    return statistics.median(middle) if middle else None
+
+
+def _silence(times: Sequence[float], sent: Sequence[float], a: int, b: int, rate: float | None) -> float:
+    """How long the job was silent around the silent intervals a..b: those
+    intervals, plus the part of the busy interval on each side that the
+    bytes it carried, at the burst's rate, leave over."""
+    span = times[b + 1] - times[a]
+    if rate is None:
+        return span
+    for k in (a - 1, b + 1):
+        span += max(0.0, times[k + 1] - times[k] - sent[k] / rate)
+    return span
+
+
+def _never_silent(times, counters, resolution, first, last):
+    """A job busy from sample `first` to sample `last`: pure communication
+    at this resolution, one period per sampling interval of that span."""
     intervals = last - first
     return JobProfile(
         period_s=resolution,
