@@ -58,6 +58,7 @@ from .transfers import FlowSettings
 ROUTE_SETTLE_S = 0.05  # after a link or route event, re-ask the kernel this long
 TICK_S = 0.01  # housekeeping: go-back-N timeouts, DCQCN timers, route refresh
 COALESCE_FRAMES = 6  # a wake-up comes at most every this many frame times
+READ_TOLERANCE_S = 1e-3  # reads up to this much later than moderation allows are on time
 WARM_LEAD_S = 0.1  # a job's paths are warmed again this long before it starts
 
 
@@ -123,6 +124,9 @@ class Agent:
             payload=payload,
             cnp_interval_s=dcqcn_params.cnp_interval_s,
             nak_retry_s=gobackn.DEFAULT_NAK_RETRY_S * d,
+            # A frame may wait one moderation interval by design, plus the
+            # scheduler's usual jitter; what waits longer was read late.
+            reads=transport.ReadMeter(self.line_rate_bps, self.coalesce_s + READ_TOLERANCE_S),
         )
         self.split: CpuSplit | None = None  # set by play() when asked to measure
         self.rx_overflows: int | None = None
@@ -232,6 +236,9 @@ class Agent:
                 "tx_s": sum(m.tx_s for m in meters.values()),
                 "ports": {name: m.summary() for name, m in meters.items()},
             },
+            # Whether the frames that arrived were read in time: the
+            # receiving side's fidelity (see transport.ReadMeter).
+            "reading": self.receiver.reads.summary(),
             "port_send_errors": {p.ifname: p.errors for p in ports.values()},
             "control_frames_dropped": sum(p.ctrl_dropped for p in ports.values()),
             "frames": dict(self.frames),

@@ -9,12 +9,15 @@ and CNPs for this host's own transfers go to the sending side."""
 from __future__ import annotations
 
 import socket
+import struct
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import roce
 from .roce import BTH_FIELDS, PSN_MASK
 from .transfers import InFlow, qp_job
+from .transport import ReadMeter
 
 if TYPE_CHECKING:
     from .collectives import Step
@@ -22,6 +25,11 @@ if TYPE_CHECKING:
     from .sender import Sender
 
 IP_RECVTOS = getattr(socket, "IP_RECVTOS", 13)
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+TIMESPEC = struct.Struct("qq")
+# Room for both control messages a frame brings: its arrival stamp (a
+# timespec, SO_TIMESTAMPNS), then its TOS byte (IP_RECVTOS), in that order.
+ANC_SPACE = socket.CMSG_SPACE(TIMESPEC.size) + socket.CMSG_SPACE(4)
 DATA_HEADER = roce.BTH_LEN + roce.ICRC_LEN  # a data frame's UDP payload beyond its payload
 MAX_RECV_PER_PASS = 256  # frames received per loop pass, so sending never starves
 MAX_FRAME = 9216  # no frame exceeds the largest MTU
@@ -46,8 +54,10 @@ class Receiver:
         payload: int,
         cnp_interval_s: float,
         nak_retry_s: float,
+        reads: ReadMeter,
     ) -> None:
         self.sender = sender
+        self.reads = reads
         self.advance = advance
         self.peer_by_ip = peer_by_ip
         self.frames = frames
@@ -60,6 +70,7 @@ class Receiver:
         self.rx_buffer = receive_buffer(self.rx, RX_BUFFER)
         self.rx_overflows_at_start = udp_rcvbuf_errors()
         self.rx.setsockopt(socket.IPPROTO_IP, IP_RECVTOS, 1)
+        self.rx.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         self.rx.bind(("0.0.0.0", roce.ROCE_PORT))
         self.rx.setblocking(False)
         self.rx_buf = bytearray(MAX_FRAME)  # every frame is received into this one buffer
@@ -71,17 +82,21 @@ class Receiver:
 
     def receive(self, now: float) -> bool:
         """Handle what arrived; True if anything did."""
-        recv_into, space = self.rx.recvmsg_into, socket.CMSG_SPACE(4)
+        recv_into = self.rx.recvmsg_into
         buf, bufs, view = self.rx_buf, self.rx_bufs, self.rx_view
         inflows, dispatch = self.inflows, self._dispatch
-        n = 0
+        n = nbytes = 0
+        first_anc, read_at = None, 0.0
         for n in range(MAX_RECV_PER_PASS):  # noqa: B007 (n counts the frames, read after the loop)
             try:
-                size, anc, _flags, addr = recv_into(bufs, space)
+                size, anc, _flags, addr = recv_into(bufs, ANC_SPACE)
             except BlockingIOError:
                 break
-            # IP_RECVTOS brings one control message: the TOS byte.
-            tos = anc[0][2][0] if anc and anc[0][2] else 0
+            if first_anc is None:  # the pass's oldest frame: how long it waited
+                first_anc, read_at = anc, time.time()
+            nbytes += size
+            # The TOS byte comes last, after the arrival stamp.
+            tos = anc[-1][2][0] if anc and anc[-1][1] == socket.IP_TOS else 0
             # Fast path, most frames: the next in-order data frame of a
             # transfer under way, not CE-marked, asking nothing back. It
             # reads the frame where it landed; only others are copied out.
@@ -94,7 +109,11 @@ class Receiver:
             dispatch(view[:size].tobytes(), addr[0], tos, now)
         else:
             n = MAX_RECV_PER_PASS
-        self.frames["received"] += n
+        if n:
+            self.frames["received"] += n
+            arrived = arrival_s(first_anc)
+            if arrived is not None:
+                self.reads.read(max(0.0, read_at - arrived), nbytes)
         return n > 0
 
     def _dispatch(self, data: bytes, src_ip: str, tos: int, now: float) -> None:
@@ -200,6 +219,16 @@ class Receiver:
         """Frames the kernel dropped since the start because they were not
         read in time (None where the counter cannot be read)."""
         return _delta(udp_rcvbuf_errors(), self.rx_overflows_at_start)
+
+
+def arrival_s(anc) -> float | None:
+    """When the kernel took in a frame (wall clock, as time.time()), from
+    its SO_TIMESTAMPNS control message; None without one."""
+    for level, kind, data in anc or ():
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(data) >= TIMESPEC.size:
+            sec, nsec = TIMESPEC.unpack_from(data)
+            return sec + nsec * 1e-9
+    return None
 
 
 def expected_receives(jobs: list[Job]) -> dict[tuple[str, int, int], tuple[Job, Step]]:

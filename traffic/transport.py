@@ -325,6 +325,57 @@ class LineMeter:
         }
 
 
+class ReadMeter:
+    """Did the agent read its frames in time?
+
+    The sending side's meter cannot see an agent that falls behind in
+    reading: its peers then wait for ACKs, their ports look idle by choice,
+    and only the iteration time shows it. So each pass that reads frames
+    reports how long the oldest of them waited in the kernel (its arrival
+    stamp against the clock when it was read). The agent sleeps up to
+    `allowance_s` between passes by design (interrupt moderation); a wait
+    beyond that is lateness, `late_s`. `rx_s` is the time the frames read
+    took on the wire at line rate, so `on_time` = rx / (rx + late) reads
+    like the sending side's efficiency.
+    """
+
+    def __init__(self, rate_bps: float, allowance_s: float) -> None:
+        if rate_bps <= 0 or allowance_s < 0:
+            raise ValueError("need rate_bps > 0 and allowance_s >= 0")
+        self.rate_bps = float(rate_bps)
+        self.allowance_s = allowance_s
+        self.rx_s = 0.0
+        self.late_s = 0.0
+        self.reads = 0
+        self.late_reads = 0
+        self.max_wait_s = 0.0
+
+    def read(self, waited_s: float, nbytes: int) -> None:
+        """A pass read `nbytes` bytes; the oldest frame had waited `waited_s`."""
+        self.reads += 1
+        self.rx_s += nbytes * 8 / self.rate_bps
+        if waited_s > self.max_wait_s:
+            self.max_wait_s = waited_s
+        late = waited_s - self.allowance_s
+        if late > 0:
+            self.late_s += late
+            self.late_reads += 1
+
+    @property
+    def on_time(self) -> float | None:
+        return self.rx_s / (self.rx_s + self.late_s) if self.rx_s else None
+
+    def summary(self) -> dict:
+        return {
+            "rx_s": round(self.rx_s, 6),
+            "late_s": round(self.late_s, 6),
+            "reads": self.reads,
+            "late_reads": self.late_reads,
+            "max_wait_s": round(self.max_wait_s, 6),
+            "allowance_s": round(self.allowance_s, 6),
+        }
+
+
 def recovery_bound_s(params: DcqcnParams) -> float:
     """Upper bound on the time DCQCN needs, without CNPs, to get from
     min_rate back to line rate (see the module docstring)."""

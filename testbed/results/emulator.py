@@ -82,7 +82,33 @@ def generator_metrics(agent_results: dict, paused: dict | None = None) -> dict:
         ],
         "rx_overflows": _rx_overflows(got.values()),
         "missing_results": sorted(h for h, r in agent_results.items() if r is None),
+        **reading_metrics(got),
     }
+
+
+def reading_metrics(results: dict) -> dict:
+    """How well each agent read the frames that arrived for it in time
+    (rx_s / (rx_s + late_s), see traffic.transport.ReadMeter), and the worst
+    host that received enough to judge. Results written before agents
+    measured it have none."""
+    readers = {}
+    for host, res in sorted(results.items()):
+        r = res.get("reading")
+        if r:
+            rx, late = r["rx_s"], r["late_s"]
+            readers[host] = {
+                "rx_s": round(rx, 4),
+                "late_s": round(late, 4),
+                "max_wait_s": r["max_wait_s"],
+                "on_time": rx / (rx + late) if rx + late > 0 else None,
+                "judged": rx + late >= MIN_JUDGED_BACKLOG_S,
+            }
+    judged = [(v["on_time"], host) for host, v in readers.items() if v["judged"]]
+    worst = None
+    if judged:
+        _, host = min(judged)
+        worst = {"host": host, **readers[host]}
+    return {"readers": readers, "reading_worst": worst}
 
 
 def _rx_overflows(results):

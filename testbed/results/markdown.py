@@ -245,6 +245,12 @@ def _generators_text(gen):
         text += f" ({worst.get('host')} {worst.get('port')})"
     if gen.get("mean_on_time") is not None:
         text += f", all ports together {fmt(gen['mean_on_time'])}"
+    reading = gen.get("reading_worst")
+    if reading:
+        text += (
+            f"; the latest reader read its frames in time {fmt(reading.get('on_time'))} of its "
+            f"receiving ({reading.get('host')}, longest wait {fmt(reading.get('max_wait_s'), ' s')})"
+        )
     if missing:
         text += f"; no results from {', '.join(map(str, missing))}"
     return text + "."

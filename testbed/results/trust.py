@@ -385,6 +385,46 @@ def _convergence_check(faults):
     return _check("convergence", what, worst, expected, reason is None, reason, threshold=MAX_CONVERGENCE_S)
 
 
+def _reading_check(gen):
+    """The receiving side of the agents' fidelity. A warning for now: a
+    process short of CPU falls behind in reading, its peers wait for ACKs
+    and their ports look idle by choice, which the sending side cannot
+    see; how often drills that pass today read late is being measured
+    before it decides a run."""
+    what = "worst share of an agent's receiving in which it read its frames in time"
+    expected = f">= {fmt(FIDELITY_THRESHOLD)}"
+    worst = (gen or {}).get("reading_worst")
+    if worst is None:
+        note = "no agent received enough to judge" if gen else "no traffic agents in this drill"
+        return _check(
+            "agent_reading",
+            what,
+            None,
+            expected,
+            None,
+            note=note,
+            severity=WARN,
+            threshold=FIDELITY_THRESHOLD,
+        )
+    value = worst["on_time"]
+    reason = None
+    if value < FIDELITY_THRESHOLD:
+        reason = (
+            f"the agent on {worst['host']} read its frames in time only {fmt(value)} of its "
+            f"receiving ({fmt(worst['late_s'], ' s')} late, longest wait {_ms(worst['max_wait_s'])})"
+        )
+    return _check(
+        "agent_reading",
+        what,
+        value,
+        expected,
+        reason is None,
+        reason,
+        severity=WARN,
+        threshold=FIDELITY_THRESHOLD,
+    )
+
+
 def _cpu_check(metrics):
     what = "share of samples with every core saturated"
     expected = f"<= {fmt(CPU_SATURATED_SHARE)}"
@@ -430,6 +470,7 @@ def assess(metrics: dict, faults: Sequence[dict] = ()) -> dict:
         gen_check,
         probe_check,
         _agents_check(gen),
+        _reading_check(gen),
         _loss_check(metrics, faults),
         _lag_check(faults),
         _convergence_check(faults),

@@ -3,6 +3,8 @@ integration tier, inside emulated hosts): its transfers, a job's progress
 through its steps, and the sending and receiving sides with fake sockets."""
 
 import json
+import socket
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -280,6 +282,7 @@ class _RxSocket:
 
     def __init__(self):
         self.queue = []
+        self.age = 0.0  # how long each frame has waited when read
 
     def recvmsg_into(self, bufs, space):
         if not self.queue:
@@ -288,7 +291,11 @@ class _RxSocket:
         payload = frame[roce.BTH_OFF :]
         bufs[0][: len(payload)] = payload
         src = ".".join(str(b) for b in frame[26:30])  # the IPv4 source address
-        return len(payload), [(0, 1, frame[15:16])], 0, (src, roce.ROCE_PORT)
+        arrived = time.time() - self.age
+        timespec = receiver.TIMESPEC.pack(int(arrived), int(arrived % 1 * 1e9))
+        stamp = (socket.SOL_SOCKET, receiver.SO_TIMESTAMPNS, timespec)
+        anc = [stamp, (socket.IPPROTO_IP, socket.IP_TOS, frame[15:16])]
+        return len(payload), anc, 0, (src, roce.ROCE_PORT)
 
 
 def _host(spec):
@@ -334,6 +341,7 @@ def _host(spec):
         rx_view=memoryview(rx_buf),
         inflows={},
         completed={},
+        reads=transport.ReadMeter(1e9, 0.01),
     )
     vars(host).update(jobs=[job], sender=out, receiver=into, frames=frames)
     return host
@@ -377,8 +385,46 @@ def test_two_agents_carry_a_job_over_a_fake_wire(lose, capsys):
     naks = a.jobs[0].counters["naks_received"] + b.jobs[0].counters["naks_received"]
     assert (gaps, naks) == ((0, 0) if lose is None else (1, 1))
     assert a.frames["received"] > 0 and a.frames["ctrl_sent"] > 0
+    assert a.receiver.reads.reads > 0 and a.receiver.reads.late_s == 0.0  # read as they came
     progress = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert sorted(r["rank"] for r in progress) == [0, 1]  # one line per finished iteration
+
+
+def test_the_kernel_stamps_a_datagrams_arrival_before_its_tos_byte():
+    # what the receiver's parsing relies on, on this kernel (loopback only)
+    with (
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx,
+        socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx,
+    ):
+        rx.setsockopt(socket.IPPROTO_IP, receiver.IP_RECVTOS, 1)
+        rx.setsockopt(socket.SOL_SOCKET, receiver.SO_TIMESTAMPNS, 1)
+        rx.bind(("127.0.0.1", 0))
+        rx.settimeout(5.0)
+        tx.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, 0x8B)
+        before = time.time()
+        tx.sendto(b"x" * 100, rx.getsockname())
+        size, anc, flags, _ = rx.recvmsg_into([bytearray(200)], receiver.ANC_SPACE)
+        after = time.time()
+    assert size == 100 and not flags & socket.MSG_CTRUNC
+    assert anc[-1][:2] == (socket.IPPROTO_IP, socket.IP_TOS) and anc[-1][2][0] == 0x8B
+    assert before <= receiver.arrival_s(anc) <= after
+
+
+def test_a_pass_that_reads_frames_late_says_by_how_much():
+    a, b = (_host(_spec(r, n=2, bytes=10000, compute_s=0.0, iterations=1, pins={})) for r in (0, 1))
+    for job in a.jobs:
+        job.advance(0.0, a)
+    a.sender.pump(0.0)
+    frames = a.sender.ports["p0"].out
+    assert len(frames) >= 5
+    b.receiver.rx.queue.extend(frames)
+    b.receiver.rx.age = 0.03  # the oldest waited 30 ms, against 10 ms allowed
+    assert b.receiver.receive(0.0)
+    reads = b.receiver.reads
+    assert (reads.reads, reads.late_reads) == (1, 1)
+    assert reads.late_s == pytest.approx(0.02, abs=0.005)
+    payloads = sum(len(f) - roce.BTH_OFF for f in frames)
+    assert reads.rx_s == pytest.approx(payloads * 8 / 1e9)
 
 
 class _Sock:

@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+from traffic import transport
 from traffic.gobackn import GbnReceiver, GbnSender
 from traffic.transport import RATE_SNAP, Dcqcn, DcqcnParams, Pacer, recovery_bound_s
 
@@ -422,3 +423,16 @@ def test_the_line_meter_takes_a_run_of_frames_as_the_frames_one_by_one():
             one.sent(5000, now, backlogged)
         run.sent(15000, now, backlogged, frames=3)
     assert run.summary() == one.summary() and run.packets == 9 and run.late == 1 and run.stalls == 1
+
+
+def test_reads_within_the_allowance_are_on_time_and_later_ones_count_their_excess():
+    m = transport.ReadMeter(rate_bps=8e6, allowance_s=0.002)  # 1 byte per us
+    m.read(0.001, 10_000)  # 10 ms on the wire, waited 1 ms: on time
+    assert (m.rx_s, m.late_s, m.on_time) == (pytest.approx(0.01), 0.0, 1.0)
+    m.read(0.012, 10_000)  # waited 12 ms: 10 ms late
+    assert m.late_s == pytest.approx(0.01) and m.late_reads == 1 and m.reads == 2
+    assert m.on_time == pytest.approx(0.02 / 0.03)
+    assert m.summary()["max_wait_s"] == pytest.approx(0.012)
+    assert transport.ReadMeter(8e6, 0.0).on_time is None  # nothing read: nothing to judge
+    with pytest.raises(ValueError):
+        transport.ReadMeter(0, 0.001)

@@ -336,6 +336,28 @@ def test_a_saturated_cpu_alone_only_warns():
     assert said[1].startswith("host_cpu: every core was saturated in 80% of the samples")
 
 
+def test_an_agent_that_read_late_is_named_in_a_warning_only():
+    results = agents()
+    for h in HOSTS8:
+        results[h]["reading"] = {"rx_s": 3.0, "late_s": 0.01, "max_wait_s": 0.004}
+    results["s1h2"]["reading"] = {"rx_s": 3.0, "late_s": 1.0, "max_wait_s": 0.09}
+    results["s0h0"]["reading"] = {"rx_s": 0.1, "late_s": 0.2, "max_wait_s": 0.2}  # too little to judge
+    metrics = metrics_with(results)
+    assert metrics["generators"]["reading_worst"]["host"] == "s1h2"
+    out = assess(metrics)
+    c = check(out, "agent_reading")
+    assert c["value"] == pytest.approx(0.75) and c["ok"] is False
+    assert "s1h2 read its frames in time only 0.75" in c["reason"] and "90 ms" in c["reason"]
+    assert out["trustworthy"] is True and "agent_reading" in out["warnings"]
+    results["s1h2"]["reading"]["late_s"] = 0.05
+    assert check(assess(metrics_with(results)), "agent_reading")["ok"] is True
+
+
+def test_results_from_agents_that_did_not_measure_reading_leave_it_unjudged():
+    c = check(assess(metrics_with(agents())), "agent_reading")
+    assert c["ok"] is None and c["value"] is None
+
+
 # --- reading results dicts --------------------------------------------
 
 
