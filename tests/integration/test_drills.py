@@ -53,11 +53,34 @@ def test_a_dead_tor_costs_a_dual_tor_host_one_port(tmp_path, leak_check):
     assert r.returncode == 0, r.stdout + r.stderr
     res = json.loads((tmp_path / "results.json").read_text())
     host = res["metrics"]["hosts"]["s0h0"]
-    assert host["max_silence_s"] <= 1.0 and 0.4 <= host["fault_throughput_ratio"] <= 0.65, host
+    assert host["max_silence_s"] <= 1.0, host
+    # Each flow's port is a hash of its 5-tuple: all 8 on one port happens
+    # once in 128 runs. What s0h0 keeps follows from what its ports carried
+    # before the fault (t = 5 s): with both in use, half; with one, all.
+    before = port_mbit(res, "s0h0", 1.0, 4.9)
+    after = port_mbit(res, "s0h0", 6.0, 14.0)
+    in_use = [p for p, mbit in before.items() if mbit > 5.0]
+    low, high = (0.4, 0.65) if len(in_use) == 2 else (0.9, 1.1)
+    assert low <= host["fault_throughput_ratio"] <= high, (host, before)
+    # the dead ToR's port carries nothing, the other one all of it
+    to = {info["to"]: port for port, info in res["series"]["port_info"].items() if info["host"] == "s0h0"}
+    assert after[to["t0r0k0"]] < 1.0 and after[to["t0r0k1"]] > 30.0, after
     downs = [f for f in res["faults"] if f["action"] == "link-down"]
     assert len(downs) == 6 and {f["link"][0] for f in downs} == {"t0r0k0"}
     assert all(f["converged_s"] is not None for f in downs)
     assert "s0h0 kept" in (tmp_path / "summary.md").read_text()  # the report says what it found
+
+
+def port_mbit(res, host, start, end):
+    """Each NIC port of `host`: its mean egress Mbit/s over [start, end] s of
+    the run (the report's 10 Hz port series, from the wire's counters)."""
+    series = res["series"]
+    out = {}
+    for port, values in series["ports"].items():
+        if series["port_info"][port]["host"] == host:
+            got = [v for t, v in zip(series["t"], values) if start <= t <= end and v is not None]
+            out[port] = sum(got) / len(got)
+    return out
 
 
 def test_single_tor_stalls_for_outage(tmp_path, leak_check):
