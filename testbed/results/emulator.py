@@ -3,6 +3,8 @@ traffic agents kept to their line-rate pacing, the frames the machine lost
 outside every modeled queue, and how long Open vSwitch left frames unread.
 results/trust.py holds these against its thresholds."""
 
+import statistics
+
 from testbed.fabric.model import Fabric
 from testbed.fabric.queues import shaper_burst_bytes
 
@@ -88,9 +90,9 @@ def generator_metrics(agent_results: dict, paused: dict | None = None) -> dict:
 
 def reading_metrics(results: dict) -> dict:
     """How well each agent read the frames that arrived for it in time
-    (rx_s / (rx_s + late_s), see traffic.transport.ReadMeter), and the worst
-    host that received enough to judge. Results written before agents
-    measured it have none."""
+    (rx_s / (rx_s + late_s), see traffic.transport.ReadMeter), the worst
+    host that received enough to judge and the median of those hosts.
+    Results written before agents measured it have none."""
     readers = {}
     for host, res in sorted(results.items()):
         r = res.get("reading")
@@ -104,11 +106,12 @@ def reading_metrics(results: dict) -> dict:
                 "judged": rx + late >= MIN_JUDGED_BACKLOG_S,
             }
     judged = [(v["on_time"], host) for host, v in readers.items() if v["judged"]]
-    worst = None
+    worst = median = None
     if judged:
         _, host = min(judged)
         worst = {"host": host, **readers[host]}
-    return {"readers": readers, "reading_worst": worst}
+        median = statistics.median(v for v, _ in judged)
+    return {"readers": readers, "reading_worst": worst, "reading_median": median}
 
 
 def _rx_overflows(results):

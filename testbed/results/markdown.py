@@ -251,6 +251,8 @@ def _generators_text(gen):
             f"; the latest reader read its frames in time {fmt(reading.get('on_time'))} of its "
             f"receiving ({reading.get('host')}, longest wait {fmt(reading.get('max_wait_s'), ' s')})"
         )
+        if gen.get("reading_median") is not None:
+            text += f", the median agent {fmt(gen['reading_median'])}"
     if missing:
         text += f"; no results from {', '.join(map(str, missing))}"
     return text + "."

@@ -20,6 +20,10 @@ what was configured) and says which one broke:
                       read them longer than MAX_EMULATOR_HOLD_S (the most
                       its socket held unread at a sample, over the port's
                       rate): a delay no modeled queue made
+  agent_reading       every traffic agent read what arrived for it in time
+                      (a process short of CPU reads late: its peers then
+                      wait for ACKs, which the sending side cannot see);
+                      the median agent and the latest one are judged
   host_cpu            a warning only: the cores were saturated most of the run
 
 A worst case, not an average: one starved host among eight spoils a
@@ -38,6 +42,17 @@ from .text import fmt
 # Probes: the longest gap before any fault (sending interval plus jitter)
 PROBE_BASE_GAP_MS = 25.0
 FIDELITY_THRESHOLD = 0.9  # below this the run measured the emulator, not the design
+# The agents' reading on time (traffic/transport.py ReadMeter): the wire
+# time of what an agent read, over that plus how late it read it. Late
+# reading does not slow a job one for one (a late pass often falls in a
+# wait for a peer), so the thresholds come from runs whose iteration was
+# measured against its analytical time (docs/numbers.md). A machine short
+# of CPU makes every agent late: runs within 8% of analytical had their
+# median agent at 0.90-0.99, those 1.25x or slower 0.79 or less. One agent
+# can also fall behind alone: the latest one read 0.80-1.00 in runs within
+# 8%, 0.92-1.00 over the shipped drills.
+READING_MEDIAN_THRESHOLD = 0.85
+READING_WORST_THRESHOLD = 0.7
 # Natively the timeline applies a fault within a few ms of its time and the
 # controller's routes are acknowledged (hosts included) 12-32 ms after it.
 # Ten times that means the machine was too busy to run the timeline or the
@@ -386,42 +401,30 @@ def _convergence_check(faults):
 
 
 def _reading_check(gen):
-    """The receiving side of the agents' fidelity. A warning for now: a
-    process short of CPU falls behind in reading, its peers wait for ACKs
-    and their ports look idle by choice, which the sending side cannot
-    see; how often drills that pass today read late is being measured
-    before it decides a run."""
-    what = "worst share of an agent's receiving in which it read its frames in time"
-    expected = f">= {fmt(FIDELITY_THRESHOLD)}"
-    worst = (gen or {}).get("reading_worst")
-    if worst is None:
+    """The receiving side of the agents' fidelity: a process short of CPU
+    falls behind in reading, its peers wait for ACKs and their ports look
+    idle by choice, which the sending side cannot see. Judged on the median
+    agent (the whole machine late) and on the latest one (one starved)."""
+    what = "share of its receiving in which the median agent read its frames in time"
+    expected = f">= {fmt(READING_MEDIAN_THRESHOLD)}, the latest agent >= {fmt(READING_WORST_THRESHOLD)}"
+    gen = gen or {}
+    worst, median = gen.get("reading_worst"), gen.get("reading_median")
+    if worst is None or median is None:
         note = "no agent received enough to judge" if gen else "no traffic agents in this drill"
         return _check(
-            "agent_reading",
-            what,
-            None,
-            expected,
-            None,
-            note=note,
-            severity=WARN,
-            threshold=FIDELITY_THRESHOLD,
+            "agent_reading", what, None, expected, None, note=note, threshold=READING_MEDIAN_THRESHOLD
         )
-    value = worst["on_time"]
+    late = (
+        f"the agent on {worst['host']} read its frames in time only {fmt(worst['on_time'])} of its "
+        f"receiving ({fmt(worst['late_s'], ' s')} late, longest wait {_ms(worst['max_wait_s'])})"
+    )
     reason = None
-    if value < FIDELITY_THRESHOLD:
-        reason = (
-            f"the agent on {worst['host']} read its frames in time only {fmt(value)} of its "
-            f"receiving ({fmt(worst['late_s'], ' s')} late, longest wait {_ms(worst['max_wait_s'])})"
-        )
+    if median < READING_MEDIAN_THRESHOLD:
+        reason = f"the median agent read its frames in time {fmt(median)} of its receiving; {late}"
+    elif worst["on_time"] < READING_WORST_THRESHOLD:
+        reason = late
     return _check(
-        "agent_reading",
-        what,
-        value,
-        expected,
-        reason is None,
-        reason,
-        severity=WARN,
-        threshold=FIDELITY_THRESHOLD,
+        "agent_reading", what, median, expected, reason is None, reason, threshold=READING_MEDIAN_THRESHOLD
     )
 
 

@@ -336,21 +336,42 @@ def test_a_saturated_cpu_alone_only_warns():
     assert said[1].startswith("host_cpu: every core was saturated in 80% of the samples")
 
 
-def test_an_agent_that_read_late_is_named_in_a_warning_only():
+def _readers(late_s, **late):
     results = agents()
     for h in HOSTS8:
-        results[h]["reading"] = {"rx_s": 3.0, "late_s": 0.01, "max_wait_s": 0.004}
-    results["s1h2"]["reading"] = {"rx_s": 3.0, "late_s": 1.0, "max_wait_s": 0.09}
+        results[h]["reading"] = {"rx_s": 3.0, "late_s": late.get(h, late_s), "max_wait_s": 0.004}
     results["s0h0"]["reading"] = {"rx_s": 0.1, "late_s": 0.2, "max_wait_s": 0.2}  # too little to judge
+    return results
+
+
+def test_one_agent_far_behind_in_reading_makes_the_run_untrustworthy_and_is_named():
+    results = _readers(0.01, s1h2=1.5)
+    results["s1h2"]["reading"]["max_wait_s"] = 0.09
     metrics = metrics_with(results)
     assert metrics["generators"]["reading_worst"]["host"] == "s1h2"
     out = assess(metrics)
     c = check(out, "agent_reading")
-    assert c["value"] == pytest.approx(0.75) and c["ok"] is False
-    assert "s1h2 read its frames in time only 0.75" in c["reason"] and "90 ms" in c["reason"]
-    assert out["trustworthy"] is True and "agent_reading" in out["warnings"]
-    results["s1h2"]["reading"]["late_s"] = 0.05
-    assert check(assess(metrics_with(results)), "agent_reading")["ok"] is True
+    assert c["ok"] is False and c["value"] == pytest.approx(3 / 3.01) and c["threshold"] == 0.85
+    assert (
+        c["reason"].startswith("the agent on s1h2 read its frames in time only 0.667")
+        and "90 ms" in c["reason"]
+    )
+    assert out["trustworthy"] is False and out["failed"] == ["agent_reading"]
+    # 1 s late in 3 s of receiving: 0.75, above the floor for one agent
+    results["s1h2"]["reading"]["late_s"] = 1.0
+    out = assess(metrics_with(results))
+    assert check(out, "agent_reading")["ok"] is True and out["trustworthy"] is True
+
+
+def test_every_agent_somewhat_late_makes_the_run_untrustworthy():
+    # 0.6 s late in 3 s: each 0.833, none below the floor, the median below 0.85
+    out = assess(metrics_with(_readers(0.6)))
+    c = check(out, "agent_reading")
+    assert c["ok"] is False and c["value"] == pytest.approx(0.8333, abs=1e-3)
+    assert c["reason"].startswith("the median agent read its frames in time 0.833")
+    assert out["failed"] == ["agent_reading"]
+    # 0.5 s late: 0.857, within
+    assert check(assess(metrics_with(_readers(0.5))), "agent_reading")["ok"] is True
 
 
 def test_results_from_agents_that_did_not_measure_reading_leave_it_unjudged():
