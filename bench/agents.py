@@ -107,7 +107,7 @@ def main():
     ap.add_argument(
         "--processes",
         type=int,
-        help="agent processes to play the hosts (HPNLAB_AGENT_PROCESSES; default one per host)",
+        help="agent processes to play the hosts (HPNLAB_AGENT_PROCESSES; default one per core)",
     )
     ap.add_argument(
         "--split",

@@ -34,7 +34,7 @@ from .common import (
     write_output_file,
 )
 from .machine import default_dir, prepare_report, sigterm_as_interrupt
-from .plan import add_calibration_option, dilation_arg
+from .plan import add_calibration_option, agent_processes_asked, dilation_arg
 from .progress import Progress
 
 # --- run / compare ----------------------------------------------------------
@@ -82,10 +82,15 @@ def run_run(args: argparse.Namespace) -> int:
     try:
         emulated = load_scenario(args.scenario, args.topology_dir)
         n, choice = budget.resolve(
-            emulated, args.dilation, lambda: calibration.load_or_defaults(args.calibration)
+            emulated,
+            args.dilation,
+            lambda: calibration.load_or_defaults(args.calibration),
+            agent_processes_asked(),
         )
     except ConfigError as e:
         return print_problems(e)
+    except ValueError as e:  # HPNLAB_AGENT_PROCESSES that is not a count
+        return err(str(e), INVALID)
     refused = link_refused(args.junit, "--junit")
     if refused is not None:
         return refused

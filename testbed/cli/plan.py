@@ -4,14 +4,16 @@ and the options every command that chooses a dilation shares."""
 
 import argparse
 import json
+import os
 
 from testbed.fabric.dilation import AUTO, parse_setting
 from testbed.fabric.problems import ConfigError
 from testbed.fabric.scenario import load_scenario
 from testbed.plan import budget, calibration
+from testbed.plan.processes import PROCESSES_ENV, process_count
 from testbed.plan.report import render_plan
 
-from .common import OK, add_topology_dir_option, print_problems
+from .common import INVALID, OK, add_topology_dir_option, err, print_problems
 
 
 def dilation_arg(text):
@@ -20,6 +22,14 @@ def dilation_arg(text):
         return parse_setting(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def agent_processes_asked():
+    """The environment's HPNLAB_AGENT_PROCESSES (None when unset), checked
+    before anything is built: ValueError names it and what it expects."""
+    asked = os.environ.get(PROCESSES_ENV)
+    process_count(1, 1, asked)
+    return asked
 
 
 def add_calibration_option(parser):
@@ -53,7 +63,10 @@ def run_plan(args):
         cal = calibration.load_or_defaults(args.calibration)
     except ConfigError as e:
         return print_problems(e)
-    p = budget.plan(sc, cal)
+    try:
+        p = budget.plan(sc, cal, agent_processes_asked())
+    except ValueError as e:  # HPNLAB_AGENT_PROCESSES that is not a count
+        return err(str(e), INVALID)
     if args.json:
         print(json.dumps(p.to_dict(), indent=1))
         return OK

@@ -1,8 +1,8 @@
-"""The traffic agents of a drill's training jobs, as processes: one per host,
-or as many as HPNLAB_AGENT_PROCESSES says, each playing its share of the
-hosts with every host's sockets made in that host's namespace; released
-together at a common start time, followed for progress, waited for and
-ended."""
+"""The traffic agents of a drill's training jobs, as processes: one per core,
+or as many as HPNLAB_AGENT_PROCESSES says (testbed/plan/processes.py), each
+playing its share of the hosts with every host's sockets made in that
+host's namespace; released together at a common start time, followed for
+progress, waited for and ended."""
 
 import json
 import os
@@ -12,32 +12,8 @@ import time
 
 from testbed.emulation.procs import end as end_process
 from testbed.emulation.procs import own_module
-
-PROCESSES_ENV = "HPNLAB_AGENT_PROCESSES"
-
-
-def process_count(hosts, asked=None):
-    """How many agent processes play `hosts` hosts: one per host unless
-    `asked` (the environment's HPNLAB_AGENT_PROCESSES) says fewer; never
-    more than one per host. Fewer processes cost far less CPU per frame
-    (docs/numbers.md), but a process short of CPU then falls behind in
-    reading what arrives while its sending still looks on time, which the
-    run's fidelity does not yet see: so one per host stays the default."""
-    if not asked:
-        return max(1, hosts)
-    try:
-        n = int(asked)
-    except ValueError:
-        raise ValueError(f"{PROCESSES_ENV}: expected a whole number of processes, got {asked!r}") from None
-    if n < 1:
-        raise ValueError(f"{PROCESSES_ENV}: expected at least 1 process, got {n}")
-    return max(1, min(n, hosts))
-
-
-def host_groups(hosts, n):
-    """`hosts` dealt out over n processes, round-robin in the order given:
-    the ranks of a job, consecutive hosts, spread over the processes."""
-    return [list(hosts[i::n]) for i in range(n)]
+from testbed.plan.calibration import cores_here
+from testbed.plan.processes import PROCESSES_ENV, host_groups, process_count
 
 
 class JobAgents:
@@ -54,7 +30,7 @@ class JobAgents:
 
     def start(self):
         hosts = list(self.configs)
-        n = process_count(len(hosts), asked=os.environ.get(PROCESSES_ENV))
+        n = process_count(len(hosts), cores_here(), asked=os.environ.get(PROCESSES_ENV))
         for group in host_groups(hosts, n):
             paths = []
             for host in group:

@@ -8,8 +8,10 @@ limits must hold:
   * the whole machine: the agents' packets and the switches' packet-hops
     together within CPU_SHARE of the cores (a margin set from measured
     runs, below);
-  * each host: its agent is one process, so its packets within HOST_SHARE
-    of one core.
+  * each process: an agent process plays its share of the hosts
+    (processes.py) and runs on one core at a time, so its hosts' packets
+    together within PROCESS_SHARE of one core; an iperf3 sender is a
+    process of its own.
 The recommendation is the smallest step of LADDER that keeps both.
 """
 
@@ -17,7 +19,8 @@ from dataclasses import dataclass
 
 from testbed.fabric.dilation import AUTO
 
-from .demand import Load, loads
+from .demand import Load, agent_hosts, loads
+from .processes import host_groups, process_count
 
 # The whole machine's share. The calibration's costs are measured in a real
 # drill, so they already carry the sampler's, the controller's and the
@@ -28,7 +31,7 @@ from .demand import Load, loads
 # the dilation the 16- and 32-host rings needed. 85% stays below every
 # point that fell short.
 CPU_SHARE = 0.85
-HOST_SHARE = 0.7
+PROCESS_SHARE = 0.7
 LADDER = (1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)  # ends at MAX_DILATION
 
 
@@ -38,6 +41,7 @@ class Cost:
 
     load: Load
     calibration: object  # calibration.Calibration
+    groups: tuple = ()  # the hosts each agent process plays (tuples of names)
 
     @property
     def agent_cores(self):
@@ -52,19 +56,29 @@ class Cost:
         return self.agent_cores + self.switch_cores
 
     def host_cores(self):
-        """{host: cores its agent is asked for}."""
+        """{host: cores its senders are asked for}."""
         us = self.calibration.agent_us_per_packet
         return {h: pps * us / 1e6 for h, pps in self.load.host_pps().items()}
 
-    @property
-    def busiest_host(self):
+    def process_cores(self):
+        """{(hosts of one process): cores it is asked for}: each agent
+        process's hosts together, every other sending host alone."""
         cores = self.host_cores()
+        out = {}
+        for group in self.groups:
+            out[group] = sum(cores.pop(h, 0.0) for h in group)
+        out.update({(h,): c for h, c in cores.items()})
+        return out
+
+    @property
+    def busiest_process(self):
+        cores = self.process_cores()
         return max(cores, key=cores.get) if cores else None
 
     def fits_at(self, n):
         """Do both limits hold at dilation `n`?"""
-        host = max(self.host_cores().values(), default=0.0)
-        return self.cores / n <= CPU_SHARE * self.calibration.cores and host / n <= HOST_SHARE
+        process = max(self.process_cores().values(), default=0.0)
+        return self.cores / n <= CPU_SHARE * self.calibration.cores and process / n <= PROCESS_SHARE
 
 
 @dataclass(frozen=True)
@@ -88,7 +102,7 @@ class Plan:
 
     def to_dict(self):
         """The plan's numbers, for results.json and `hpnlab plan --json`."""
-        peak, busiest = self.peak, self.peak.busiest_host
+        peak, busiest = self.peak, self.peak.busiest_process
         return {
             "scenario": self.scenario,
             "dilation": self.dilation,
@@ -99,9 +113,10 @@ class Plan:
             "switch_cores": _r(peak.switch_cores),
             "budget_cores": _r(self.budget_cores),
             "cpu_share": CPU_SHARE,
-            "busiest_host": busiest,
-            "busiest_host_cores": _r(peak.host_cores()[busiest]) if busiest else None,
-            "host_budget_cores": HOST_SHARE,
+            "agent_processes": len(peak.groups),
+            "busiest_process": list(busiest) if busiest else None,
+            "busiest_process_cores": _r(peak.process_cores()[busiest]) if busiest else None,
+            "process_budget_cores": PROCESS_SHARE,
             "packets_per_second": _r(peak.load.total_pps),
             "packet_hops_per_second": _r(peak.load.packet_hops_per_s),
             "host_packets_per_second": {h: _r(v) for h, v in peak.load.host_pps().items()},
@@ -114,9 +129,14 @@ def _r(x):
     return round(x, 4)
 
 
-def plan(sc, calibration):
-    """The Plan of undilated Scenario `sc` on a machine of `calibration`."""
-    costs = tuple(Cost(load, calibration) for load in loads(sc))
+def plan(sc, calibration, processes_asked=None):
+    """The Plan of undilated Scenario `sc` on a machine of `calibration`,
+    its agents played by as many processes as a drill there would start
+    (`processes_asked`: the environment's HPNLAB_AGENT_PROCESSES)."""
+    hosts = agent_hosts(sc)
+    n = process_count(len(hosts), calibration.cores, processes_asked)
+    groups = tuple(tuple(g) for g in host_groups(hosts, n)) if hosts else ()
+    costs = tuple(Cost(load, calibration, groups) for load in loads(sc))
     peak = max(costs, key=lambda c: c.cores)
     for n in LADDER:
         if all(c.fits_at(n) for c in costs):
@@ -124,11 +144,11 @@ def plan(sc, calibration):
     return Plan(sc.name, peak, costs, dilation=float(LADDER[-1]), fits=False)
 
 
-def resolve(sc, override=None, load_calibration=None):
+def resolve(sc, override=None, load_calibration=None, processes_asked=None):
     """(N, how it was chosen) for undilated Scenario `sc`: `override` (the
     command line's --dilation) wins over the scenario's `time_dilation`;
     'auto' asks the plan, with the Calibration `load_calibration()` returns
-    (called only then)."""
+    (called only then) and `processes_asked` as for plan()."""
     setting, by = (
         (override, "command line")
         if override is not None
@@ -136,5 +156,5 @@ def resolve(sc, override=None, load_calibration=None):
     )
     if setting != AUTO:
         return float(setting), {"from": by}
-    p = plan(sc, load_calibration())
+    p = plan(sc, load_calibration(), processes_asked)
     return p.dilation, {"from": "auto", "set_by": by, "plan": p.to_dict()}

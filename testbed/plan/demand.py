@@ -108,6 +108,12 @@ def senders(sc):
     return out
 
 
+def agent_hosts(sc):
+    """The hosts the traffic agents play, in the order a drill deals them
+    out to its agent processes (scenario order: each job's hosts)."""
+    return list(dict.fromkeys(h for job in sc.jobs for h in job.hosts))
+
+
 def loads(sc):
     """The Load of every moment a sender of `sc` starts, in time order (a
     scenario without traffic has one empty Load)."""

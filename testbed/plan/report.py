@@ -3,7 +3,7 @@ switches ask, what the machine has, and the dilation that fits."""
 
 from testbed.results.text import fmt, text_table
 
-from .budget import CPU_SHARE, HOST_SHARE, Plan
+from .budget import CPU_SHARE, PROCESS_SHARE, Plan
 
 
 def _rate(x):
@@ -50,7 +50,8 @@ def _cores_lines(plan):
     """The cores the hosts and switches ask, against the budget and the capacity."""
     peak, cal = plan.peak, plan.calibration
     load = peak.load
-    host_cores = peak.host_cores()
+    process_cores = peak.process_cores()
+    busiest = peak.busiest_process
     lines = [
         f"hosts:    {_rate(load.total_pps)} packets/s in all: {fmt(peak.agent_cores)} cores "
         f"at {cal.agent_us_per_packet:g} us per packet",
@@ -58,9 +59,9 @@ def _cores_lines(plan):
         f"switches per packet): {fmt(peak.switch_cores)} cores at "
         f"{cal.switch_us_per_packet_hop:g} us per packet-hop",
         f"asked:    {fmt(peak.cores)} cores of a budget of {fmt(plan.budget_cores)} "
-        f"({CPU_SHARE:.0%} of {cal.cores} cores); the busiest host "
-        f"{peak.busiest_host or '-'} {fmt(max(host_cores.values(), default=0.0))} "
-        f"of {fmt(HOST_SHARE)} core",
+        f"({CPU_SHARE:.0%} of {cal.cores} cores); the busiest process "
+        f"({_hosts(busiest)}) {fmt(max(process_cores.values(), default=0.0))} "
+        f"of {fmt(PROCESS_SHARE)} core",
         f"capacity: {cal.describe()}",
     ]
     if cal.is_default:
@@ -90,3 +91,11 @@ def _dilation_lines(plan, dilation):
         verdict = "fits" if plan.fits_at(dilation) else "does NOT fit the budget"
         lines.append(f"at time dilation {dilation:g}: {fmt(cores / dilation)} cores asked, {verdict}")
     return lines
+
+
+def _hosts(group, most=3):
+    """The hosts one process plays, shortened."""
+    if not group:
+        return "-"
+    more = f" and {len(group) - most} more" if len(group) > most else ""
+    return ", ".join(group[:most]) + more

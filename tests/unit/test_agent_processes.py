@@ -6,21 +6,32 @@ from types import SimpleNamespace
 
 import pytest
 
-from testbed.drill.agents import PROCESSES_ENV, host_groups, process_count
+from testbed.plan.processes import PROCESSES_ENV, host_groups, process_count
 from traffic import agent, netns
 
 
 @pytest.mark.parametrize(
-    "hosts, asked, expected", [(8, None, 8), (8, "", 8), (1, None, 1), (8, "2", 2), (8, "3", 3), (2, "5", 2)]
+    "hosts, cores, asked, expected",
+    [
+        (8, 2, None, 2),
+        (8, 2, "", 2),
+        (8, 4, None, 4),
+        (1, 2, None, 1),
+        (3, 16, None, 3),
+        (8, 2, "8", 8),
+        (8, 2, "3", 3),
+        (2, 2, "5", 2),
+        (64, 1, "1", 1),
+    ],
 )
-def test_one_process_per_host_unless_told_fewer(hosts, asked, expected):
-    assert process_count(hosts, asked) == expected
+def test_one_process_per_core_unless_told_how_many_never_more_than_hosts(hosts, cores, asked, expected):
+    assert process_count(hosts, cores, asked) == expected
 
 
 @pytest.mark.parametrize("asked", ["0", "-1", "two", "1.5"])
 def test_a_bad_process_count_names_the_setting_and_what_it_expects(asked):
     with pytest.raises(ValueError, match=f"^{PROCESSES_ENV}: expected"):
-        process_count(8, asked)
+        process_count(8, 2, asked)
 
 
 def test_hosts_are_dealt_round_robin_so_each_process_gets_its_share():

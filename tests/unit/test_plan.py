@@ -193,12 +193,30 @@ def test_slow_switches_need_the_next_step_that_fits(ring):
     assert plan.fits_at(2) and not plan.fits_at(1.5)
 
 
-def test_one_agent_is_one_process(ring):
-    # 64 cores leave the machine plenty; one agent needs 1.2 of its single core
+def test_one_agent_process_runs_on_one_core(ring):
+    # 64 cores leave the machine plenty and give each host a process of
+    # its own; one agent needs 1.2 of its single core
     plan = budget.plan(ring, Calibration(64, 1000.0, 1.0))
-    assert plan.peak.host_cores()["s0h0"] == pytest.approx(RING_PPS * 1000 / 1e6)
+    assert len(plan.peak.groups) == 8
+    assert plan.peak.process_cores()[("s0h0",)] == pytest.approx(RING_PPS * 1000 / 1e6)
     assert plan.peak.cores < plan.budget_cores
     assert (plan.dilation, plan.fits) == (2.0, True)
+
+
+def test_a_process_playing_several_hosts_is_priced_for_all_of_them(ring):
+    # 2 cores: two processes of four hosts each, dealt round-robin as a
+    # drill deals them; each asks four hosts' packets of one core
+    cal = Calibration(2, 100.0, 1.0)
+    plan = budget.plan(ring, cal)
+    assert plan.peak.groups == (tuple(RING[0::2]), tuple(RING[1::2]))
+    per_process = 4 * RING_PPS * 100 / 1e6  # 0.48 core: within 0.7 at dilation 1
+    assert sorted(plan.peak.process_cores().values()) == pytest.approx([per_process] * 2)
+    assert plan.fits_at(1)
+    # one process (asked for) plays all eight: 0.96 core, too much for one
+    one = budget.plan(ring, cal, processes_asked="1")
+    assert one.peak.process_cores() == {tuple(RING): pytest.approx(2 * per_process)}
+    assert not one.fits_at(1) and one.dilation == 1.5
+    assert "the busiest process (s0h0, s0h1, s0h2 and 5 more)" in render_plan(one)
 
 
 def test_a_scenario_too_big_for_the_machine_says_so(ring):
@@ -213,7 +231,8 @@ def test_plan_numbers(ring):
     assert d["cores_asked"] == pytest.approx(d["agent_cores"] + d["switch_cores"], abs=1e-3)
     assert d["packets_per_second"] == pytest.approx(8 * RING_PPS, abs=1e-3)
     assert d["packet_hops_per_second"] == pytest.approx(12 * RING_PPS, abs=1e-3)
-    assert d["busiest_host"] in RING and d["host_budget_cores"] == budget.HOST_SHARE
+    assert d["agent_processes"] == 2 and d["process_budget_cores"] == budget.PROCESS_SHARE
+    assert set(d["busiest_process"]) < set(RING) and len(d["busiest_process"]) == 4
     assert d["calibration"] == "/x/cal.json" and "calibration /x/cal.json" in d["capacity"]
     assert set(d["host_packets_per_second"]) == set(RING)
     json.dumps(d)
@@ -477,6 +496,20 @@ def test_run_auto_with_a_bad_calibration_stops_before_anything_is_built(tmp_path
         == INVALID
     )
     assert capsys.readouterr().err.startswith(f"{bad}: (top): invalid JSON")
+
+
+@pytest.mark.parametrize("command", ["plan", "run"])
+def test_a_bad_agent_process_count_stops_before_anything_is_built(command, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HPNLAB_AGENT_PROCESSES", "two")
+    out = tmp_path / "report"
+    argv = [command, str(SCENARIOS / "allreduce-ring.yaml")] + (
+        ["--out", str(out)] if command == "run" else []
+    )
+    assert main(argv) == INVALID
+    assert capsys.readouterr().err == (
+        "hpnlab: error: HPNLAB_AGENT_PROCESSES: expected a whole number of processes, got 'two'\n"
+    )
+    assert not out.exists()
 
 
 # --- bench/capacity.py's scenarios ------------------------------------------------------
