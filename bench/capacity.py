@@ -6,11 +6,14 @@ For HPN fabrics of 8, 16, 32 and 64 hosts (dual-plane, dual-ToR, segments
 of 8 hosts) it runs one ring AllReduce over every host, shaped like
 scenarios/allreduce-ring.yaml (5 GB per rank and iteration scaled by 5000,
 200 ms of compute, 8 iterations): first at time dilation 1, then at the
-next steps of the capacity plan's ladder until the run's fidelity reaches
-0.95. It prints, per fabric, what `hpnlab plan` recommends, the fidelity
-and measured/analytical iteration time at dilation 1, the smallest
-dilation that kept fidelity >= 0.95 with the same numbers there, and the
-wall time all the runs took.
+next steps of the capacity plan's ladder until a run is trustworthy (every
+check of the trust gate held, the agents' reading among them) with
+fidelity >= 0.95. It prints, per fabric, what `hpnlab plan` recommends,
+the fidelity and measured/analytical iteration time at dilation 1, the
+smallest dilation that was trustworthy with fidelity >= 0.95 with the
+same numbers and the median agent's reading there, and the wall time
+all the runs took. The agents run in as many processes as a drill
+starts (HPNLAB_AGENT_PROCESSES is passed on), and the plan is priced so.
 
 Every point is one `hpnlab run --dilation N`; the scenarios and their
 reports stay in --out. Needs root and Open vSwitch; run nothing else that
@@ -33,6 +36,7 @@ import yaml  # noqa: E402
 
 from testbed.fabric.scenario import load_scenario  # noqa: E402
 from testbed.plan import budget, calibration  # noqa: E402
+from testbed.plan.processes import PROCESSES_ENV  # noqa: E402
 from testbed.results.text import fmt, text_table  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -76,7 +80,8 @@ def write_scenario(directory, hosts):
 
 def run_point(path, dilation, out):
     """One `hpnlab run` at `dilation`: (fidelity, measured/analytical,
-    wall seconds), or None when this machine cannot run it at all."""
+    wall seconds, trustworthy, the median agent's reading), or None when
+    this machine cannot run it at all."""
     t0 = time.monotonic()
     proc = subprocess.run(
         HPNLAB + ["run", path, "--dilation", f"{dilation:g}", "--out", out],
@@ -93,18 +98,20 @@ def run_point(path, dilation, out):
     except (OSError, ValueError):
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         print(f"  dilation {dilation:g}: no results ({tail[0]})", flush=True)
-        return 0.0, None, wall
+        return 0.0, None, wall, False, None
     fidelity = results["metrics"]["fidelity"]["min"]
     jobs = results["metrics"].get("jobs") or {}
     ratio = next(iter(jobs.values()), {}).get("iteration_time_vs_analytical")
-    return (fidelity if fidelity is not None else 0.0), ratio, wall
+    reading = (results["metrics"].get("generators") or {}).get("reading_median")
+    trusted = bool(results.get("trustworthy"))
+    return (fidelity if fidelity is not None else 0.0), ratio, wall, trusted, reading
 
 
 def measure(hosts, directory):
     """The row of one fabric size."""
     path = write_scenario(directory, hosts)
     sc = load_scenario(path)
-    planned = budget.plan(sc, calibration.load_or_defaults())
+    planned = budget.plan(sc, calibration.load_or_defaults(), os.environ.get(PROCESSES_ENV))
     first = found = None
     wall, runs = 0.0, 0
     for n in budget.LADDER:
@@ -119,6 +126,7 @@ def measure(hosts, directory):
                 "",
                 "",
                 "",
+                "",
                 runs,
                 fmt(wall),
             ]
@@ -126,17 +134,18 @@ def measure(hosts, directory):
         wall += point[2]
         print(
             f"  {hosts} hosts, dilation {n:g}: fidelity {fmt(point[0])}, "
-            f"iteration/analytical {fmt(point[1])}, {point[2]:.0f} s",
+            f"iteration/analytical {fmt(point[1])}, median agent's reading {fmt(point[4])}, "
+            f"{'trustworthy' if point[3] else 'UNTRUSTWORTHY'}, {point[2]:.0f} s",
             flush=True,
         )
         first = first or point
-        if point[0] >= TARGET_FIDELITY:
+        if point[3] and point[0] >= TARGET_FIDELITY:
             found = (n, point)
             break
     at = (
-        [f"{found[0]:g}", fmt(found[1][0]), fmt(found[1][1])]
+        [f"{found[0]:g}", fmt(found[1][0]), fmt(found[1][1]), fmt(found[1][4])]
         if found
-        else [f"> {budget.LADDER[-1]:g}", "-", "-"]
+        else [f"> {budget.LADDER[-1]:g}", "-", "-", "-"]
     )
     return (
         [hosts, len(sc.fabric.switches()), f"{planned.dilation:g}", fmt(first[0]), fmt(first[1])]
@@ -171,9 +180,10 @@ def main():
                 "plan N",
                 "fidelity@1",
                 "iter/analytical@1",
-                f"N (fidelity>={TARGET_FIDELITY:g})",
+                f"N (trusted, fidelity>={TARGET_FIDELITY:g})",
                 "fidelity@N",
                 "iter/analytical@N",
+                "reading@N",
                 "runs",
                 "wall s",
             ],
@@ -183,8 +193,8 @@ def main():
     print(
         f"(ring AllReduce over every host, 5 GB / 5000 per rank, 200 ms compute, 8 iterations; "
         f"plan N: what 'hpnlab plan' recommends; N: the smallest step of "
-        f"{', '.join(f'{n:g}' for n in budget.LADDER)} that kept fidelity >= "
-        f"{TARGET_FIDELITY:g})"
+        f"{', '.join(f'{n:g}' for n in budget.LADDER)} whose run was trustworthy with fidelity >= "
+        f"{TARGET_FIDELITY:g}; reading: the median agent's reading on time)"
     )
     return 0
 
