@@ -18,7 +18,8 @@ from testbed.fabric.problems import ConfigError
 from testbed.fabric.scenario import load_scenario
 from testbed.plan import budget, calibration
 from testbed.plan.calibration import Calibration
-from testbed.plan.demand import _Hops, loads
+from testbed.drill.jobs import rank_specs
+from testbed.plan.demand import _Hops, agent_hosts, loads
 from testbed.plan.report import render_plan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -496,6 +497,18 @@ def test_run_auto_with_a_bad_calibration_stops_before_anything_is_built(tmp_path
         == INVALID
     )
     assert capsys.readouterr().err.startswith(f"{bad}: (top): invalid JSON")
+
+
+@pytest.mark.parametrize(
+    "name", ["crux-running.yaml", "two-jobs-contention.yaml", "crossdc-hierarchical.yaml"]
+)
+def test_the_plan_deals_hosts_to_processes_as_a_drill_does(name):
+    # the drill deals the hosts of its agents' configs, in rank_specs order
+    sc = load_scenario(SCENARIOS / name)
+    hosts = list(rank_specs(sc.fabric, sc.jobs))
+    assert agent_hosts(sc) == hosts and len(hosts) == len(set(hosts))
+    plan = budget.plan(sc, Calibration(3, 20.0, 50.0))
+    assert plan.peak.groups == tuple(tuple(hosts[i::3]) for i in range(3))
 
 
 @pytest.mark.parametrize("command", ["plan", "run"])
