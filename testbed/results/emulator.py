@@ -84,6 +84,10 @@ def generator_metrics(agent_results: dict, paused: dict | None = None) -> dict:
         ],
         "rx_overflows": _rx_overflows(got.values()),
         "missing_results": sorted(h for h, r in agent_results.items() if r is None),
+        # how many processes played the hosts (older results: one per host)
+        "agent_processes": len(
+            {tuple((res.get("process") or {}).get("hosts") or [h]) for h, res in got.items()}
+        ),
         **reading_metrics(got),
     }
 

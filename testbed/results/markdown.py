@@ -232,11 +232,19 @@ def _links_table(links):
     )
 
 
+def _played_by(gen):
+    """' (8 hosts in 2 processes)' when the agents said how they ran."""
+    n, hosts = gen.get("agent_processes"), len(gen.get("ports") or {})
+    if not n or not hosts:
+        return ""
+    return f" ({hosts} host{'s' if hosts > 1 else ''} in {n} process{'es' if n > 1 else ''})"
+
+
 def _generators_text(gen):
     missing = gen.get("missing_results") or []
     worst = gen.get("worst")
     text = (
-        f"Traffic generators: {fmt(gen.get('packets_sent'))} packets sent, "
+        f"Traffic generators{_played_by(gen)}: {fmt(gen.get('packets_sent'))} packets sent, "
         f"{fmt(gen.get('late_packets'))} late, max lag {fmt(gen.get('max_lag_s'), ' s')}, "
         f"{fmt(gen.get('lost_s'), ' s')} lost behind the pacing; the worst port was on time "
         f"**{fmt(gen.get('on_time'))}** of the time it had packets ready"

@@ -12,13 +12,13 @@ import pytest
 from testbed.cli import main
 from testbed.cli.common import INVALID
 from testbed.cli.drill import _calibrate_from_first_run
+from testbed.drill.jobs import rank_specs
 from testbed.fabric.build import build_fabric
 from testbed.fabric.paths import compute_routes, trace
 from testbed.fabric.problems import ConfigError
 from testbed.fabric.scenario import load_scenario
 from testbed.plan import budget, calibration
 from testbed.plan.calibration import Calibration
-from testbed.drill.jobs import rank_specs
 from testbed.plan.demand import _Hops, agent_hosts, loads
 from testbed.plan.report import render_plan
 

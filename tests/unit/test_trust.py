@@ -14,6 +14,7 @@ from testbed.drill.faults import link_switch_ports
 from testbed.fabric.scenario import load_scenario
 from testbed.results import analytical, counters, emulator, trust, verdicts
 from testbed.results.emulator import generator_metrics
+from testbed.results.markdown import _generators_text
 from testbed.results.trust import assess
 from testbed.results.verdicts import low_fidelity, reasons, verdict
 
@@ -372,6 +373,16 @@ def test_every_agent_somewhat_late_makes_the_run_untrustworthy():
     assert out["failed"] == ["agent_reading"]
     # 0.5 s late: 0.857, within
     assert check(assess(metrics_with(_readers(0.5))), "agent_reading")["ok"] is True
+
+
+def test_the_agent_processes_are_counted_from_what_the_agents_said():
+    results = agents()
+    assert generator_metrics(results)["agent_processes"] == 8  # older results: one per host
+    for i, h in enumerate(HOSTS8):
+        results[h]["process"] = {"hosts": HOSTS8[i % 2 :: 2], "cpu_s": 1.0}
+    gen = generator_metrics(results)
+    assert gen["agent_processes"] == 2
+    assert _generators_text(gen).startswith("Traffic generators (8 hosts in 2 processes): ")
 
 
 def test_results_from_agents_that_did_not_measure_reading_leave_it_unjudged():
