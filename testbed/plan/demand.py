@@ -166,11 +166,13 @@ def _iperf_sender(fabric, entry, hops, duration_s):
     mean_hops = sum(hops(src, d) for d in dsts) / len(dsts)
     total = streams * len(rails)
     on = f", {len(rails)} rails" if len(rails) > 1 else ""
-    what = f"iperf3 to {_names(dsts)} ({total} TCP stream{'s' if total > 1 else ''}{on})"
+    what = f"iperf3 to {short_names(dsts)} ({total} TCP stream{'s' if total > 1 else ''}{on})"
     return Sender(src, what, bps, fabric.mtu + ETHERNET_HEADER, mean_hops, entry.start, duration_s, rails)
 
 
-def _names(hosts, most=3):
+def short_names(hosts, most=3):
+    """Hosts for a line of text: all of them, or the first few and how many."""
+    hosts = list(hosts)
     return ", ".join(hosts) if len(hosts) <= most else f"{', '.join(hosts[:most])}, ... ({len(hosts)})"
 
 

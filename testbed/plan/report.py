@@ -4,6 +4,7 @@ switches ask, what the machine has, and the dilation that fits."""
 from testbed.results.text import fmt, text_table
 
 from .budget import CPU_SHARE, PROCESS_SHARE, Plan
+from .demand import short_names
 
 
 def _rate(x):
@@ -60,7 +61,7 @@ def _cores_lines(plan):
         f"{cal.switch_us_per_packet_hop:g} us per packet-hop",
         f"asked:    {fmt(peak.cores)} cores of a budget of {fmt(plan.budget_cores)} "
         f"({CPU_SHARE:.0%} of {cal.cores} cores); the busiest process "
-        f"({_hosts(busiest)}) {fmt(max(process_cores.values(), default=0.0))} "
+        f"({short_names(busiest) if busiest else '-'}) {fmt(max(process_cores.values(), default=0.0))} "
         f"of {fmt(PROCESS_SHARE)} core",
         f"capacity: {cal.describe()}",
     ]
@@ -91,11 +92,3 @@ def _dilation_lines(plan, dilation):
         verdict = "fits" if plan.fits_at(dilation) else "does NOT fit the budget"
         lines.append(f"at time dilation {dilation:g}: {fmt(cores / dilation)} cores asked, {verdict}")
     return lines
-
-
-def _hosts(group, most=3):
-    """The hosts one process plays, shortened."""
-    if not group:
-        return "-"
-    more = f" and {len(group) - most} more" if len(group) > most else ""
-    return ", ".join(group[:most]) + more
