@@ -119,11 +119,11 @@ def test_queues_and_a_scenarios_traffic_on_a_live_fabric(tmp_path, leak_check):
         assert sum(r["sent_bytes"] for r in idle) < 0.01 * sum(r["sent_bytes"] for r in sender)
 
         # the scenario's own traffic on the live fabric, watched and faulted
-        # from here: its jobs made long enough (20 iterations, about 10 s)
-        # to outlast the commands run meanwhile
+        # from here: its jobs made long enough (30 iterations, 10-16 s) to
+        # outlast the commands run meanwhile
         longer = tmp_path / "longer.yaml"
         text = (ROOT / "scenarios" / "crux-classes.yaml").read_text()
-        text = text.replace("iterations: 6", "iterations: 20").replace("duration: 14", "duration: 40")
+        text = text.replace("iterations: 6", "iterations: 30").replace("duration: 14", "duration: 40")
         topology = os.path.relpath(ROOT / "topologies" / "hpn-mini.yaml", tmp_path)
         longer.write_text(text.replace("../topologies/hpn-mini.yaml", topology))
         out = tmp_path / "report"
@@ -145,10 +145,17 @@ def test_queues_and_a_scenarios_traffic_on_a_live_fabric(tmp_path, leak_check):
         said = []
         for line in traffic.stdout:  # wait until the jobs iterate
             said.append(line)
-            if "intense 1/20 iterations" in line:
+            if "intense 1/30 iterations" in line:
                 break
         assert traffic.poll() is None, "".join(said)
         assert json.loads(hpnlab("status", "--json").stdout)["traffic"]["jobs"] == ["intense", "light"]
+        # a cable no job uses, pulled and replugged by hand on a fabric with
+        # queues: first, so that the jobs are surely still playing (a run
+        # counts only what was pulled while it played)
+        for state in ("down", "up"):
+            pulled = json.loads(hpnlab("link", "s1h3", "t1r0k1", state, "--json").stdout)
+            assert pulled["converged_s"] is not None, pulled
+        assert traffic.poll() is None, "the jobs ended before the cable was replugged"
         busy = json.loads(hpnlab("queues", "t0r0k0", "t0r0k1", "--json", timeout=30).stdout)["queues"]
         assert sum(r["sent_bytes"] for r in busy if r["class"] == "high") > 0, busy
         text = hpnlab("queues", "t0r0k0", "--interval", "0.5")
@@ -157,10 +164,6 @@ def test_queues_and_a_scenarios_traffic_on_a_live_fabric(tmp_path, leak_check):
         assert traffic.poll() is None  # the first still runs: this one was refused for it
         assert again.returncode == 5 and "already running" in again.stderr, again.stderr
         assert not (tmp_path / "second").exists()
-        # a cable no job uses, pulled and replugged by hand on a fabric with queues
-        for state in ("down", "up"):
-            pulled = json.loads(hpnlab("link", "s1h3", "t1r0k1", state, "--json").stdout)
-            assert pulled["converged_s"] is not None, pulled
         rest, _ = traffic.communicate(timeout=120)
         said.append(rest)
         assert traffic.returncode == 0, "".join(said)
