@@ -149,21 +149,22 @@ def test_queues_and_a_scenarios_traffic_on_a_live_fabric(tmp_path, leak_check):
                 break
         assert traffic.poll() is None, "".join(said)
         assert json.loads(hpnlab("status", "--json").stdout)["traffic"]["jobs"] == ["intense", "light"]
-        # a cable no job uses, pulled and replugged by hand on a fabric with
-        # queues: first, so that the jobs are surely still playing (a run
-        # counts only what was pulled while it played)
+        # What needs the jobs still playing comes first: a cable no job
+        # uses, pulled and replugged by hand on a fabric with queues (a run
+        # counts only what was pulled while it played), and a second
+        # scenario refused while the first runs.
         for state in ("down", "up"):
             pulled = json.loads(hpnlab("link", "s1h3", "t1r0k1", state, "--json").stdout)
             assert pulled["converged_s"] is not None, pulled
-        assert traffic.poll() is None, "the jobs ended before the cable was replugged"
+        again = hpnlab("traffic", "start", "scenarios/crux-classes.yaml", "--out", str(tmp_path / "second"))
+        assert traffic.poll() is None, "the jobs ended before the cable was replugged and the second refused"
+        assert again.returncode == 5 and "already running" in again.stderr, again.stderr
+        assert not (tmp_path / "second").exists()
+        # the queues' counters, read live (they keep what the jobs sent)
         busy = json.loads(hpnlab("queues", "t0r0k0", "t0r0k1", "--json", timeout=30).stdout)["queues"]
         assert sum(r["sent_bytes"] for r in busy if r["class"] == "high") > 0, busy
         text = hpnlab("queues", "t0r0k0", "--interval", "0.5")
         assert text.returncode == 0 and "t0r0k0-e1 -> s0h0" in text.stdout, text.stdout + text.stderr
-        again = hpnlab("traffic", "start", "scenarios/crux-classes.yaml", "--out", str(tmp_path / "second"))
-        assert traffic.poll() is None  # the first still runs: this one was refused for it
-        assert again.returncode == 5 and "already running" in again.stderr, again.stderr
-        assert not (tmp_path / "second").exists()
         rest, _ = traffic.communicate(timeout=120)
         said.append(rest)
         assert traffic.returncode == 0, "".join(said)
