@@ -35,6 +35,15 @@ memory back and taking it again between passes costs anything; with
 --preload LIBRARY, once more with that library preloaded into the daemon
 (another allocator, such as jemalloc).
 
+With --port-type, the bridge's ports are of another kind this Open
+vSwitch offers as well, one setting each: afxdp-nonpmd (the daemon's main
+thread reads and writes them through AF_XDP sockets; --xdp-mode sets how
+their XDP program attaches, and a veth of MTU 9000 takes only the generic
+mode) or afxdp (busy-polling threads of their own, which hold a core
+whether frames come or not). The out port has a queue (a pfifo qdisc, as
+every switch port of a fabric has one): the "via queue" column is the
+share of the frames forwarded that went through it.
+
 The reference beside it is hpnlab's raw sender's CPU per frame on a veth
 pair (bench/generator.py), measured in the same run: a CPU figure moves
 threefold between machines of one kind, a ratio does not.
@@ -44,7 +53,8 @@ ended by PID and their folder removed. Needs root and Open vSwitch's
 programs (not the system's daemons: this uses its own).
 
     sudo .venv/bin/python bench/ovs_ports.py [--idle 0,8,16,32] [--pps 3000]
-        [--malloc-tunables] [--preload LIBRARY]
+        [--malloc-tunables] [--preload LIBRARY] [--port-type system,afxdp-nonpmd]
+        [--xdp-mode generic] [--frame BYTES]
 """
 
 import argparse
@@ -164,6 +174,12 @@ def veth(a, b, netns=None):
     sh("ip", "link", "set", b, "up")
 
 
+def queued(ifname):
+    """Packets the root qdisc of `ifname` has sent."""
+    rows = json.loads(sh("tc", "-s", "-j", "qdisc", "show", "dev", ifname, "root").stdout)
+    return sum(r.get("packets", 0) for r in rows)
+
+
 def frame(size):
     """An Ethernet/IPv4/UDP frame of `size` bytes that nothing answers."""
     payload = size - 14 - 20 - 8
@@ -174,6 +190,7 @@ def frame(size):
 
 
 PLACES = ("bridge", "other-bridge", "other-daemon")
+PORT_TYPES = ("system", "afxdp-nonpmd", "afxdp")
 OTHER_NETNS = "hpnlab-ovs-ports-other"  # inside this script's own mount namespace: seen nowhere else
 WARM_UP = 200  # frames sent before measuring
 SETTLE_S = 0.5  # the window over which a daemon must be idle before measuring
@@ -198,7 +215,17 @@ def settle(pids, timeout=30.0):
             )
 
 
-def measure(idle, pps, seconds, size, tunables=None, preload=None, place="bridge"):
+def measure(
+    idle,
+    pps,
+    seconds,
+    size,
+    tunables=None,
+    preload=None,
+    place="bridge",
+    port_type="system",
+    xdp_mode="best-effort",
+):
     """One setting: the CPU (us) of every ovs-vswitchd of the setting, their
     main threads' wake-ups and their minor page faults, per frame forwarded.
     The idle ports sit on the forwarding bridge (`place` "bridge"), on a
@@ -220,15 +247,19 @@ def measure(idle, pps, seconds, size, tunables=None, preload=None, place="bridge
         for a, b in (("pa", "ha"), ("pb", "hb")):
             made.append(a)
             veth(a, b)
-        sw.vsctl("add-port", "br0", "pa", "--", "set", "interface", "pa", "ofport_request=1")
-        sw.vsctl("add-port", "br0", "pb", "--", "set", "interface", "pb", "ofport_request=2")
+        kind = [f"type={port_type}"] + ([] if port_type == "system" else [f"options:xdp-mode={xdp_mode}"])
+        sw.vsctl("add-port", "br0", "pa", "--", "set", "interface", "pa", "ofport_request=1", *kind)
+        sw.vsctl("add-port", "br0", "pb", "--", "set", "interface", "pb", "ofport_request=2", *kind)
         for i in range(idle):
             made.append(f"hi{i}")  # the end that stays here
             veth(f"pi{i}", f"hi{i}", netns)
-            idle_sw.vsctl("add-port", idle_br, f"pi{i}")
+            idle_sw.vsctl("add-port", idle_br, f"pi{i}", "--", "set", "interface", f"pi{i}", *kind)
         sw.check_ports(["pa", "pb"])
         idle_sw.check_ports([f"pi{i}" for i in range(idle)])
         sw.ofctl("add-flow", "br0", "in_port=1,actions=output:2")
+        # A queue on the out port, as every switch port of a fabric has:
+        # its counter says whether the daemon's transmit went through it.
+        sh("tc", "qdisc", "replace", "dev", "pb", "root", "pfifo", "limit", "1000")
         tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
         tx.bind(("ha", 0))
         data = frame(size)
@@ -240,9 +271,11 @@ def measure(idle, pps, seconds, size, tunables=None, preload=None, place="bridge
         for _ in range(WARM_UP):  # the datapath learns its flow
             tx.send(data)
         if not wait_until(lambda: received() - rx0 >= WARM_UP, 10.0, step=0.01):
-            raise RuntimeError("the warm-up frames did not cross the bridge in 10 s")
+            raise RuntimeError(
+                f"the warm-up frames ({size} bytes) did not cross the bridge's {port_type} ports in 10 s"
+            )
         settle([s.vswitchd for s in switches])
-        rx0 = received()
+        rx0, queued0 = received(), queued("pb")
         before = [counters(s.vswitchd) for s in switches]
         t0 = time.monotonic()
         gap = 1.0 / pps
@@ -258,6 +291,7 @@ def measure(idle, pps, seconds, size, tunables=None, preload=None, place="bridge
         wait_until(lambda: received() - rx0 >= sent, 10.0, step=0.01)  # the last frames cross (or were lost)
         after = [counters(s.vswitchd) for s in switches]
         got = received() - rx0
+        through_queue = queued("pb") - queued0
         tx.close()
         if got <= 0:
             raise RuntimeError("no frame crossed the bridge")
@@ -265,12 +299,14 @@ def measure(idle, pps, seconds, size, tunables=None, preload=None, place="bridge
         return {
             "idle_ports": idle,
             "idle_on": place,
+            "port_type": port_type,
             "tunables": bool(tunables),
             "preload": os.path.basename(preload) if preload else "",
             "forwarded": got,
             "us_per_frame": cpu / got * 1e6,
             "wakeups_per_frame": sleeps / got,
             "faults_per_frame": faults / got,
+            "through_queue": through_queue / got,
         }
     finally:
         for s in switches:
@@ -287,8 +323,10 @@ def inside(args):
         for place in args.idle_on if idle else ("bridge",):
             for tunables in (None, TRIM_OFF) if args.malloc_tunables else (None,):
                 for preload in [None] + args.preload:
-                    rows.append(measure(idle, args.pps, args.seconds, args.frame, tunables, preload, place))
-                    print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # progress
+                    for kind in args.port_type:
+                        setting = (tunables, preload, place, kind, args.xdp_mode)
+                        rows.append(measure(idle, args.pps, args.seconds, args.frame, *setting))
+                        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # progress
     print(json.dumps(rows))
 
 
@@ -303,6 +341,13 @@ def main():
     ap.add_argument("--pps", type=int, default=3000, help="frames per second through the bridge")
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--frame", type=int, default=4154, help="frame size in bytes")
+    ap.add_argument(
+        "--port-type",
+        default="system",
+        help="how the daemon reads and writes its ports, one setting each: system, afxdp-nonpmd, "
+        "afxdp, separated by commas",
+    )
+    ap.add_argument("--xdp-mode", default="best-effort", help="an afxdp port's options:xdp-mode")
     ap.add_argument("--malloc-tunables", action="store_true", help="also run with glibc's heap trim held off")
     ap.add_argument(
         "--preload",
@@ -317,6 +362,12 @@ def main():
     except ValueError:
         sys.exit(f"bench/ovs_ports.py: --idle: expected numbers separated by commas, got {args.idle!r}")
     args.idle_on = args.idle_on.split(",")
+    args.port_type = args.port_type.split(",")
+    for kind in args.port_type:
+        if kind not in PORT_TYPES:
+            sys.exit(
+                f"bench/ovs_ports.py: --port-type: expected any of {', '.join(PORT_TYPES)}; got {kind!r}"
+            )
     for place in args.idle_on:
         if place not in PLACES:
             sys.exit(f"bench/ovs_ports.py: --idle-on: expected any of {', '.join(PLACES)}, got {place!r}")
@@ -351,14 +402,14 @@ def main():
     print(f"\n{args.pps} frames/s of {args.frame} bytes through one rule, {args.seconds:g} s per setting")
     print(
         f"{'idle ports':>10} {'on':>12} {'glibc trim off':>14} {'us/frame':>9} {'x ref':>6} "
-        f"{'wake-ups/frame':>15} {'faults/frame':>13} preload"
+        f"{'wake-ups/frame':>15} {'faults/frame':>13} {'ports':>12} {'via queue':>9} preload"
     )
     for r in rows:
         print(
             f"{r['idle_ports']:>10} {r['idle_on']:>12} {'yes' if r['tunables'] else 'no':>14} "
             f"{r['us_per_frame']:>9.1f} "
             f"{r['us_per_frame'] / ref:>6.1f} {r['wakeups_per_frame']:>15.2f} "
-            f"{r['faults_per_frame']:>13.2f} {r['preload']}"
+            f"{r['faults_per_frame']:>13.2f} {r['port_type']:>12} {r['through_queue']:>9.0%} {r['preload']}"
         )
     return 0
 
