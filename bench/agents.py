@@ -19,8 +19,8 @@ machine: the CPU time hpnlab's raw sender spends per frame it puts on a
 veth pair (bench/generator.py, one core), measured before the runs and
 again after them. Targets, as ratios: agents at most 2x the reference per
 frame, Open vSwitch at most 2.5x per packet-hop. Needs root and Open
-vSwitch; run it on an otherwise quiet machine. The agents run as one
-process per host unless --processes asks for fewer.
+vSwitch; run it on an otherwise quiet machine. The agents run as a
+drill runs them, one process per core, unless --processes says how many.
 """
 
 import argparse
