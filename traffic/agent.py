@@ -306,6 +306,7 @@ def play(agents: list[Agent], stopped: Callable[[], bool]) -> dict:
     out: dict = {"cpu_s": user + system, "cpu_user_s": user, "cpu_system_s": system, "wakeups": wakeups}
     if split:
         out["cpu_split_s"] = dict(split.seconds)
+        out["instrumented"] = "split"  # its clock reads cost the agents CPU of their own
     return out
 
 
@@ -321,6 +322,8 @@ def shares(agents: list[Agent], process: dict) -> list[dict]:
         share: dict = {k: process[k] * w for k in ("cpu_s", "cpu_user_s", "cpu_system_s")}
         if "cpu_split_s" in process:
             share["cpu_split_s"] = {k: round(v * w, 6) for k, v in process["cpu_split_s"].items()}
+        if "instrumented" in process:
+            share["instrumented"] = process["instrumented"]
         share["wakeups"] = process["wakeups"]
         share["process"] = {"hosts": [a.cfg["host"] for a in agents], "cpu_s": round(process["cpu_s"], 6)}
         out.append(share)
@@ -371,6 +374,7 @@ def main(argv: list[str] | None = None) -> None:
         prof = cProfile.Profile(time.process_time)
         process = prof.runcall(play, agents, lambda: bool(stop))
         prof.dump_stats(agents[0].cfg["out"] + ".prof")
+        process["instrumented"] = "profile"
     else:
         process = play(agents, lambda: bool(stop))
     for agent, extra in zip(agents, shares(agents, process)):

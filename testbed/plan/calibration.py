@@ -75,10 +75,19 @@ class Calibration:
     def is_default(self):
         return self.path is None
 
+    @property
+    def agent_processes(self):
+        """How many processes played the measured drill's hosts; None when
+        not recorded (the defaults, and calibrations stored before)."""
+        n = self.source.get("agent_processes")
+        return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
+
     def describe(self):
         """One line saying where these numbers come from."""
+        processes = self.agent_processes
+        played = f" (the agents in {processes} processes)" if processes else ""
         costs = (
-            f"{self.cores} cores, {self.agent_us_per_packet:g} us per packet in an agent, "
+            f"{self.cores} cores, {self.agent_us_per_packet:g} us per packet in an agent{played}, "
             f"{self.switch_us_per_packet_hop:g} us per packet-hop in Open vSwitch"
         )
         if self.is_default:
@@ -198,6 +207,12 @@ def from_results(results, command, results_path, cores=None, now=None):
         raise ValueError(
             f"the drill measured {packets} packets, fewer than the {MIN_PACKETS} a calibration needs"
         )
+    instrumented = cpp.get("agents_instrumented")
+    if instrumented:
+        raise ValueError(
+            f"the agents measured their own loop ({', '.join(map(str, instrumented))}), "
+            "which costs them CPU an ordinary run does not spend"
+        )
     for key in ("agents_us", "ovs_us"):
         if not _positive(cpp.get(key), integer=False):
             raise ValueError(
@@ -217,6 +232,11 @@ def from_results(results, command, results_path, cores=None, now=None):
             "packets": packets,
             "packet_hops": cpp.get("packet_hops"),
             "time_dilation": results.get("time_dilation", 1),
+            # how many processes played the hosts: it moves the agents'
+            # cost per packet (a quarter between one per host and one per core)
+            "agent_processes": ((results.get("metrics") or {}).get("generators") or {}).get(
+                "agent_processes"
+            ),
         },
     )
 

@@ -70,6 +70,12 @@ def _cores_lines(plan):
             "          (no calibration stored on this machine: "
             "run 'sudo hpnlab doctor --calibrate' to measure it)"
         )
+    elif cal.agent_processes and cal.agent_processes != len(peak.groups):
+        lines.append(
+            f"          (measured with the agents in {cal.agent_processes} processes, where this "
+            f"scenario's run would start {len(peak.groups)}: their cost per packet differs; "
+            "'sudo hpnlab doctor --calibrate' measures it as runs now play)"
+        )
     return lines
 
 

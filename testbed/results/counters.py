@@ -243,7 +243,10 @@ def cpu_per_packet(agent_results: dict, emulator: dict) -> dict:
     agents_us: agents' CPU per data packet sent (each one is also received
     by an agent, and its share of ACKs is included); agents_us_per_frame:
     per frame an agent sent or received, data and control alike;
-    ovs_us: Open vSwitch's CPU per packet-hop (a packet entering one switch)."""
+    ovs_us: Open vSwitch's CPU per packet-hop (a packet entering one switch);
+    agents_instrumented: how the agents measured themselves meanwhile
+    (HPNLAB_AGENT_SPLIT: "split", HPNLAB_PROFILE: "profile"), which costs
+    them CPU a drill does not spend: empty for an ordinary run."""
     got = [r for r in (agent_results or {}).values() if r]
     cpu = sum(r.get("cpu_s", 0.0) for r in got)
     packets = sum(j["packets_sent"] for r in got for j in r["jobs"])
@@ -259,4 +262,5 @@ def cpu_per_packet(agent_results: dict, emulator: dict) -> dict:
         "ovs_cpu_s": ovs,
         "packet_hops": hops,
         "ovs_us": round(ovs / hops * 1e6, 2) if ovs is not None and hops else None,
+        "agents_instrumented": sorted({r["instrumented"] for r in got if r.get("instrumented")}),
     }

@@ -7,6 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from testbed.plan.processes import PROCESSES_ENV, host_groups, process_count
+from testbed.results.counters import cpu_per_packet
 from traffic import agent, netns
 
 
@@ -53,6 +54,7 @@ def test_a_process_cpu_is_shared_by_frames_and_the_shares_add_up():
         "cpu_system_s": 0.5,
         "wakeups": 7,
         "cpu_split_s": {"receive": 1.0, "send": 1.0},
+        "instrumented": "split",
     }
     a, b = agent.shares(agents, process)
     assert (a["cpu_s"], b["cpu_s"]) == pytest.approx((1.2, 0.8))
@@ -62,6 +64,12 @@ def test_a_process_cpu_is_shared_by_frames_and_the_shares_add_up():
     assert a["process"] == b["process"] == {"hosts": ["a", "b"], "cpu_s": 2.0}
     idle = [SimpleNamespace(frames={"received": 0}, cfg={"host": h}) for h in "xy"]
     assert [s["cpu_s"] for s in agent.shares(idle, process)] == [1.0, 1.0]
+    # the run's CPU figures say that the agents measured themselves
+    results = {"a": {**a, "jobs": [{"packets_sent": 30}]}, "b": {**b, "jobs": [{"packets_sent": 10}]}}
+    assert cpu_per_packet(results, {})["agents_instrumented"] == ["split"]
+    for r in results.values():
+        del r["instrumented"]
+    assert cpu_per_packet(results, {})["agents_instrumented"] == []
 
 
 def _netns_inode():

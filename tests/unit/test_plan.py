@@ -347,8 +347,8 @@ def test_a_calibration_that_is_not_a_small_file_is_refused(tmp_path):
         calibration.load(str(big))
 
 
-def measured(packets=20_000, agents_us=12.5, ovs_us=40.0, dilation=1):
-    return {
+def measured(packets=20_000, agents_us=12.5, ovs_us=40.0, dilation=1, instrumented=(), processes=None):
+    results = {
         "scenario": "calibration-ring",
         "scenario_file": "c.yaml",
         "time_dilation": dilation,
@@ -358,9 +358,13 @@ def measured(packets=20_000, agents_us=12.5, ovs_us=40.0, dilation=1):
                 "ovs_us": ovs_us,
                 "packets": packets,
                 "packet_hops": 2 * packets,
+                "agents_instrumented": list(instrumented),
             }
         },
     }
+    if processes:
+        results["metrics"]["generators"] = {"agent_processes": processes}
+    return results
 
 
 def test_calibration_from_results():
@@ -374,8 +378,18 @@ def test_calibration_from_results():
         "packets": 20_000,
         "packet_hops": 40_000,
         "time_dilation": 1,
+        "agent_processes": None,  # results that did not say
     }
-    assert cal.measured_at
+    assert cal.measured_at and cal.agent_processes is None
+    assert "in an agent, " in cal.describe()
+
+
+def test_a_calibration_says_how_many_processes_played_the_hosts(tmp_path):
+    path = str(tmp_path / "calibration.json")
+    calibration.save(calibration.from_results(measured(processes=8), "c", "r", cores=2), path)
+    back = calibration.load(path)
+    assert back.agent_processes == 8
+    assert "12.5 us per packet in an agent (the agents in 8 processes)" in back.describe()
 
 
 @pytest.mark.parametrize(
@@ -385,6 +399,7 @@ def test_calibration_from_results():
         (measured(packets=10), "measured 10 packets, fewer than the 5000"),
         (measured(agents_us=0), "agents_us: expected a number > 0, got 0"),
         (measured(ovs_us=None), "ovs_us: expected a number > 0, got an empty value"),
+        (measured(instrumented=["split"]), r"the agents measured their own loop \(split\)"),
     ],
 )
 def test_calibration_needs_enough_measured(results, why):
@@ -433,6 +448,20 @@ def test_hpnlab_plan_prints_the_table_and_the_dilation(stored, capsys):
     assert f"capacity: calibration {stored}, measured 2026-01-01T00:00:00+00:00" in out
     assert "recommended time dilation: 2 (rates /2, times x2 on this machine)" in out
     assert "DEFAULTS" not in out
+
+
+def test_the_plan_says_when_the_calibration_played_the_agents_otherwise(ring, tmp_path):
+    # 2 cores: a run would start 2 agent processes for the ring's 8 hosts
+    def noted(processes):
+        source = {"command": "c", "agent_processes": processes}
+        return "measured with the agents in" in render_plan(
+            budget.plan(ring, Calibration(2, 20.0, 50.0, "t", source, "/c"))
+        )
+
+    assert noted(8) and not noted(2) and not noted(None)
+    assert "in 8 processes, where this scenario's run would start 2" in render_plan(
+        budget.plan(ring, Calibration(2, 20.0, 50.0, "t", {"agent_processes": 8}, "/c"))
+    )
 
 
 def test_hpnlab_plan_without_calibration_says_defaults(tmp_path, capsys):
