@@ -450,7 +450,7 @@ def test_hpnlab_plan_prints_the_table_and_the_dilation(stored, capsys):
     assert "DEFAULTS" not in out
 
 
-def test_the_plan_says_when_the_calibration_played_the_agents_otherwise(ring, tmp_path):
+def test_the_plan_says_when_the_calibration_played_the_agents_otherwise(ring):
     # 2 cores: a run would start 2 agent processes for the ring's 8 hosts
     def noted(processes):
         source = {"command": "c", "agent_processes": processes}
