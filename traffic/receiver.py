@@ -35,6 +35,9 @@ MAX_RECV_PER_PASS = 256  # frames received per loop pass, so sending never starv
 MAX_FRAME = 9216  # no frame exceeds the largest MTU
 MAX_GAP_EVENTS = 100  # gap events kept per job and rank: enough to match each to its cause
 RX_BUFFER = 4 << 20  # the receive socket's buffer: a few hundred jumbo frames
+# Linux's option number (asm-generic/socket.h): Python's socket module names
+# it only from 3.12, and without it the buffer stays at rmem_max.
+SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 
 
 class Receiver:
@@ -246,8 +249,8 @@ def receive_buffer(sock: socket.socket, want: int) -> int:
     where allowed (the agents run as root; a stock kernel caps SO_RCVBUF at
     208 KB, some twenty jumbo frames). Returns what the kernel granted."""
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUFFORCE, want)  # type: ignore[attr-defined]
-    except (OSError, AttributeError):
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, want)
+    except OSError:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, want)
     return sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF)
 
