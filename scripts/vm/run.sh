@@ -138,6 +138,13 @@ phase "in the VM: pytest exit ${tests:-?}, make demo exit ${demo:-?}; reports in
 [ -f "$out/pytest.txt" ] && grep -E '^(SKIPPED|FAILED|ERROR)|passed|failed' "$out/pytest.txt" | tail -30 || true
 # a demo drill the trust gate did not judge, and why (it was run again)
 [ -f "$out/demo.txt" ] && grep -E '^ *UNTRUSTED|untrustworthy, for the reasons above' "$out/demo.txt" || true
+if [ "${demo:-1}" != 0 ] && [ -f "$out/demo.txt" ]; then
+    # why a demo drill wrote no report: its error, warnings and any traceback
+    # (the console above is long; this is what a log's tail must show)
+    phase "make demo's errors and warnings (results/vm/demo.txt):"
+    grep -E -A12 '^(hpnlab: error|Traceback)' "$out/demo.txt" | head -40 || true
+    grep -E '^ *warning:|^running ' "$out/demo.txt" || true
+fi
 if [ "${tests:-1}" != 0 ] && [ -f "$out/logs/ovs-vswitchd.log" ]; then
     # the switches' side of their controller connections, for a bring-up that timed out
     phase "Open vSwitch on its controller connections (results/vm/logs/):"

@@ -13,6 +13,7 @@ from testbed.emulation.live import read_by_hand
 from testbed.emulation.reachability import unreachable
 from testbed.emulation.realize import FabricNet
 from testbed.results import counters, distributions, drawing, heatmap, plots, store
+from testbed.results.text import fmt
 from traffic.iperf import INTERVAL_S, plan_pairs
 
 from . import measure, sampler
@@ -197,11 +198,23 @@ def _run(sc, out_dir, log, live=None):
             live.ledger.set_ovs_option(key, value)  # put back when the fabric goes down
         return _play_on(live, sc, run_dir, out_dir, log, live=True)
     with FabricNet(sc.fabric, run_dir, log=log, ovs_options=_ovs_options(sc)) as fnet:
-        _require_reachable(fnet)
+        slowest_ms = _require_reachable(fnet)
+        log(
+            f"every host reaches its rail's NICs out of each port (checked in "
+            f"{fnet.timings['reachability']:.1f} s; the slowest first answer took {fmt(slowest_ms)} ms)"
+        )
         record = _play_on(fnet, sc, run_dir, out_dir, log)
         log("traffic over; tearing the fabric down")
         _phase(log, "tearing the fabric down")
-        return record
+    log(f"fabric torn down in {fnet.timings['teardown']:.1f} s{_slow_steps(fnet.timings['teardown_steps'])}")
+    return record
+
+
+def _slow_steps(took, slow_s=1.0):
+    """' (Mininet 9.1 s, ...)': the teardown's steps that took a second or
+    more, longest first; '' when none did."""
+    slow = sorted(((s, what) for what, s in took.items() if s >= slow_s), reverse=True)
+    return f" ({', '.join(f'{what} {s:.1f} s' for s, what in slow)})" if slow else ""
 
 
 def _play_on(fnet, sc, run_dir, out_dir, log, live=False):
@@ -349,12 +362,16 @@ def _write(sc, run, results, out_dir, log=print):
 
 
 def _require_reachable(fnet):
+    """Refuse a fabric whose hosts do not all reach each other; else the
+    milliseconds the slowest pair took to answer (its first try may wait
+    for the neighbour's address to be resolved)."""
     reach = fnet.check_reachability()
     bad = unreachable(reach)
     if bad:
         raise ReachabilityError(
             f"{len(bad)} host/port pairs unreachable before traffic started, e.g. {bad[0]}"
         )
+    return max((rtt for pairs in reach.values() for rtt in pairs.values()), default=0)
 
 
 def _progress(fabric, senders, agents, jobs, log):

@@ -4,7 +4,10 @@ starts fast).
     python probe.py TIMEOUT IFNAME:DST_IP [IFNAME:DST_IP ...]
 
 Sends ICMP echo requests out of a socket bound to IFNAME, one pair at a
-time interleaved, resending every 100 ms, and listens on an unbound socket:
+time interleaved, resending to the pairs not yet answered after 100 ms,
+then twice as long each round up to 1 s (a switch that is slow to handle
+the first packets of a flow is not flooded with more), and listens on an
+unbound socket:
 the reply may come back over the other port of the NIC (the destination
 hashes its own flows), which a `ping -I IFNAME` would never see.
 Prints one JSON object: {"IFNAME:DST": rtt_ms or null}.
@@ -19,6 +22,7 @@ import sys
 import time
 
 ICMP_ECHO, ICMP_REPLY = 8, 0
+RESEND_MAX_S = 1.0
 
 
 def checksum(data):
@@ -52,6 +56,7 @@ def main(argv):
     sent_at = {}
     start = time.monotonic()
     next_round = start
+    gap = 0.1  # seconds to the next round of resends, doubled up to RESEND_MAX_S
     while time.monotonic() - start < timeout and any(v is None for v in result.values()):
         now = time.monotonic()
         if now >= next_round:
@@ -63,7 +68,8 @@ def main(argv):
                     except OSError:
                         pass  # e.g. port down: counts as unreachable unless a later try works
                     sent_at.setdefault(pair, now)
-            next_round = now + 0.1
+            next_round = now + gap
+            gap = min(2 * gap, RESEND_MAX_S)
         ready, _, _ = select.select([rx], [], [], max(0.0, next_round - time.monotonic()))
         if ready:
             pkt = rx.recv(2048)

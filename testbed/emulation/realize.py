@@ -44,6 +44,13 @@ OPENFLOW_SOCKET = "of.sock"
 # about 1 s natively, 15-17 s for 12 switches on the kernel datapath in a
 # VM under software emulation, which once took more than 30 s.
 ROUTE_TIMEOUT_S = 60.0
+# How long a host pair may go unanswered on a fabric just brought up before
+# it counts as unreachable: the first packets of each flow go up to Open
+# vSwitch's daemon, which in a VM under software emulation left 27 of 112
+# pairs of an 8-host fabric unanswered within 5 s; there the slowest first
+# answer took 0.6-1.4 s once the probers spaced their resends out, natively
+# under 50 ms. A fabric that answers costs no more than its answers.
+BRINGUP_REACH_TIMEOUT_S = 30.0
 # How long a teardown's steps may take before the rest is left to the
 # ledger's sweep (each step bounds its own waits; this bounds their sum).
 TEARDOWN_DEADLINE_S = 60.0
@@ -273,9 +280,13 @@ class FabricNet:
         return self.host_routes.errors
 
     # --- checks ------------------------------------------------------------
-    def check_reachability(self, timeout=5.0):
+    def check_reachability(self, timeout=BRINGUP_REACH_TIMEOUT_S):
         """{host: {"ifname:ip": rtt_ms|None}} (see reachability.check)."""
-        return reachability.check(self.fabric, self.ns_argv, timeout)
+        t0 = time.monotonic()
+        try:
+            return reachability.check(self.fabric, self.ns_argv, timeout)
+        finally:
+            self.timings["reachability"] = time.monotonic() - t0
 
     # --- helpers -----------------------------------------------------------
     def host_pid(self, host):
@@ -386,14 +397,19 @@ class FabricNet:
     def stop(self):
         # Ctrl-C or SIGTERM during teardown would leave half a fabric: hold
         # them until everything recorded is gone, then let them through.
-        with signals_held():
-            return self._teardown()
+        t0 = time.monotonic()
+        try:
+            with signals_held():
+                return self._teardown()
+        finally:
+            self.timings["teardown"] = time.monotonic() - t0
 
     def _teardown(self):
         """Each step on its own (one that fails or overruns does not stop
         the next), the ledger's sweep always last: it removes whatever the
         steps before left, by what was recorded."""
         deadline = time.monotonic() + TEARDOWN_DEADLINE_S
+        took = self.timings["teardown_steps"] = {}  # seconds per step, for a slow machine's log
         steps = (
             # the controller first: links going away must not make it reroute
             ("controller", self._stop_controller_for_good),
@@ -410,15 +426,19 @@ class FabricNet:
                     f"the sweep of what was recorded ({what} and later steps skipped)"
                 )
                 break
+            began = time.monotonic()
             try:
                 step()
             except Exception as e:  # noqa: BLE001 - the sweep below still runs
                 self.log(f"warning: stopping the {what} failed: {type(e).__name__}: {e}")
+            took[what] = time.monotonic() - began
         leftover = []
         if self.ledger is not None:
+            began = time.monotonic()
             try:
                 leftover = self.ledger.sweep()
             finally:
+                took["sweep of what was recorded"] = time.monotonic() - began
                 self.ledger.release()
                 self.ledger = None
         return leftover

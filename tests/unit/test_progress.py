@@ -5,7 +5,7 @@ import os
 import select
 
 from testbed.cli.progress import Progress
-from testbed.drill.runner import _at, _phase
+from testbed.drill.runner import _at, _phase, _slow_steps
 
 
 def test_outside_a_terminal_only_the_lines_come_out():
@@ -49,3 +49,9 @@ def test_a_plain_function_has_no_phases():
     _phase(seen.append, "traffic", 25.0)
     _at(seen.append, 3.0)
     assert seen == []
+
+
+def test_a_slow_teardown_names_its_slow_steps_longest_first():
+    took = {"controller": 0.2, "Mininet": 9.14, "sweep of what was recorded": 4.2, "queue engine": 1.0}
+    assert _slow_steps(took) == " (Mininet 9.1 s, sweep of what was recorded 4.2 s, queue engine 1.0 s)"
+    assert _slow_steps({"controller": 0.2, "Mininet": 0.9}) == ""
