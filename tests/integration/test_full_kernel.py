@@ -158,10 +158,13 @@ def test_crossdc_drill_with_delay_passes(tmp_path, leak_check, needs_kernel, rec
     # undilated, one agent kept its pacing only 0.78 of the time; at 8 the
     # interconnect (0.625 Mbit/s, 9000-byte frames) once delivered only
     # 0.885 of what it owed. On a slower host, 4 was not enough either
-    # (sending fidelity 0.75-0.83 in 3 runs, untrustworthy), so a run the
-    # gate could not judge is started again at 6, then 8. The expectations
-    # are judged in emulated time at any N.
-    r = drillrun.run(DELAY_SCENARIO, tmp_path, timeout=900, dilations=(4, 6, 8))
+    # (sending fidelity 0.67-0.83 in 5 runs, untrustworthy), 8 passed once
+    # and once not (fidelity 0.895, the median agent reading in time 0.832:
+    # its vCPUs stalled up to 139-245 ms, whatever the dilation), and 16 once
+    # lost 4 frames outside the model. So the drill starts at 8, is started
+    # again at 8 when the gate could not judge it, then at 16. The
+    # expectations are judged in emulated time at any N.
+    r = drillrun.run(DELAY_SCENARIO, tmp_path, timeout=900, dilations=(8, 8, 16))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     res = json.loads((tmp_path / "results.json").read_text())
     record_property("fidelity", res["metrics"]["fidelity"])
