@@ -26,18 +26,13 @@ def _gate_reasons(stdout):
     return [line.strip() for line in stdout.splitlines() if line.strip().startswith("UNTRUSTED")]
 
 
-def run(scenario, out, *extra, timeout=300, verdict_matters=True, dilations=None):
+def run(scenario, out, *extra, timeout=300, verdict_matters=True):
     """The CompletedProcess of `hpnlab run scenario --out out [extra...]`,
     started again while the gate calls it untrustworthy (ATTEMPTS in all);
-    once only when the test reads the run's files and not its verdict.
-    `dilations`: one time dilation per attempt, a larger one after a run the
-    machine could not emulate (as a user is told to do), instead of the
-    same one again."""
+    once only when the test reads the run's files and not its verdict."""
     attempts = ATTEMPTS if verdict_matters else 1
     for attempt in range(1, attempts + 1):
         cmd = [sys.executable, "-m", "testbed.cli", "run", str(scenario), "--out", str(out), *extra]
-        if dilations:
-            cmd += ["--dilation", str(dilations[min(attempt, len(dilations)) - 1])]
         if attempt > 1:
             cmd.append("--force")  # replaces only the untrustworthy report hpnlab wrote
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
