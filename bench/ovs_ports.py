@@ -40,9 +40,18 @@ vSwitch offers as well, one setting each: afxdp-nonpmd (the daemon's main
 thread reads and writes them through AF_XDP sockets; --xdp-mode sets how
 their XDP program attaches, and a veth of MTU 9000 takes only the generic
 mode) or afxdp (busy-polling threads of their own, which hold a core
-whether frames come or not). The out port has a queue (a pfifo qdisc, as
+whether frames come or not), or dpdk-pcap: ports of a DPDK build of the
+daemon (ovs-vswitchd-dpdk, Debian's openvswitch-switch-dpdk, run without
+huge pages), each a libpcap device on the veth (net_pcap), read by a
+polling thread that sleeps up to --pmd-maxsleep us when few frames come
+(other_config:pmd-maxsleep) and sends through a packet socket. Such a
+daemon spends CPU while nothing flows: the "idle" column is its share of a
+core before the frames start, and its us/frame includes it. The out port has a queue (a pfifo qdisc, as
 every switch port of a fabric has one): the "via queue" column is the
-share of the frames forwarded that went through it.
+share of the frames forwarded that went through it. After the frames,
+the far end of the out port is set down: "sees down" says whether the
+daemon then reported that port's link down within 2 s (a fabric's fast
+failover and its controller act on that report).
 
 The reference beside it is hpnlab's raw sender's CPU per frame on a veth
 pair (bench/generator.py), measured in the same run: a CPU figure moves
@@ -54,7 +63,7 @@ programs (not the system's daemons: this uses its own).
 
     sudo .venv/bin/python bench/ovs_ports.py [--idle 0,8,16,32] [--pps 3000]
         [--malloc-tunables] [--preload LIBRARY] [--port-type system,afxdp-nonpmd]
-        [--xdp-mode generic] [--frame BYTES]
+        [--xdp-mode generic] [--frame BYTES] [--pmd-maxsleep US]
 """
 
 import argparse
@@ -76,6 +85,9 @@ from testbed.emulation.ledger import stat_fields, wait_until  # noqa: E402
 
 INSIDE_ENV = "HPNLAB_BENCH_OVS_PORTS_INSIDE"
 MTU = 9000
+DPDK_VSWITCHD = "/usr/lib/openvswitch-switch-dpdk/ovs-vswitchd-dpdk"
+DPDK_PORTS_MAX = 32  # RTE_MAX_ETHPORTS of Debian's DPDK build: a 33rd device is refused
+DPDK_MEMORY_MB = 1024  # without huge pages, the memory DPDK takes for its packet buffers
 TRIM_OFF = "glibc.malloc.trim_threshold=1073741824:glibc.malloc.top_pad=67108864"
 
 
@@ -109,7 +121,7 @@ class PrivateSwitch:
     """ovsdb-server and ovs-vswitchd of our own, in a folder only root can
     enter; ended by PID."""
 
-    def __init__(self, tunables=None, preload=None, netns=None):
+    def __init__(self, tunables=None, preload=None, netns=None, dpdk_maxsleep=None):
         self.folder = tempfile.mkdtemp(prefix="hpnlab-ovs-ports-")
         self.env = dict(os.environ, OVS_RUNDIR=self.folder, OVS_DBDIR=self.folder, OVS_LOGDIR=self.folder)
         self.pids = []
@@ -119,10 +131,24 @@ class PrivateSwitch:
             sh("ovsdb-tool", "create", f"{f}/conf.db", env=self.env)
             self._daemon("ovsdb-server", f"{f}/conf.db", f"--remote=punix:{f}/db.sock")
             sh("ovs-vsctl", "--timeout=10", "--no-wait", "init", env=self.env)
+            vswitchd = "ovs-vswitchd"
+            if dpdk_maxsleep is not None:
+                # No huge pages (a laptop has none set aside), no PCI scan;
+                # DPDK's run folder is named after ours, inside this
+                # script's own /run.
+                extra = (
+                    f"--no-huge --legacy-mem -m {DPDK_MEMORY_MB} --no-pci --file-prefix={os.path.basename(f)}"
+                )
+                sh(
+                    "ovs-vsctl", "--timeout=10", "--no-wait", "set", "Open_vSwitch", ".",
+                    "other_config:dpdk-init=true", f"other_config:dpdk-extra={json.dumps(extra)}",
+                    f"other_config:pmd-maxsleep={dpdk_maxsleep}", env=self.env,
+                )  # fmt: skip
+                vswitchd = DPDK_VSWITCHD
             env = dict(self.env, GLIBC_TUNABLES=tunables) if tunables else dict(self.env)
             if preload:
                 env["LD_PRELOAD"] = preload
-            self._daemon("ovs-vswitchd", f"unix:{f}/db.sock", env=env)
+            self._daemon(vswitchd, f"unix:{f}/db.sock", env=env)
         except BaseException:
             self.close()
             raise
@@ -131,7 +157,7 @@ class PrivateSwitch:
     def _daemon(self, name, *args, env=None):
         where = ["ip", "netns", "exec", self.netns] if self.netns else []
         sh(*where, name, *args, "--pidfile", "--log-file", "--detach", env=env or self.env)
-        self.pids.append(read_int(os.path.join(self.folder, f"{name}.pid")))
+        self.pids.append(read_int(os.path.join(self.folder, f"{os.path.basename(name)}.pid")))
 
     def vsctl(self, *args):
         return sh("ovs-vsctl", "--timeout=20", *args, env=self.env)
@@ -190,29 +216,32 @@ def frame(size):
 
 
 PLACES = ("bridge", "other-bridge", "other-daemon")
-PORT_TYPES = ("system", "afxdp-nonpmd", "afxdp")
+PORT_TYPES = ("system", "afxdp-nonpmd", "afxdp", "dpdk-pcap")
+POLLING = ("afxdp", "dpdk-pcap")  # read by threads that poll: the daemon is never idle
 OTHER_NETNS = "hpnlab-ovs-ports-other"  # inside this script's own mount namespace: seen nowhere else
 WARM_UP = 200  # frames sent before measuring
 SETTLE_S = 0.5  # the window over which a daemon must be idle before measuring
 IDLE_SHARE = 0.05  # idle: below this share of a core (the CPU clock ticks every 10 ms)
 
 
-def settle(pids, timeout=30.0):
+def settle(pids, polling=False, timeout=30.0):
     """Wait until the daemons are idle (less than IDLE_SHARE of a core over
     SETTLE_S, no frame flowing): one that has just started, or just added
     ports, keeps working for a while after ovs-vsctl returns, and that work
-    is no frame's cost."""
+    is no frame's cost. Daemons whose threads poll never fall that low:
+    for them, wait until two windows in a row cost the same within
+    IDLE_SHARE. Returns the last window's share of a core."""
     deadline = time.monotonic() + timeout
+    last = None
     while True:
         cpu0 = sum(counters(pid)[0] for pid in pids)
         time.sleep(SETTLE_S)
-        busy = sum(counters(pid)[0] for pid in pids) - cpu0
-        if busy < IDLE_SHARE * SETTLE_S:
-            return
+        busy = (sum(counters(pid)[0] for pid in pids) - cpu0) / SETTLE_S
+        if busy < IDLE_SHARE or (polling and last is not None and abs(busy - last) < IDLE_SHARE):
+            return busy
+        last = busy
         if time.monotonic() > deadline:
-            raise RuntimeError(
-                f"Open vSwitch still busy after {timeout:g} s ({busy / SETTLE_S:.0%} of a core)"
-            )
+            raise RuntimeError(f"Open vSwitch still busy after {timeout:g} s ({busy:.0%} of a core)")
 
 
 def measure(
@@ -225,20 +254,22 @@ def measure(
     place="bridge",
     port_type="system",
     xdp_mode="best-effort",
+    pmd_maxsleep=500,
 ):
     """One setting: the CPU (us) of every ovs-vswitchd of the setting, their
     main threads' wake-ups and their minor page faults, per frame forwarded.
     The idle ports sit on the forwarding bridge (`place` "bridge"), on a
     second bridge of the same daemon ("other-bridge") or on a bridge of a
     second daemon ("other-daemon")."""
-    switches = [PrivateSwitch(tunables, preload)]
+    maxsleep = pmd_maxsleep if port_type == "dpdk-pcap" else None
+    switches = [PrivateSwitch(tunables, preload, dpdk_maxsleep=maxsleep)]
     made = []
     netns = OTHER_NETNS if place == "other-daemon" else None
     try:
         if netns:
             sh("ip", "netns", "add", netns)
             sh("ip", "-n", netns, "link", "set", "lo", "up")
-            switches.append(PrivateSwitch(tunables, preload, netns))
+            switches.append(PrivateSwitch(tunables, preload, netns, dpdk_maxsleep=maxsleep))
         sw, idle_sw = switches[0], switches[-1]
         idle_br = "br0" if place == "bridge" else "br1"
         bridges = [(sw, "br0")] + ([(idle_sw, idle_br)] if place != "bridge" else [])
@@ -247,13 +278,20 @@ def measure(
         for a, b in (("pa", "ha"), ("pb", "hb")):
             made.append(a)
             veth(a, b)
-        kind = [f"type={port_type}"] + ([] if port_type == "system" else [f"options:xdp-mode={xdp_mode}"])
-        sw.vsctl("add-port", "br0", "pa", "--", "set", "interface", "pa", "ofport_request=1", *kind)
-        sw.vsctl("add-port", "br0", "pb", "--", "set", "interface", "pb", "ofport_request=2", *kind)
+        devices = iter(range(2 * DPDK_PORTS_MAX))  # a DPDK device's name is unique in its daemon
+
+        def kind(port):
+            if port_type == "dpdk-pcap":
+                devargs = f"net_pcap{next(devices)},iface={port}"
+                return ["type=dpdk", f"mtu_request={MTU}", f"options:dpdk-devargs={devargs}"]
+            return [f"type={port_type}"] + ([] if port_type == "system" else [f"options:xdp-mode={xdp_mode}"])
+
+        sw.vsctl("add-port", "br0", "pa", "--", "set", "interface", "pa", "ofport_request=1", *kind("pa"))
+        sw.vsctl("add-port", "br0", "pb", "--", "set", "interface", "pb", "ofport_request=2", *kind("pb"))
         for i in range(idle):
             made.append(f"hi{i}")  # the end that stays here
             veth(f"pi{i}", f"hi{i}", netns)
-            idle_sw.vsctl("add-port", idle_br, f"pi{i}", "--", "set", "interface", f"pi{i}", *kind)
+            idle_sw.vsctl("add-port", idle_br, f"pi{i}", "--", "set", "interface", f"pi{i}", *kind(f"pi{i}"))
         sw.check_ports(["pa", "pb"])
         idle_sw.check_ports([f"pi{i}" for i in range(idle)])
         sw.ofctl("add-flow", "br0", "in_port=1,actions=output:2")
@@ -274,7 +312,7 @@ def measure(
             raise RuntimeError(
                 f"the warm-up frames ({size} bytes) did not cross the bridge's {port_type} ports in 10 s"
             )
-        settle([s.vswitchd for s in switches])
+        idle_share = settle([s.vswitchd for s in switches], polling=port_type in POLLING)
         rx0, queued0 = received(), queued("pb")
         before = [counters(s.vswitchd) for s in switches]
         t0 = time.monotonic()
@@ -295,6 +333,10 @@ def measure(
         tx.close()
         if got <= 0:
             raise RuntimeError("no frame crossed the bridge")
+        sh("ip", "link", "set", "hb", "down")  # the cable at the out port's far end pulled
+        sees_down = wait_until(
+            lambda: sw.vsctl("get", "interface", "pb", "link_state").stdout.strip() == "down", 2.0
+        )
         cpu, faults, sleeps = (sum(b[k] - a[k] for a, b in zip(before, after)) for k in range(3))
         return {
             "idle_ports": idle,
@@ -307,6 +349,8 @@ def measure(
             "wakeups_per_frame": sleeps / got,
             "faults_per_frame": faults / got,
             "through_queue": through_queue / got,
+            "idle_share": idle_share,
+            "sees_down": sees_down,
         }
     finally:
         for s in switches:
@@ -324,7 +368,7 @@ def inside(args):
             for tunables in (None, TRIM_OFF) if args.malloc_tunables else (None,):
                 for preload in [None] + args.preload:
                     for kind in args.port_type:
-                        setting = (tunables, preload, place, kind, args.xdp_mode)
+                        setting = (tunables, preload, place, kind, args.xdp_mode, args.pmd_maxsleep)
                         rows.append(measure(idle, args.pps, args.seconds, args.frame, *setting))
                         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # progress
     print(json.dumps(rows))
@@ -348,6 +392,12 @@ def main():
         "afxdp, separated by commas",
     )
     ap.add_argument("--xdp-mode", default="best-effort", help="an afxdp port's options:xdp-mode")
+    ap.add_argument(
+        "--pmd-maxsleep",
+        type=int,
+        default=500,
+        help="dpdk-pcap: the longest a polling thread sleeps when few frames come, in us (0: never)",
+    )
     ap.add_argument("--malloc-tunables", action="store_true", help="also run with glibc's heap trim held off")
     ap.add_argument(
         "--preload",
@@ -367,6 +417,18 @@ def main():
         if kind not in PORT_TYPES:
             sys.exit(
                 f"bench/ovs_ports.py: --port-type: expected any of {', '.join(PORT_TYPES)}; got {kind!r}"
+            )
+    if "dpdk-pcap" in args.port_type:
+        if not os.access(DPDK_VSWITCHD, os.X_OK):
+            sys.exit(
+                f"bench/ovs_ports.py: --port-type dpdk-pcap: {DPDK_VSWITCHD} not found "
+                "(Debian's package openvswitch-switch-dpdk has it)"
+            )
+        most = max(args.idle) + (2 if "bridge" in args.idle_on else 0)
+        if most > DPDK_PORTS_MAX:
+            sys.exit(
+                f"bench/ovs_ports.py: --idle: a DPDK daemon takes at most {DPDK_PORTS_MAX} ports, "
+                f"so at most {DPDK_PORTS_MAX - 2} idle ones beside the two that forward; got {max(args.idle)}"
             )
     for place in args.idle_on:
         if place not in PLACES:
@@ -402,14 +464,16 @@ def main():
     print(f"\n{args.pps} frames/s of {args.frame} bytes through one rule, {args.seconds:g} s per setting")
     print(
         f"{'idle ports':>10} {'on':>12} {'glibc trim off':>14} {'us/frame':>9} {'x ref':>6} "
-        f"{'wake-ups/frame':>15} {'faults/frame':>13} {'ports':>12} {'via queue':>9} preload"
+        f"{'wake-ups/frame':>15} {'faults/frame':>13} {'ports':>12} {'via queue':>9} {'idle':>5} "
+        f"{'sees down':>9} preload"
     )
     for r in rows:
         print(
             f"{r['idle_ports']:>10} {r['idle_on']:>12} {'yes' if r['tunables'] else 'no':>14} "
             f"{r['us_per_frame']:>9.1f} "
             f"{r['us_per_frame'] / ref:>6.1f} {r['wakeups_per_frame']:>15.2f} "
-            f"{r['faults_per_frame']:>13.2f} {r['port_type']:>12} {r['through_queue']:>9.0%} {r['preload']}"
+            f"{r['faults_per_frame']:>13.2f} {r['port_type']:>12} {r['through_queue']:>9.0%} "
+            f"{r['idle_share']:>5.0%} {'yes' if r['sees_down'] else 'NO':>9} {r['preload']}"
         )
     return 0
 
