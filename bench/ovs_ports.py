@@ -46,9 +46,10 @@ huge pages), each a libpcap device on the veth (net_pcap), read by a
 polling thread that sleeps up to --pmd-maxsleep us when few frames come
 (other_config:pmd-maxsleep) and sends through a packet socket. Such a
 daemon spends CPU while nothing flows: the "idle" column is its share of a
-core before the frames start, and its us/frame includes it. The out port has a queue (a pfifo qdisc, as
-every switch port of a fabric has one): the "via queue" column is the
-share of the frames forwarded that went through it. After the frames,
+core before the frames start, and its us/frame includes it. The out port
+has a queue (a pfifo qdisc, as every switch port of a fabric has one): the
+"via queue" column is the share of the frames forwarded that went through
+it. After the frames,
 the far end of the out port is set down: "sees down" says whether the
 daemon then reported that port's link down within 2 s (a fabric's fast
 failover and its controller act on that report).
@@ -424,7 +425,8 @@ def main():
                 f"bench/ovs_ports.py: --port-type dpdk-pcap: {DPDK_VSWITCHD} not found "
                 "(Debian's package openvswitch-switch-dpdk has it)"
             )
-        most = max(args.idle) + (2 if "bridge" in args.idle_on else 0)
+        # the two forwarding ports share a daemon with the idle ones unless those are all in another
+        most = max(args.idle) + (2 if set(args.idle_on) != {"other-daemon"} else 0)
         if most > DPDK_PORTS_MAX:
             sys.exit(
                 f"bench/ovs_ports.py: --idle: a DPDK daemon takes at most {DPDK_PORTS_MAX} ports, "
