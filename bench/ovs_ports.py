@@ -68,6 +68,7 @@ programs (not the system's daemons: this uses its own).
 """
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -279,7 +280,7 @@ def measure(
         for a, b in (("pa", "ha"), ("pb", "hb")):
             made.append(a)
             veth(a, b)
-        devices = iter(range(2 * DPDK_PORTS_MAX))  # a DPDK device's name is unique in its daemon
+        devices = itertools.count()  # a DPDK device's name is unique in its daemon
 
         def kind(port):
             if port_type == "dpdk-pcap":
