@@ -1,16 +1,25 @@
 """Reachability prober run inside one emulated host (stdlib only, so it
 starts fast).
 
-    python probe.py TIMEOUT IFNAME:DST_IP [IFNAME:DST_IP ...]
+    python probe.py TIMEOUT WINDOW IFNAME:DST_IP [IFNAME:DST_IP ...]
 
-Sends ICMP echo requests out of a socket bound to IFNAME, one pair at a
-time interleaved, resending to the pairs not yet answered after 100 ms,
-then twice as long each round up to 1 s (a switch that is slow to handle
-the first packets of a flow is not flooded with more), and listens on an
-unbound socket:
-the reply may come back over the other port of the NIC (the destination
-hashes its own flows), which a `ping -I IFNAME` would never see.
-Prints one JSON object: {"IFNAME:DST": rtt_ms or null}.
+Sends ICMP echo requests out of a socket bound to IFNAME and listens on an
+unbound socket: the reply may come back over the other port of the NIC (the
+destination hashes its own flows), which a `ping -I IFNAME` would never see.
+Prints one JSON object: {"IFNAME:DST": rtt_ms or null}, the time from the
+pair's first request to its first reply.
+
+At most WINDOW pairs are in flight at once. Every host of a fabric probes
+at the same time, and a large fabric's switches forward only so many
+packets a second: offered all pairs at once, with resends on top, they
+drop most of them and answer fewer pairs than they would at their own pace
+(a 128-host fabric answered a third of its 32,512 pairs in 30 s that way).
+A pair is resent when its wait outlasts a few round trips (measured, from
+100 ms up to a second at first, backing off); a pair still unanswered after
+TIMEOUT s of tries is unreachable. A pair overdue (unanswered for several
+round trips) no longer holds its place in the window, so dead destinations
+do not stop the others from being tried; and when nothing at all has
+answered for TIMEOUT s, every pair left is unreachable.
 """
 
 import json
@@ -22,7 +31,10 @@ import sys
 import time
 
 ICMP_ECHO, ICMP_REPLY = 8, 0
+PAYLOAD = b"hpnlab-probe"
+RESEND_MIN_S = 0.1
 RESEND_MAX_S = 1.0
+OVERDUE_MIN_S = 1.0
 
 
 def checksum(data):
@@ -34,15 +46,106 @@ def checksum(data):
     return ~s & 0xFFFF
 
 
-def echo(ident, seq):
+def echo(ident, seq, attempt=1):
+    """An echo request for pair `seq`; the payload names the attempt (a
+    reply echoes it), so that the round trip of a resent pair is measured
+    from the request it answers."""
+    payload = PAYLOAD + struct.pack("!H", attempt & 0xFFFF)
     head = struct.pack("!BBHHH", ICMP_ECHO, 0, 0, ident, seq)
-    payload = b"hpnlab-probe"
     return struct.pack("!BBHHH", ICMP_ECHO, 0, checksum(head + payload), ident, seq) + payload
 
 
+def attempt_of(icmp):
+    """The attempt an echo reply (its ICMP bytes) answers, or None."""
+    tail = icmp[8:]
+    if len(tail) != len(PAYLOAD) + 2 or not tail.startswith(PAYLOAD):
+        return None
+    return struct.unpack("!H", tail[len(PAYLOAD) :])[0]
+
+
+class Schedule:
+    """Which pairs to send when (pure: the caller passes the clock).
+
+    Pairs are indexed 0..n-1. `due(now)` is what to send now; `answered(i,
+    now)` records a reply; `finished(now)` says whether every pair is
+    answered or given up; `result()` is {index: rtt_s or None}."""
+
+    def __init__(self, n, timeout, window, start):
+        self.n, self.timeout, self.window = n, timeout, max(1, window)
+        self.next_new = 0  # pairs below this have been sent at least once
+        self.first = {}  # index -> first send time
+        self.sent = {}  # index -> the send time of each attempt
+        self.rtt = {}  # index -> seconds from first send to first reply
+        self.given_up = set()
+        self.srtt = None  # smoothed round trip of answered requests
+        self.last_answer = start
+
+    def _resend_after(self, tries):
+        base = RESEND_MIN_S if self.srtt is None else max(RESEND_MIN_S, 3 * self.srtt)
+        return min(base * 2 ** (tries - 1), max(RESEND_MAX_S, 3 * base))
+
+    def _overdue_after(self):
+        return OVERDUE_MIN_S if self.srtt is None else max(OVERDUE_MIN_S, 8 * self.srtt)
+
+    def _open(self):
+        return [i for i in self.first if i not in self.rtt and i not in self.given_up]
+
+    def _expire(self, now):
+        if now - self.last_answer >= self.timeout:
+            # nothing answers any more: all that is left is unreachable
+            self.given_up.update(i for i in range(self.n) if i not in self.rtt)
+            self.next_new = self.n
+            return
+        for i in self._open():
+            if now - self.first[i] >= self.timeout:
+                self.given_up.add(i)
+
+    def due(self, now):
+        self._expire(now)
+        out = []
+        open_ = self._open()
+        for i in open_:
+            if now - self.sent[i][-1] >= self._resend_after(len(self.sent[i])):
+                out.append(i)
+        overdue = self._overdue_after()
+        in_flight = sum(1 for i in open_ if now - self.first[i] < overdue)
+        while self.next_new < self.n and in_flight < self.window:
+            i = self.next_new
+            self.next_new += 1
+            self.first[i] = now
+            self.sent[i] = []
+            out.append(i)
+            in_flight += 1
+        for i in out:
+            self.sent[i].append(now)
+        return out
+
+    def attempt(self, i):
+        """The number the last request sent for pair i carries (1, 2, ...)."""
+        return len(self.sent[i])
+
+    def answered(self, i, now, attempt=None):
+        """A reply to pair i, answering its request number `attempt` (None:
+        not known, then the round trip estimate is left as it is)."""
+        if i in self.rtt or i not in self.first or i in self.given_up:
+            return
+        self.rtt[i] = now - self.first[i]
+        self.last_answer = now
+        if attempt is not None and 1 <= attempt <= len(self.sent[i]):
+            sample = now - self.sent[i][attempt - 1]
+            self.srtt = sample if self.srtt is None else 0.875 * self.srtt + 0.125 * sample
+
+    def finished(self, now):
+        self._expire(now)
+        return len(self.rtt) + len(self.given_up) >= self.n
+
+    def result(self):
+        return {i: self.rtt.get(i) for i in range(self.n)}
+
+
 def main(argv):
-    timeout = float(argv[0])
-    pairs = argv[1:]
+    timeout, window = float(argv[0]), int(argv[1])
+    pairs = argv[2:]
     ident = os.getpid() & 0xFFFF
     rx = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
     senders = {}
@@ -52,34 +155,29 @@ def main(argv):
             s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, ifname.encode())
             senders[ifname] = s
-    result = {p: None for p in pairs}
-    sent_at = {}
-    start = time.monotonic()
-    next_round = start
-    gap = 0.1  # seconds to the next round of resends, doubled up to RESEND_MAX_S
-    while time.monotonic() - start < timeout and any(v is None for v in result.values()):
+    sched = Schedule(len(pairs), timeout, window, time.monotonic())
+    while True:
         now = time.monotonic()
-        if now >= next_round:
-            for seq, pair in enumerate(pairs):
-                if result[pair] is None:
-                    ifname, dst = pair.split(":", 1)
-                    try:
-                        senders[ifname].sendto(echo(ident, seq), (dst, 0))
-                    except OSError:
-                        pass  # e.g. port down: counts as unreachable unless a later try works
-                    sent_at.setdefault(pair, now)
-            next_round = now + gap
-            gap = min(2 * gap, RESEND_MAX_S)
-        ready, _, _ = select.select([rx], [], [], max(0.0, next_round - time.monotonic()))
-        if ready:
+        if sched.finished(now):
+            break
+        for seq in sched.due(now):
+            ifname, dst = pairs[seq].split(":", 1)
+            try:
+                senders[ifname].sendto(echo(ident, seq, sched.attempt(seq)), (dst, 0))
+            except OSError:
+                pass  # e.g. port down: counts as unreachable unless a later try works
+        # a reply refills the window at once; resends and give-ups are due
+        # on the resend floor's beat at the latest
+        ready, _, _ = select.select([rx], [], [], RESEND_MIN_S)
+        while ready:
             pkt = rx.recv(2048)
             ihl = (pkt[0] & 0x0F) * 4
             typ, _, _, rid, seq = struct.unpack("!BBHHH", pkt[ihl : ihl + 8])
             if typ == ICMP_REPLY and rid == ident and seq < len(pairs):
-                pair = pairs[seq]
-                if result[pair] is None:
-                    result[pair] = round((time.monotonic() - sent_at[pair]) * 1e3, 2)
-    print(json.dumps(result))
+                sched.answered(seq, time.monotonic(), attempt_of(pkt[ihl:]))
+            ready, _, _ = select.select([rx], [], [], 0)
+    rtt = sched.result()
+    print(json.dumps({p: None if rtt[i] is None else round(rtt[i] * 1e3, 2) for i, p in enumerate(pairs)}))
 
 
 if __name__ == "__main__":
