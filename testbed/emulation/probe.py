@@ -14,8 +14,8 @@ at the same time, and a large fabric's switches forward only so many
 packets a second: offered all pairs at once, with resends on top, they
 drop most of them and answer fewer pairs than they would at their own pace
 (a 128-host fabric answered a third of its 32,512 pairs in 30 s that way).
-A pair is resent when its wait outlasts a few round trips (measured, from
-100 ms up to a second at first, backing off); a pair still unanswered after
+A pair is resent when its wait outlasts a few round trips (measured; from
+100 ms at first, backing off, at most a second apart); a pair still unanswered after
 TIMEOUT s of tries is unreachable. A pair overdue (unanswered for several
 round trips) no longer holds its place in the window, so dead destinations
 do not stop the others from being tried; and when nothing at all has
@@ -35,6 +35,7 @@ PAYLOAD = b"hpnlab-probe"
 RESEND_MIN_S = 0.1
 RESEND_MAX_S = 1.0
 OVERDUE_MIN_S = 1.0
+OVERDUE_MAX_S = 5.0
 
 
 def checksum(data):
@@ -81,11 +82,16 @@ class Schedule:
         self.last_answer = start
 
     def _resend_after(self, tries):
+        # never more than a second between tries: a round trip swollen by a
+        # slow first answer (an address resolved through the controller)
+        # must not leave a pair a few tries in its whole time
         base = RESEND_MIN_S if self.srtt is None else max(RESEND_MIN_S, 3 * self.srtt)
-        return min(base * 2 ** (tries - 1), max(RESEND_MAX_S, 3 * base))
+        return min(base * 2 ** (tries - 1), RESEND_MAX_S)
 
     def _overdue_after(self):
-        return OVERDUE_MIN_S if self.srtt is None else max(OVERDUE_MIN_S, 8 * self.srtt)
+        if self.srtt is None:
+            return OVERDUE_MIN_S
+        return min(max(OVERDUE_MIN_S, 8 * self.srtt), OVERDUE_MAX_S)
 
     def _open(self):
         return [i for i in self.first if i not in self.rtt and i not in self.given_up]

@@ -12,7 +12,7 @@ PROBER = os.path.join(os.path.dirname(__file__), "probe.py")
 # hosts (each prober keeps its share in flight, at least 4): HPN-mini's
 # hosts still send all their pairs at once, a 128-host fabric is not
 # offered more than its switches forward (see probe.py).
-IN_FLIGHT = 512
+IN_FLIGHT = 256
 MIN_WINDOW = 4
 
 
