@@ -140,6 +140,22 @@ def _spec(rank, n=3, **kw):
     return {**spec, **kw}
 
 
+def test_the_ranks_a_process_plays_share_their_jobs_schedule():
+    """Built once per process (it costs time in ranks x steps), and the same
+    as each rank building its own; another job's is its own."""
+    from traffic import collectives
+
+    a, b = Job(_spec(0, n=5), 0.0), Job(_spec(3, n=5), 0.0)
+    assert a.schedule is b.schedule and a.tag_index is b.tag_index
+    fresh = collectives.for_job("ring", 5, 3000)
+    assert a.schedule == fresh and b.steps == fresh.steps[3]
+    assert sorted(a.tag_index, key=a.tag_index.get) == sorted(
+        {s.tag for st in fresh.steps.values() for s in st}
+    )
+    other = Job(_spec(0, n=5, bytes=6000), 0.0)
+    assert other.schedule is not a.schedule and other.schedule.size == 6000
+
+
 def test_warming_sends_one_frame_down_each_path_of_the_job():
     fake, sent, picks = _warming_sender()
     sender.Sender.warm(fake, Job(_spec(0), 10.0))
