@@ -237,6 +237,27 @@ class Ledger:
             capture_output=True,
         )
 
+    def set_sysctl(self, name, value):
+        """Set the machine's sysctl `name` (a path under /proc/sys) to
+        `value` for this fabric's life, remembering what it was (the first
+        time only) so that the sweep puts it back."""
+        kept = self.data.setdefault("sysctls", {})
+        if name not in kept:
+            kept[name] = {"was": read_sysctl(name), "set": str(value)}
+        kept[name]["set"] = str(value)
+        self.save()
+        write_sysctl(name, value)
+
+    def _restore_sysctls(self):
+        """Put back the sysctls this fabric set; one changed since by
+        someone else (another fabric that needed more) is left as it is."""
+        for name, rec in self.data.get("sysctls", {}).items():
+            try:
+                if read_sysctl(name) == rec["set"]:
+                    write_sysctl(name, rec["was"])
+            except OSError:
+                pass
+
     def add_process(self, pid, argv, host=None):
         """Remember a process by PID and start time (and, for people reading
         the record, its command line); called right after the process is
@@ -277,6 +298,7 @@ class Ledger:
         wait_until(lambda: not any(ours(p) for p in self.data["processes"]), 3.0)
         for proc in self.data["processes"]:
             signal_process(proc["pid"], proc.get("start"), signal.SIGKILL)
+        self._restore_sysctls()
         if self.data.get("named"):
             # Its bridges, interfaces, pins and Open vSwitch settings were in
             # namespaces of its own, gone with the processes just ended; the
@@ -328,6 +350,19 @@ class Ledger:
         except FileNotFoundError:
             pass
         _drop_lock(self.path)
+
+
+SYSCTL_ROOT = "/proc/sys"
+
+
+def read_sysctl(name):
+    with open(os.path.join(SYSCTL_ROOT, name)) as fh:
+        return fh.read().strip()
+
+
+def write_sysctl(name, value):
+    with open(os.path.join(SYSCTL_ROOT, name), "w") as fh:
+        fh.write(f"{value}\n")
 
 
 def load(path=None):

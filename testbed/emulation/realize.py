@@ -15,11 +15,11 @@ import subprocess
 import tempfile
 import time
 
-from . import capabilities, jobchannel, mininet_model, named, plans, reachability
+from . import capabilities, jobchannel, mininet_model, named, neighbours, plans, reachability
 from .controller import ControllerProcess
 from .hostroutes import HostRoutes
 from .hostrun import first_failure, run_in_hosts
-from .ledger import Ledger, already_present
+from .ledger import Ledger, already_present, read_sysctl
 from .pause_process import PauseProcess
 from .procs import signals_held
 from .queues import QueueEngine, parse_ifindexes
@@ -174,6 +174,9 @@ class FabricNet:
         self.ledger.add("interfaces", *interfaces)
         for key, value in self.ovs_options.items():
             self.ledger.set_ovs_option(key, value)
+        soft, hard = (int(read_sysctl(k)) for k in (neighbours.GC_SOFT, neighbours.GC_HARD))
+        for key, value in neighbours.limits(neighbours.entries(f), soft, hard).items():
+            self.ledger.set_sysctl(key, value)
         if f.queues is not None:
             self.queues = QueueEngine(f, self.ledger)
             self.queues.prepare()
