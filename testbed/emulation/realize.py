@@ -174,9 +174,13 @@ class FabricNet:
         self.ledger.add("interfaces", *interfaces)
         for key, value in self.ovs_options.items():
             self.ledger.set_ovs_option(key, value)
-        soft, hard = (int(read_sysctl(k)) for k in (neighbours.GC_SOFT, neighbours.GC_HARD))
-        for key, value in neighbours.limits(neighbours.entries(f), soft, hard).items():
-            self.ledger.set_sysctl(key, value)
+        try:
+            soft, hard = (int(read_sysctl(k)) for k in (neighbours.GC_SOFT, neighbours.GC_HARD))
+        except OSError:  # only the machine's first namespace has them: a named fabric runs in its own
+            soft = hard = None
+        if soft is not None and hard is not None:
+            for key, value in neighbours.limits(neighbours.entries(f), soft, hard).items():
+                self.ledger.set_sysctl(key, value)
         if f.queues is not None:
             self.queues = QueueEngine(f, self.ledger)
             self.queues.prepare()
