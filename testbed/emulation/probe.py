@@ -13,7 +13,8 @@ At most WINDOW pairs are in flight at once. Every host of a fabric probes
 at the same time, and a large fabric's switches forward only so many
 packets a second: offered all pairs at once, with resends on top, they
 drop most of them and answer fewer pairs than they would at their own pace
-(a 128-host fabric answered a third of its 32,512 pairs in 30 s that way).
+(a 128-host fabric left 20,584 of its 32,512 pairs unanswered in a 5 s
+check that way, against 5,020-5,974 windowed).
 A pair is resent when its wait outlasts a few round trips (measured; from
 100 ms at first, backing off, at most a second apart); a pair still unanswered after
 TIMEOUT s of tries is unreachable. A pair overdue (unanswered for several
@@ -85,9 +86,9 @@ class Schedule:
         self.last_answer = start
 
     def _resend_after(self, tries):
-        # never more than a second between tries: a round trip swollen by a
-        # slow first answer (an address resolved through the controller)
-        # must not leave a pair a few tries in its whole time
+        # never more than a second between tries: a round trip swollen by
+        # slow first answers (each waits for its address to be resolved)
+        # must not leave a pair only a few tries in its whole time
         base = RESEND_MIN_S if self.srtt is None else max(RESEND_MIN_S, 3 * self.srtt)
         return min(base * 2 ** (tries - 1), RESEND_MAX_S)
 
