@@ -20,7 +20,8 @@ A pair is resent when its wait outlasts a few round trips (measured; from
 TIMEOUT s of tries is unreachable. A pair overdue (unanswered for several
 round trips) no longer holds its place in the window, so dead destinations
 do not stop the others from being tried; and when nothing at all has
-answered for TIMEOUT s, every pair left is unreachable.
+answered for TIMEOUT s, every pair not yet tried is sent at once and gets
+its TIMEOUT s, so a fabric that answers nothing is judged in twice that.
 """
 
 import json
@@ -102,10 +103,11 @@ class Schedule:
 
     def _expire(self, now):
         if now - self.last_answer >= self.timeout:
-            # nothing answers any more: all that is left is unreachable
-            self.given_up.update(i for i in range(self.n) if i not in self.rtt)
-            self.next_new = self.n
-            return
+            # Nothing has answered for that long: the window no longer holds
+            # back the pairs not yet tried (a fabric that answers nothing
+            # ends one timeout later, not one per window of pairs; a block
+            # of dead pairs ahead of live ones does not hide the live ones)
+            self.window = self.n
         for i in self._open():
             if now - self.first[i] >= self.timeout:
                 self.given_up.add(i)
@@ -173,6 +175,8 @@ def main(argv):
         if ifname not in senders:
             s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_BINDTODEVICE, ifname.encode())
+            # it only sends: let it queue none of the ICMP the host receives
+            s.setsockopt(SOL_RAW, ICMP_FILTER, struct.pack("I", 0xFFFFFFFF))
             senders[ifname] = s
     sched = Schedule(len(pairs), timeout, window, time.monotonic())
     while True:

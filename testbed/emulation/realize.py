@@ -180,7 +180,13 @@ class FabricNet:
             soft = hard = None
         if soft is not None and hard is not None:
             for key, value in neighbours.limits(neighbours.entries(f), soft, hard).items():
-                self.ledger.set_sysctl(key, value)
+                try:
+                    self.ledger.set_sysctl(key, value)
+                except OSError as e:  # e.g. a read-only /proc/sys: the fabric still comes up
+                    self.log(
+                        f"warning: could not raise {key} to {value} ({e}): the hosts of a fabric "
+                        "this size may find the kernel's ARP table full"
+                    )
         if f.queues is not None:
             self.queues = QueueEngine(f, self.ledger)
             self.queues.prepare()

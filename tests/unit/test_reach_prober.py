@@ -52,10 +52,21 @@ def test_dead_pairs_are_given_up_after_the_timeout_and_do_not_block_the_rest():
     assert end < 20
 
 
-def test_nothing_answering_ends_after_the_timeout():
-    result, _, _, end = drive(254, 5.0, 4, rtt=0.01, dead=set(range(254)))
+def test_nothing_answering_ends_after_twice_the_timeout():
+    result, sends, _, end = drive(254, 5.0, 4, rtt=0.01, dead=set(range(254)))
     assert all(r is None for r in result.values())
-    assert 5.0 <= end < 5.2
+    # every pair was tried, the last ones once the silence had lasted 5 s
+    assert min(sends) >= 3
+    assert 10.0 <= end < 10.2
+
+
+def test_live_pairs_behind_a_block_of_dead_ones_are_still_tried():
+    """A port that is down comes first in a host's list: its pairs must not
+    take the rest down with them."""
+    dead = set(range(127))
+    result, _, _, end = drive(254, 5.0, 4, rtt=0.01, dead=dead)
+    assert {i for i, r in result.items() if r is None} == dead
+    assert end < 11
 
 
 def test_the_request_carries_the_pair_index_and_a_valid_checksum():
