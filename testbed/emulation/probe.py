@@ -79,8 +79,7 @@ class Schedule:
     def __init__(self, n, timeout, window, start):
         self.n, self.timeout, self.window = n, timeout, max(1, window)
         self.next_new = 0  # pairs below this have been sent at least once
-        self.first = {}  # index -> first send time
-        self.sent = {}  # index -> the send time of each attempt
+        self.sent = {}  # index -> the send time of each attempt (the first: when it began)
         self.rtt = {}  # index -> seconds from first send to first reply
         self.given_up = set()
         self.srtt = None  # smoothed round trip of answered requests
@@ -99,7 +98,7 @@ class Schedule:
         return min(max(OVERDUE_MIN_S, 8 * self.srtt), OVERDUE_MAX_S)
 
     def _open(self):
-        return [i for i in self.first if i not in self.rtt and i not in self.given_up]
+        return [i for i in self.sent if i not in self.rtt and i not in self.given_up]
 
     def _expire(self, now):
         if now - self.last_answer >= self.timeout:
@@ -109,7 +108,7 @@ class Schedule:
             # of dead pairs ahead of live ones does not hide the live ones)
             self.window = self.n
         for i in self._open():
-            if now - self.first[i] >= self.timeout:
+            if now - self.sent[i][0] >= self.timeout:
                 self.given_up.add(i)
 
     def due(self, now):
@@ -120,11 +119,10 @@ class Schedule:
             if now - self.sent[i][-1] >= self._resend_after(len(self.sent[i])):
                 out.append(i)
         overdue = self._overdue_after()
-        in_flight = sum(1 for i in open_ if now - self.first[i] < overdue)
+        in_flight = sum(1 for i in open_ if now - self.sent[i][0] < overdue)
         while self.next_new < self.n and in_flight < self.window:
             i = self.next_new
             self.next_new += 1
-            self.first[i] = now
             self.sent[i] = []
             out.append(i)
             in_flight += 1
@@ -139,9 +137,9 @@ class Schedule:
     def answered(self, i, now, attempt=None):
         """A reply to pair i, answering its request number `attempt` (None:
         not known, then the round trip estimate is left as it is)."""
-        if i in self.rtt or i not in self.first or i in self.given_up:
+        if i in self.rtt or i not in self.sent or i in self.given_up:
             return
-        self.rtt[i] = now - self.first[i]
+        self.rtt[i] = now - self.sent[i][0]
         self.last_answer = now
         if attempt is not None and 1 <= attempt <= len(self.sent[i]):
             sample = now - self.sent[i][attempt - 1]
