@@ -36,7 +36,17 @@ import struct
 import sys
 import time
 
-from .netlink import ack_error, attr, in_namespace, message, route_socket
+from .netlink import (
+    RTM_NEWQDISC,
+    TCA_KIND,
+    TCA_OPTIONS,
+    TCMSG,
+    ack_error,
+    attr,
+    in_namespace,
+    message,
+    route_socket,
+)
 
 EV_ASSERT, EV_RELEASE = 1, 2
 EVENT = struct.Struct("=QQQIIII")  # struct pfc_event
@@ -47,11 +57,8 @@ ETH_P_KICK = 0x88B5
 KICK_DST = bytes.fromhex("0180c2000001")  # the MAC-control group: no switch forwards it
 KICK_SRC = bytes.fromhex("020000000000")
 
-RTM_NEWQDISC = 36
-TCA_KIND, TCA_OPTIONS = 1, 2
 TCA_TBF_PARMS, TCA_TBF_BURST = 1, 6
 TC_LINKLAYER_ETHERNET = 1
-_TCMSG = struct.Struct("=BBHiIII")
 _RATESPEC = struct.Struct("=BBHhHI")
 
 
@@ -67,7 +74,7 @@ def tbf_change(ifindex, minor, rate_bps, burst, limit):
     qopt = rate + peak + struct.pack("=III", limit, 1, 0)
     opts = attr(TCA_TBF_PARMS, qopt) + attr(TCA_TBF_BURST, struct.pack("=I", burst))
     body = (
-        _TCMSG.pack(socket.AF_UNSPEC, 0, 0, ifindex, minor << 16, (1 << 16) | minor, 0)
+        TCMSG.pack(socket.AF_UNSPEC, 0, 0, ifindex, minor << 16, (1 << 16) | minor, 0)
         + attr(TCA_KIND, b"tbf\0")
         + attr(TCA_OPTIONS, opts)
     )

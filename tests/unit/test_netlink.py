@@ -52,3 +52,52 @@ def test_an_ack_gives_the_errno_and_other_replies_none():
     assert netlink.ack_error(reply(netlink.NLMSG_ERROR, -3)) == 3  # ESRCH: no such route
     assert netlink.ack_error(reply(netlink.NLMSG_ERROR, 0)) == 0
     assert netlink.ack_error(reply(3, 0)) == 0  # NLMSG_DONE
+
+
+def qdisc_reply(ifindex, parent, kind, sent, backlog, drops):
+    """An RTM_NEWQDISC payload as the kernel dumps it: tcmsg, kind, then
+    the stats nest (basic and queue counters among others)."""
+    basic = struct.pack("=QI", sent, 99) + bytes(4)
+    queue = struct.pack("=IIIII", 3, backlog, drops, 0, 7)
+    rate = struct.pack("=II", 0, 0)
+    nest = (
+        netlink.attr(netlink.TCA_STATS_BASIC, basic)
+        + netlink.attr(2, rate)
+        + netlink.attr(netlink.TCA_STATS_QUEUE, queue)
+    )
+    return (
+        struct.pack("=BBHiIII", socket.AF_UNSPEC, 0, 0, ifindex, 1 << 16, parent, 1)
+        + netlink.attr(netlink.TCA_KIND, kind + b"\0")
+        + netlink.attr(netlink.TCA_OPTIONS, bytes(24))
+        + netlink.attr(netlink.TCA_STATS2 | 0x8000, nest)  # the kernel flags the nest
+    )
+
+
+def test_a_qdisc_dump_asks_for_every_qdisc_of_the_namespace():
+    msg = netlink.qdisc_dump(seq=4)
+    length, kind, flags, seq, _pid = struct.unpack_from("=IHHII", msg)
+    assert (length, kind, seq) == (len(msg), netlink.RTM_GETQDISC, 4)
+    assert flags == netlink.NLM_F_REQUEST | netlink.NLM_F_DUMP
+    assert struct.unpack_from("=BBHiIII", msg, 16) == (socket.AF_UNSPEC, 0, 0, 0, 0, 0, 0)
+
+
+def test_a_ports_root_qdisc_gives_its_counters_and_other_qdiscs_none():
+    root = qdisc_reply(5, netlink.TC_H_ROOT, b"htb", sent=123_456_789_012, backlog=9014, drops=17)
+    assert netlink.root_counters(root, b"htb") == (5, 123_456_789_012, 9014, 17)
+    leaf = qdisc_reply(5, (1 << 16) | 0x10, b"htb", 1, 2, 3)
+    assert netlink.root_counters(leaf, b"htb") is None
+    other = qdisc_reply(6, netlink.TC_H_ROOT, b"noqueue", 1, 2, 3)
+    assert netlink.root_counters(other, b"htb") is None
+
+
+def test_one_read_of_a_dump_splits_into_its_messages():
+    def msg(kind, payload):
+        return struct.pack("=IHHII", 16 + len(payload), kind, 2, 1, 0) + payload + bytes(-len(payload) % 4)
+
+    a = qdisc_reply(5, netlink.TC_H_ROOT, b"htb", 1, 2, 3)
+    buf = msg(netlink.RTM_NEWQDISC, a) + msg(netlink.RTM_NEWQDISC, b"xyz") + msg(netlink.NLMSG_DONE, bytes(4))
+    assert list(netlink.replies(buf)) == [
+        (netlink.RTM_NEWQDISC, a),
+        (netlink.RTM_NEWQDISC, b"xyz"),
+        (netlink.NLMSG_DONE, bytes(4)),
+    ]
