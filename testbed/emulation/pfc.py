@@ -85,6 +85,23 @@ def wake_frame():
     return KICK_DST + KICK_SRC + struct.pack("!H", ETH_P_KICK) + bytes(46)
 
 
+def machine_hold_ns(ts, idle_from, woke, now, cpu_at_wake, cpu_now):
+    """How long the machine, not the daemon's own work, had delayed a change
+    the daemon begins at `now` for an event of time `ts` (pure).
+
+    Two parts, both the machine's: the wait to be woken for the event when
+    it came while the daemon waited (a real-time thread woken late: every
+    core was in kernel code that this kernel does not preempt, or the
+    hypervisor had the core); and the time the daemon spent off its core
+    since it woke (its CPU clock stops then, the wall clock does not: a
+    core taken by the hypervisor, or a lock another process held). The
+    second counts from the wake-up, so for an event that came during the
+    batch it is an upper bound."""
+    waited = max(0, woke - max(ts, idle_from))
+    off_core = max(0, (now - woke) - (cpu_now - cpu_at_wake))
+    return waited + off_core
+
+
 class Holds:
     """Which queues hold which links paused (pure). A link-class is paused
     while at least one queue holds it; an assert of an episode that was
@@ -184,6 +201,13 @@ class PauseDaemon:
         self.done = []
         self.errors = []
         self.events = 0
+        now = time.monotonic_ns()
+        self.woke = (now, now, time.thread_time_ns())  # (idle since, woke, CPU clock then)
+
+    def held(self, ts):
+        """machine_hold_ns for a change of the event at `ts` begun now."""
+        idle_from, woke, cpu = self.woke
+        return machine_hold_ns(ts, idle_from, woke, time.monotonic_ns(), cpu, time.thread_time_ns())
 
     def _u64(self, mem, offset):
         return int.from_bytes(mem[offset : offset + 8], "little")
@@ -212,6 +236,7 @@ class PauseDaemon:
         slot, cls = link
         self._finish_previous(link)
         backlog = self.backlog(slot, cls)
+        held = self.held(ts)
         self.ports[slot].set_paused(cls, True)
         applied = time.monotonic_ns()
         self.open[link] = {
@@ -221,6 +246,7 @@ class PauseDaemon:
             "queue": queue,
             "assert_ns": ts,
             "applied_ns": applied,
+            "held_ns": held,
             "departed_at_pause": self.departed(slot, cls),
             "backlog_at_pause": backlog,
         }
@@ -235,10 +261,12 @@ class PauseDaemon:
         self.pfc[at + FIRST_NS : at + FIRST_NS + 8] = bytes(8)
         self.pfc[at + ARMED_NS : at + ARMED_NS + 8] = ts.to_bytes(8, "little")
         backlog = self.backlog(slot, cls)
+        held = self.held(ts)
         self.ports[slot].set_paused(cls, False)
         if rec is not None:
             rec.update(
                 release_ns=ts,
+                resume_held_ns=held,
                 resumed_ns=time.monotonic_ns(),
                 stop_ns=stop,
                 backlog_at_resume=backlog,
@@ -268,7 +296,10 @@ class PauseDaemon:
         poller.register(self.ring.fd, select.EPOLLIN)
         try:
             while True:
-                if not poller.poll(0.5):
+                idle_from = time.monotonic_ns()
+                ready = poller.poll(0.5)
+                self.woke = (idle_from, time.monotonic_ns(), time.thread_time_ns())
+                if not ready:
                     self.sweep()
                 for raw in self.ring.records():
                     ts, episode, _backlog, kind, queue, in_slot, _pad = EVENT.unpack(raw)

@@ -144,6 +144,9 @@ def section_pauses(results: dict) -> str:
         f"{_ms(pfc.get('resume_ms'))}\n"
         f"- most bytes that reached the far end while a pause was in force: "
         f"{count(pfc.get('max_let_by_bytes'))} (up to two frames: one on its way, one the change lets by)\n"
+        f"- of these, the machine held the pause daemon (woken late or off its core): in force "
+        f"{_ms((pfc.get('machine_held_ms') or {}).get('in_force'))}, resume "
+        f"{_ms((pfc.get('machine_held_ms') or {}).get('resume'))}\n"
         f"- the pause daemon ran with {pfc.get('scheduling') or 'unknown'} scheduling; reaction "
         "is in this machine's time."
     )

@@ -11,6 +11,10 @@ Reaction, per pause:
 - resume: from the XON crossing to the first frame of the class arriving
   from the upstream, for pauses that ended with frames waiting upstream
   (others have nothing to show).
+
+Of each, the part the machine held the daemon (`*_held_s`, pfc.py's
+machine_hold_ns): waiting to be woken, or off its core. What is left is
+the daemon's own work; the trust gate judges the machine's part.
 """
 
 from collections.abc import Sequence
@@ -46,12 +50,16 @@ def records(raw: dict, t0: float, class_names: list) -> list[dict]:
             "ended": p.get("release_ns") is not None,
             "in_force_s": round((p["applied_ns"] - p["assert_ns"]) * NS, 6),
         }
+        if "held_ns" in p:
+            rec["in_force_held_s"] = round(p["held_ns"] * NS, 6)
         if p.get("departed_at_resume") is not None:
             rec["let_by_bytes"] = p["departed_at_resume"] - p["departed_at_pause"]
         if p.get("resumed_ns"):
             rec["resume_applied_s"] = round((p["resumed_ns"] - p["release_ns"]) * NS, 6)
         if p.get("first_ns") and p.get("backlog_at_resume", 0) > 0 and p["first_ns"] >= p["release_ns"]:
             rec["resume_s"] = round((p["first_ns"] - p["release_ns"]) * NS, 6)
+            if "resume_held_ns" in p:
+                rec["resume_held_s"] = round(p["resume_held_ns"] * NS, 6)
         out.append(rec)
     return out
 
@@ -73,6 +81,10 @@ def summary(
         "in_force_ms": _stats_ms([r["in_force_s"] for r in recs]),
         "resume_ms": _stats_ms([r["resume_s"] for r in recs if "resume_s" in r]),
         "resume_applied_ms": _stats_ms([r["resume_applied_s"] for r in recs if "resume_applied_s" in r]),
+        "machine_held_ms": {
+            "in_force": _stats_ms([r["in_force_held_s"] for r in recs if "in_force_held_s" in r]),
+            "resume": _stats_ms([r["resume_held_s"] for r in recs if "resume_held_s" in r]),
+        },
         "max_let_by_bytes": max(let_by, default=None),
         "events": events,
         "errors": list(errors),

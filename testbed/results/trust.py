@@ -20,6 +20,10 @@ what was configured) and says which one broke:
                       read them longer than MAX_EMULATOR_HOLD_S (the most
                       its socket held unread at a sample, over the port's
                       rate): a delay no modeled queue made
+  pause_lag           the machine let the pause daemon act on time: at the
+                      99th percentile of pauses (in force and resume), it
+                      held the daemon at most MAX_PAUSE_HELD_S, waiting to
+                      be woken or off its core (emulation/pfc.py)
   agent_reading       every traffic agent read what arrived for it in time
                       (a process short of CPU reads late: its peers then
                       wait for ACKs, which the sending side cannot see);
@@ -69,6 +73,17 @@ MAX_CONVERGENCE_S = 0.5
 # overhead (about 1.5 x its bytes at a 1500-byte MTU): a short stall can go
 # unseen, a long one cannot, and the time is an upper bound.
 MAX_EMULATOR_HOLD_S = 0.05
+
+# A pause takes hold and lets go through a real-time user-space daemon, so
+# its reaction is its own work plus what the machine held it: woken late
+# (this kernel does not preempt kernel code, and a hypervisor may take the
+# core) or taken off its core. On the 2-core CI machine the daemon's own
+# work came to 1.1-1.6 ms at the p99 of resumes (seven links one after
+# another) and the machine's part to 0.9-1.8 ms at its p99, reaching 3 ms
+# and more in the runs that went past the 5 ms target (docs/numbers.md).
+# When the machine took more than half of that target at the p99, the
+# slowest pauses measured the machine.
+MAX_PAUSE_HELD_S = 0.0025
 
 # Every core saturated in most samples. Only a warning: agents and switches
 # may keep the cores busy while every promise above still holds, and each
@@ -320,6 +335,26 @@ def _hold_check(metrics):
     )
 
 
+def _pause_check(metrics):
+    what = "the machine's hold on the pause daemon at the p99 of pauses (s, worst of in force and resume)"
+    expected = f"<= {fmt(MAX_PAUSE_HELD_S)}"
+    held = (metrics.get("pfc") or {}).get("machine_held_ms") or {}
+    p99 = {kind: s["p99"] / 1e3 for kind, s in held.items() if s}
+    if not p99:
+        return _check("pause_lag", what, None, expected, None, note="no pauses", threshold=MAX_PAUSE_HELD_S)
+    kind, value = max(p99.items(), key=lambda kv: kv[1])
+    reason = None
+    if value > MAX_PAUSE_HELD_S:
+        which = "resumes" if kind == "resume" else "pauses taking hold"
+        reason = (
+            f"the machine held the pause daemon {value * 1e3:.2f} ms at the 99th percentile of "
+            f"{which} (limit {MAX_PAUSE_HELD_S * 1e3:g} ms): "
+            "it was woken late or taken off its core, so the slowest reactions are the machine's, "
+            "not the lossless class's"
+        )
+    return _check("pause_lag", what, value, expected, reason is None, reason, threshold=MAX_PAUSE_HELD_S)
+
+
 def fault_label(i: int, fault: dict) -> str:
     """'fault 2 (link-down s0h0-t0r0k0)': numbered from 1 in the order applied."""
     link = "-".join(map(str, fault.get("link") or ())) + (f" #{fault['index']}" if fault.get("index") else "")
@@ -478,6 +513,7 @@ def assess(metrics: dict, faults: Sequence[dict] = ()) -> dict:
         _lag_check(faults),
         _convergence_check(faults),
         _hold_check(metrics),
+        _pause_check(metrics),
         _cpu_check(metrics),
     ]
     failed = [c["name"] for c in checks if c["ok"] is False and c["severity"] == FAIL]

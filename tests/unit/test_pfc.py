@@ -144,7 +144,9 @@ RAW = {
             "class": 0,
             "assert_ns": 10_000_000_000,
             "applied_ns": 10_000_100_000,
+            "held_ns": 30_000,
             "release_ns": 10_040_000_000,
+            "resume_held_ns": 400_000,
             "resumed_ns": 10_040_300_000,
             "first_ns": 10_040_500_000,
             "backlog_at_resume": 9000,
@@ -190,6 +192,10 @@ def test_pause_records_say_link_class_start_duration_and_reaction():
     s = pauses.summary(recs)
     assert s["pauses"] == 3 and s["links"]["s0h1-n0p0/roce"]["pauses"] == 2
     assert s["in_force_ms"]["n"] == 3 and s["resume_ms"]["n"] == 1 and s["max_let_by_bytes"] == 9014
+    # the machine's part, where the daemon measured it
+    assert first["in_force_held_s"] == pytest.approx(3e-5) and first["resume_held_s"] == pytest.approx(4e-4)
+    assert "in_force_held_s" not in recs[2]
+    assert s["machine_held_ms"]["in_force"]["n"] == 1 and s["machine_held_ms"]["resume"]["max"] == 0.4
     assert pauses.class_totals(recs)["roce"]["paused_s"] == pytest.approx(0.06)
     slow = pauses.to_emulated(recs, 4)
     assert slow[0]["duration_s"] == pytest.approx(0.01) and slow[0]["in_force_s"] == first["in_force_s"]
@@ -230,3 +236,31 @@ def test_line_meter_notes_when_its_gaps_began_and_resyncs_on_a_held_queue():
     m.still_queued(3.0)  # the kernel still held frames: no gap
     m.sent(1000, now=3.0, backlogged=True)
     assert m.lost_s == pytest.approx(0.5) and m.resyncs == 1
+
+
+def test_the_machines_hold_is_the_late_wake_up_and_the_time_off_the_core():
+    ms = 1_000_000
+    # the event came while the daemon waited; woken 2 ms late, then on its core throughout
+    assert (
+        pfc.machine_hold_ns(
+            ts=10 * ms, idle_from=5 * ms, woke=12 * ms, now=13 * ms, cpu_at_wake=0, cpu_now=ms
+        )
+        == 2 * ms
+    )
+    # the event was already there when the daemon went to wait: no wake-up to be late for
+    assert (
+        pfc.machine_hold_ns(ts=4 * ms, idle_from=5 * ms, woke=5 * ms, now=6 * ms, cpu_at_wake=0, cpu_now=ms)
+        == 0
+    )
+    # 3 ms of wall time since the wake-up, of which 1 ms on its core: 2 ms off it
+    assert (
+        pfc.machine_hold_ns(
+            ts=4 * ms, idle_from=5 * ms, woke=5 * ms, now=8 * ms, cpu_at_wake=7 * ms, cpu_now=8 * ms
+        )
+        == 2 * ms
+    )
+    # the CPU clock can run a little ahead of the wall clock's difference: never negative
+    assert (
+        pfc.machine_hold_ns(ts=9 * ms, idle_from=5 * ms, woke=9 * ms, now=9 * ms, cpu_at_wake=0, cpu_now=10)
+        == 0
+    )

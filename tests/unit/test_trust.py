@@ -322,6 +322,28 @@ def test_timely_faults_pass():
     assert [check(out, n)["ok"] for n in ("fault_lag", "convergence")] == [True, True]
 
 
+def held(in_force_p99, resume_p99):
+    def stats(p99):
+        return {"n": 700, "median": 0.02, "p99": p99, "max": p99 * 2}
+
+    return {"pfc": {"machine_held_ms": {"in_force": stats(in_force_p99), "resume": stats(resume_p99)}}}
+
+
+def test_a_pause_daemon_the_machine_held_past_the_limit_at_the_p99_is_named():
+    out = assess({**tcp_metrics(), **held(0.5, 3.1)})
+    assert out["trustworthy"] is False and out["failed"] == ["pause_lag"]
+    c = check(out, "pause_lag")
+    assert c["value"] == pytest.approx(0.0031) and "resumes" in c["reason"] and "3.10 ms" in c["reason"]
+
+
+def test_a_pause_daemon_held_less_than_the_limit_passes_and_no_pauses_are_not_judged():
+    out = assess({**tcp_metrics(), **held(2.4, 1.2)})
+    assert out["trustworthy"] is True and check(out, "pause_lag")["value"] == pytest.approx(0.0024)
+    assert check(assess(tcp_metrics()), "pause_lag")["ok"] is None
+    # a run whose daemon measured no hold (older results): not judged either
+    assert check(assess({**tcp_metrics(), "pfc": {"pauses": 3}}), "pause_lag")["ok"] is None
+
+
 # --- CPU: a warning, named when something else failed --------------------------------
 
 
