@@ -19,17 +19,11 @@ RTMSG = struct.Struct("=BBBBBBBBI")  # struct rtmsg
 RTNEXTHOP = struct.Struct("=HBBi")  # struct rtnexthop
 
 TCMSG = struct.Struct("=BBHiIII")  # struct tcmsg
-GNET_BASIC = struct.Struct("=QI")  # struct gnet_stats_basic: bytes, packets
-GNET_QUEUE = struct.Struct("=IIIII")  # struct gnet_stats_queue: qlen, backlog, drops, requeues, overlimits
 
 NLM_F_REQUEST, NLM_F_ACK, NLM_F_REPLACE, NLM_F_CREATE = 0x1, 0x4, 0x100, 0x400
-NLM_F_DUMP = 0x300
-NLMSG_ERROR, NLMSG_DONE = 2, 3
-NLA_TYPE_MASK = 0x3FFF  # without the nested and byte-order flags
-RTM_NEWQDISC, RTM_GETQDISC = 36, 38
-TCA_KIND, TCA_OPTIONS, TCA_STATS2 = 1, 2, 7
-TCA_STATS_BASIC, TCA_STATS_QUEUE = 1, 3
-TC_H_ROOT = 0xFFFFFFFF
+NLMSG_ERROR = 2
+RTM_NEWQDISC = 36
+TCA_KIND, TCA_OPTIONS = 1, 2
 RTM_NEWROUTE, RTM_DELROUTE = 24, 25
 RTA_DST, RTA_MULTIPATH = 1, 9
 RT_TABLE_MAIN, RTPROT_BOOT = 254, 3
@@ -57,50 +51,6 @@ def ack_error(reply: bytes) -> int:
     if kind != NLMSG_ERROR:
         return 0
     return -struct.unpack_from("=i", reply, NLMSG.size)[0]
-
-
-def attributes(buf: bytes, offset: int = 0) -> dict[int, bytes]:
-    """{type: payload} of the attributes from `offset` to the end of `buf`."""
-    found = {}
-    while offset + RTA.size <= len(buf):
-        size, kind = RTA.unpack_from(buf, offset)
-        if size < RTA.size:
-            break
-        found[kind & NLA_TYPE_MASK] = buf[offset + RTA.size : offset + size]
-        offset += (size + 3) & ~3
-    return found
-
-
-def replies(buf: bytes):
-    """(type, payload after the header) of every message in one read."""
-    offset = 0
-    while offset + NLMSG.size <= len(buf):
-        size, kind, _flags, _seq, _pid = NLMSG.unpack_from(buf, offset)
-        if size < NLMSG.size:
-            break
-        yield kind, buf[offset + NLMSG.size : offset + size]
-        offset += (size + 3) & ~3
-
-
-def qdisc_dump(seq: int = 0) -> bytes:
-    """What `tc qdisc show` sends: every qdisc of the namespace."""
-    body = TCMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0, 0, 0)
-    return NLMSG.pack(NLMSG.size + len(body), RTM_GETQDISC, NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + body
-
-
-def root_counters(payload: bytes, kind: bytes) -> tuple[int, int, int, int] | None:
-    """(ifindex, bytes sent, backlog bytes, drops) of one RTM_NEWQDISC
-    payload when it is a port's root qdisc of `kind`; else None."""
-    _fam, _p1, _p2, ifindex, _handle, parent, _info = TCMSG.unpack_from(payload)
-    if parent != TC_H_ROOT:
-        return None
-    attrs = attributes(payload, TCMSG.size)
-    if attrs.get(TCA_KIND, b"").rstrip(b"\0") != kind or TCA_STATS2 not in attrs:
-        return None
-    stats = attributes(attrs[TCA_STATS2])
-    sent, _packets = GNET_BASIC.unpack_from(stats[TCA_STATS_BASIC])
-    _qlen, backlog, drops, _requeues, _over = GNET_QUEUE.unpack_from(stats[TCA_STATS_QUEUE])
-    return ifindex, sent, backlog, drops
 
 
 def route_replace(ip: str, ifindexes: list[int], seq: int = 0) -> bytes:
@@ -185,22 +135,6 @@ class Namespace:
         self.seq += 1
         self.sock.send(build(*args, seq=self.seq))
         return ack_error(self.sock.recv(65536))
-
-    def dump(self, build) -> list[bytes]:
-        """The payloads of every reply to the dump request `build(seq=...)`."""
-        self.seq += 1
-        self.sock.send(build(seq=self.seq))
-        out: list[bytes] = []
-        while True:
-            for kind, payload in replies(self.sock.recv(1 << 16)):
-                if kind == NLMSG_DONE:
-                    return out
-                if kind == NLMSG_ERROR:
-                    err = -struct.unpack_from("=i", payload)[0]
-                    if err:
-                        raise OSError(err, f"netlink dump: {os.strerror(err)}")
-                    continue
-                out.append(payload)
 
     def close(self) -> None:
         self.sock.close()

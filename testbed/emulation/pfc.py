@@ -94,9 +94,12 @@ def machine_hold_ns(ts, idle_from, woke, now, cpu_at_wake, cpu_now):
     core was in kernel code that this kernel does not preempt, or the
     hypervisor had the core); and the time the daemon spent off its core
     since it woke (its CPU clock stops then, the wall clock does not: a
-    core taken by the hypervisor, or a lock another process held). The
-    second counts from the wake-up, so for an event that came during the
-    batch it is an upper bound."""
+    core taken by the hypervisor, or a lock another process held). Both
+    are lower bounds: the hold is read as the change begins, so the change's
+    own time off the core is not in it; and the ring buffer is read once per
+    wake-up, so an event that came while the daemon was busy is handled after
+    the next wake-up, and what the machine took from the daemon between the
+    event and that wake-up is not counted."""
     waited = max(0, woke - max(ts, idle_from))
     off_core = max(0, (now - woke) - (cpu_now - cpu_at_wake))
     return waited + off_core

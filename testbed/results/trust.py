@@ -77,10 +77,10 @@ MAX_EMULATOR_HOLD_S = 0.05
 # A pause takes hold and lets go through a real-time user-space daemon, so
 # its reaction is its own work plus what the machine held it: woken late
 # (this kernel does not preempt kernel code, and a hypervisor may take the
-# core) or taken off its core. On the 2-core CI machine the daemon's own
-# work came to 1.1-1.6 ms at the p99 of resumes (seven links one after
-# another) and the machine's part to 0.9-1.8 ms at its p99, reaching 3 ms
-# and more in the runs that went past the 5 ms target (docs/numbers.md).
+# core) or taken off its core. On the 2-core CI machine, over 8 runs, the
+# rest came to 1.1-2.4 ms at the p99 of resumes (seven links one after
+# another) and the machine's part to 0.9-1.8 ms at its p99; its worst
+# single hold in a run was 1.0-5.4 ms over 12 runs (docs/numbers.md).
 # When the machine took more than half of that target at the p99, the
 # slowest pauses measured the machine.
 MAX_PAUSE_HELD_S = 0.0025
