@@ -103,8 +103,10 @@ class HpnController(BaseApp):
                 for msg in openflow.remove_flows(a.conn, a.strays) + openflow.base_flows(a.conn, a.have):
                     a.conn.send_msg(msg)
             elif isinstance(a, core.Program):
-                for msg in openflow.messages_for(a.conn, a.ops):
-                    a.conn.send_msg(msg)
+                # one write per switch: os-ken queues at most 16 messages
+                # per switch and makes the 17th wait for the queue to drain
+                if a.ops:
+                    a.conn.send(openflow.encoded(a.conn, a.ops))
             elif isinstance(a, core.Barrier):
                 barrier = a.conn.ofproto_parser.OFPBarrierRequest(a.conn)
                 barrier.set_xid(a.xid)

@@ -10,6 +10,7 @@ sent.
 from collections.abc import Collection, Iterable
 from typing import Any
 
+from . import wire
 from .routing import Detour, FlowDel, FlowSet, GroupAdd, Mark, Output, Pin, Route, SetDscp, ToGroup
 
 COOKIE = 0x4850_4E00  # "HPN" + 0: marks the flows hpnlab installs
@@ -247,6 +248,19 @@ def messages_for(dp: Any, ops: Iterable) -> list:
         else:
             raise ValueError(f"unknown operation {op!r}")
     return msgs
+
+
+def encoded(dp: Any, ops: Iterable) -> bytes:
+    """messages_for's messages as the bytes a switch reads, packed directly
+    (wire.py: some 20 times faster than os-ken's encoding, which matters
+    while a failed link waits for its new routes), xids from `dp`'s counter
+    as os-ken's send_msg would take them."""
+
+    def next_xid():
+        dp.xid = (dp.xid + 1) & dp.ofproto.MAX_XID
+        return dp.xid
+
+    return wire.encode(ops, next_xid, COOKIE, lambda key: PRIORITY[key.kind], _table, TABLE_ROUTE)
 
 
 def _table(key):

@@ -11,52 +11,73 @@ from testbed.fabric.model import Endpoint, Fabric, Link
 
 def run_timeline(fnet, flows, pairs, sc, t0, log):
     """Start clients, apply faults and stop or start the controller at their
-    scheduled times. Returns (faults as applied, controller actions as applied)."""
+    scheduled times. Cables pulled or replugged at the same time go together
+    (a failing switch loses its links at once). Returns (faults as applied,
+    controller actions as applied)."""
     events = [(p.start, "client", p) for p in pairs]
     events += [(f.at, "fault", f) for f in sc.faults]
     events += [(e["at"], "controller", e) for e in sc.controller_timeline]
     events.sort(key=lambda e: (e[0], e[1] != "client"))
     applied, controller = [], []
-    for at, kind, item in events:
+    for at, kind, items in _together(events):
         sleep_until(t0 + at)
         if kind == "client":
-            flows.start_client(item, t0)
+            flows.start_client(items[0], t0)
             continue
         if kind == "controller":
+            item = items[0]
             (fnet.stop_controller if item["action"] == "stop" else fnet.start_controller)()
             t = time.monotonic() - t0
             log(f"[{t / fnet.fabric.time_dilation:6.2f}s] controller {item['action']}")
             controller.append({"at": at, "applied_at": round(t, 4), "action": item["action"]})
             continue
-        a, b = item.link
-        link = fault_link(fnet.fabric, item.link, item.index)
+        links = [fault_link(fnet.fabric, item.link, item.index) for item in items]
         # The switches may see the port change (and the controller answer it)
         # before set_link returns: convergence counts from the moment it was issued.
         issued = time.monotonic() - t0
         rate = {}
-        if item.action in RATE_ACTIONS:
+        if kind == "rate":
+            item = items[0]
             share = item.rate if item.action == "link-degrade" else 1.0
-            fnet.set_link_rate(link, share)
+            fnet.set_link_rate(links[0], share)
             rate = {"rate": share}
         else:
-            fnet.set_link(link, up=item.action == "link-up")
+            fnet.set_links(links, up=items[0].action == "link-up")
         t = time.monotonic() - t0
-        to = f" to {share:.0%} of its rate" if item.action == "link-degrade" else ""
-        log(f"[{t / fnet.fabric.time_dilation:6.2f}s] {item.action} {a} <-> {b}{to}")  # emulated time
-        applied.append(
-            {
-                "at": at,
-                "issued_at": round(issued, 4),
-                "applied_at": round(t, 4),
-                "action": item.action,
-                "link": [a, b],
-                "index": item.index,
-                "link_name": link.name,
-                **({"name": item.name} if item.name else {}),
-                **rate,
-            }
-        )
+        for item, link in zip(items, links):
+            a, b = item.link
+            to = f" to {share:.0%} of its rate" if item.action == "link-degrade" else ""
+            log(f"[{t / fnet.fabric.time_dilation:6.2f}s] {item.action} {a} <-> {b}{to}")  # emulated time
+            applied.append(
+                {
+                    "at": at,
+                    "issued_at": round(issued, 4),
+                    "applied_at": round(t, 4),
+                    "action": item.action,
+                    "link": [a, b],
+                    "index": item.index,
+                    "link_name": link.name,
+                    **({"name": item.name} if item.name else {}),
+                    **rate,
+                }
+            )
     return applied, controller
+
+
+def _together(events):
+    """(at, kind, [items]) in order: consecutive cable faults of one action
+    at the same time become one step ("cables"); every other event, a rate
+    fault included, is a step of its own ("client", "controller", "rate")."""
+    steps: list = []
+    for at, kind, item in events:
+        if kind == "fault":
+            kind = "rate" if item.action in RATE_ACTIONS else "cables"
+        last = steps[-1] if steps else None
+        if kind == "cables" and last and last[:2] == (at, kind) and last[2][0].action == item.action:
+            last[2].append(item)
+        else:
+            steps.append((at, kind, [item]))
+    return steps
 
 
 # Faults that change a link's rate, not whether it carries: the routes stand.

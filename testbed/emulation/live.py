@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from dataclasses import dataclass
 
 from testbed.fabric.model import Fabric, Link
 
-from . import ledger
+from . import ledger, netlink
 
 EVENT_PREFIX = "event "  # how the controller's events appear in its log
 CONVERGE_TIMEOUT_S = 10.0
@@ -186,10 +185,14 @@ def _set_ends(
     queues as gone, and wait for the routes version that counts them."""
     offset = os.path.getsize(live.controller_log) if os.path.exists(live.controller_log) else 0
     start = time.monotonic()
-    for end in ends:
-        subprocess.run(
-            ["ip", "link", "set", "dev", end.ifname, "up" if up else "down"], check=True, capture_output=True
-        )
+    cables = netlink.Namespace(None)  # the switches' namespace, this process's
+    try:
+        for end in ends:
+            cables.set_up(end.ifname, up)
+    except OSError as e:
+        raise NoFabric(f"the cable could not be {'replugged' if up else 'pulled'}: {e.strerror}") from None
+    finally:
+        cables.close()
     record_by_hand(live.run_dir, live.fabric, links, up, start, time.monotonic())
     if live.fabric.queues is not None:  # the kernel flushed both ends' queues, as in a drill's fault
         from .queues import QueueEngine, QueueSetupError

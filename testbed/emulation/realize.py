@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import time
 
-from . import capabilities, jobchannel, mininet_model, named, neighbours, plans, reachability
+from . import capabilities, jobchannel, mininet_model, named, neighbours, netlink, plans, reachability
 from .controller import ControllerProcess
 from .hostroutes import HostRoutes
 from .hostrun import first_failure, run_in_hosts
@@ -87,6 +87,7 @@ class FabricNet:
         self.queues = None  # QueueEngine when the fabric has priority classes
         self.pauses = None  # PauseProcess when a class is lossless
         self.host_routes = HostRoutes(self.netns_of)
+        self.links_ns = None  # netlink.Namespace the faults pull cables through, once one did
         self.of_dir = None  # the folder of the controller's OpenFlow socket
         self.timings = {}
 
@@ -380,16 +381,23 @@ class FabricNet:
                 os.unlink(p)
 
     def set_link(self, link, up):
-        """Pull or replug a cable: set one switch-side end of the link down or
-        up. The far end loses (regains) carrier, as with a real cable, so a
-        host sees its port go `linkdown` and keeps its addresses and routes
-        (an admin-down on the host side would make the kernel delete them)."""
-        end = link.b if self.fabric.nodes[link.b.node].is_switch else link.a
-        subprocess.run(
-            ["ip", "link", "set", "dev", end.ifname, "up" if up else "down"], check=True, capture_output=True
-        )
+        """Pull or replug a cable (see set_links)."""
+        self.set_links([link], up)
+
+    def set_links(self, links, up):
+        """Pull or replug cables, all at once: set one switch-side end of
+        each link down or up, back to back over one netlink socket (a switch
+        that fails loses its links together). The far end loses (regains)
+        carrier, as with a real cable, so a host sees its port go `linkdown`
+        and keeps its addresses and routes (an admin-down on the host side
+        would make the kernel delete them)."""
+        if self.links_ns is None:  # the switches' namespace, this process's
+            self.links_ns = netlink.Namespace(None)
+        for link in links:
+            end = link.b if self.fabric.nodes[link.b.node].is_switch else link.a
+            self.links_ns.set_up(end.ifname, up)
         if self.queues is not None:  # the kernel flushed both ends' queues
-            self.queues.reset([link.a.ifname, link.b.ifname])
+            self.queues.reset([e.ifname for link in links for e in (link.a, link.b)])
 
     def set_link_rate(self, link, share):
         """Degrade a link to `share` of its rate, both ways (1: restore it):
@@ -417,6 +425,11 @@ class FabricNet:
         finally:
             self.timings["teardown"] = time.monotonic() - t0
 
+    def _close_links_ns(self):
+        if self.links_ns is not None:
+            self.links_ns.close()
+            self.links_ns = None
+
     def _teardown(self):
         """Each step on its own (one that fails or overruns does not stop
         the next), the ledger's sweep always last: it removes whatever the
@@ -427,6 +440,7 @@ class FabricNet:
             # the controller first: links going away must not make it reroute
             ("controller", self._stop_controller_for_good),
             ("host routes", self.host_routes.close),  # its sockets hold the hosts' namespaces
+            ("cable socket", self._close_links_ns),
             ("Mininet", self._stop_net),
             ("pause daemon", self._stop_pauses),
             ("queue engine", self._close_queues),

@@ -3,6 +3,7 @@ FAUCET keeps `fakeoftable.py` apart from its tests): it encodes what the
 controller sends as a real datapath would, executes flow and group
 modifications on its tables, and reads them back in routing's terms."""
 
+import struct
 from types import SimpleNamespace
 
 from os_ken.ofproto import ofproto_parser, ofproto_v1_3, ofproto_v1_3_parser
@@ -42,6 +43,23 @@ class FakeDatapath:
         if msg.xid is None:
             self.set_xid(msg)
         msg.serialize()
+        self._execute(msg)
+
+    def send(self, buf):
+        """Raw bytes, as openflow.encoded packs them: each message decoded
+        with os-ken's own parsers (not the packer's), then executed."""
+        buf = bytes(buf)
+        while buf:
+            _version, kind, length, xid = struct.unpack_from("!BBHI", buf)
+            one, buf = buf[:length], buf[length:]
+            if kind == OFP.OFPT_GROUP_MOD:
+                msg = decode_group_mod(self, xid, one)
+            else:
+                msg = ofproto_parser.msg(self, OFP.OFP_VERSION, kind, length, xid, one)
+            msg.buf = one
+            self._execute(msg)
+
+    def _execute(self, msg):
         self.sent.append(msg)
         self.clock += 1
         if isinstance(msg, PARSER.OFPFlowMod):
@@ -133,6 +151,20 @@ class FakeDatapath:
     def ages(self):
         """When each flow was added: a flow deleted and added again is younger."""
         return {key: born for key, (_m, _i, _c, born) in self.flows.items()}
+
+
+def decode_group_mod(dp, xid, buf):
+    """os-ken parses no group mod (a switch never sends one): its header
+    read here, its buckets by os-ken's bucket parser."""
+    command, gtype, gid = struct.unpack_from("!HBxI", buf, 8)
+    buckets, offset = [], 16
+    while offset < len(buf):
+        bucket = PARSER.OFPBucket.parser(buf, offset)
+        buckets.append(bucket)
+        offset += bucket.len
+    msg = PARSER.OFPGroupMod(dp, command, gtype, gid, buckets)
+    msg.set_xid(xid)
+    return msg
 
 
 def reparse(dp, msg):

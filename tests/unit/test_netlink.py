@@ -52,3 +52,14 @@ def test_an_ack_gives_the_errno_and_other_replies_none():
     assert netlink.ack_error(reply(netlink.NLMSG_ERROR, -3)) == 3  # ESRCH: no such route
     assert netlink.ack_error(reply(netlink.NLMSG_ERROR, 0)) == 0
     assert netlink.ack_error(reply(3, 0)) == 0  # NLMSG_DONE
+
+
+def test_a_link_change_sets_or_clears_only_the_up_flag():
+    for up, flags in ((False, 0), (True, netlink.IFF_UP)):
+        msg = netlink.link_up(42, up, seq=3)
+        length, kind, nlflags, seq, _pid = struct.unpack_from("=IHHII", msg)
+        assert (length, kind, seq) == (len(msg), netlink.RTM_NEWLINK, 3)
+        assert nlflags == netlink.NLM_F_REQUEST | netlink.NLM_F_ACK  # changes, never creates
+        family, _type, index, got, change = struct.unpack_from("=BxHiII", msg, 16)
+        assert (family, index, got, change) == (socket.AF_UNSPEC, 42, flags, netlink.IFF_UP)
+        assert len(msg) == 16 + 16
