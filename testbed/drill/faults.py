@@ -33,7 +33,7 @@ def run_timeline(fnet, flows, pairs, sc, t0, log):
             continue
         links = [fault_link(fnet.fabric, item.link, item.index) for item in items]
         # The switches may see the port change (and the controller answer it)
-        # before set_link returns: convergence counts from the moment it was issued.
+        # before set_links returns: convergence counts from the moment it was issued.
         issued = time.monotonic() - t0
         rate = {}
         if kind == "rate":

@@ -185,14 +185,19 @@ def _set_ends(
     queues as gone, and wait for the routes version that counts them."""
     offset = os.path.getsize(live.controller_log) if os.path.exists(live.controller_log) else 0
     start = time.monotonic()
-    cables = netlink.Namespace(None)  # the switches' namespace, this process's
+    done: list[str] = []
     try:
-        for end in ends:
-            cables.set_up(end.ifname, up)
+        cables = netlink.Namespace(None)  # the switches' namespace, this process's
+        try:
+            for end in ends:
+                cables.set_up(end.ifname, up)
+                done.append(end.ifname)
+        finally:
+            cables.close()
     except OSError as e:
-        raise NoFabric(f"the cable could not be {'replugged' if up else 'pulled'}: {e.strerror}") from None
-    finally:
-        cables.close()
+        what = "replugged" if up else "pulled"
+        changed = f" ({', '.join(done)} did change)" if done else ""
+        raise NoFabric(f"the cable could not be {what}: {e.strerror}{changed}") from None
     record_by_hand(live.run_dir, live.fabric, links, up, start, time.monotonic())
     if live.fabric.queues is not None:  # the kernel flushed both ends' queues, as in a drill's fault
         from .queues import QueueEngine, QueueSetupError

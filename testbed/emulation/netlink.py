@@ -148,7 +148,10 @@ class Namespace:
         """Send the message `build(*args, seq=...)` makes; its ack's errno."""
         self.seq += 1
         self.sock.send(build(*args, seq=self.seq))
-        return ack_error(self.sock.recv(65536))
+        while True:  # the socket lives as long as the fabric: an ack left
+            reply = self.sock.recv(65536)  # by a request cut short is skipped
+            if NLMSG.unpack_from(reply)[3] == self.seq:
+                return ack_error(reply)
 
     def set_up(self, ifname: str, up: bool) -> None:
         """Set interface `ifname` of this namespace up or down; OSError

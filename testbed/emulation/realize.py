@@ -87,7 +87,7 @@ class FabricNet:
         self.queues = None  # QueueEngine when the fabric has priority classes
         self.pauses = None  # PauseProcess when a class is lossless
         self.host_routes = HostRoutes(self.netns_of)
-        self.links_ns = None  # netlink.Namespace the faults pull cables through, once one did
+        self.links_ns: netlink.Namespace | None = None  # what faults pull cables through, from bring-up
         self.of_dir = None  # the folder of the controller's OpenFlow socket
         self.timings = {}
 
@@ -117,6 +117,8 @@ class FabricNet:
         self._connect_switches()
         self._configure_hosts()
         self.host_routes.open(h.name for h in self.fabric.hosts())
+        # opened now: a fault's first cable must not wait for a socket
+        self.links_ns = netlink.Namespace(None)  # the switches' namespace, this process's
         if self.queues is not None:
             self._attach_queue_engine()
         self.timings["configured"] = time.monotonic() - t0
@@ -391,13 +393,17 @@ class FabricNet:
         carrier, as with a real cable, so a host sees its port go `linkdown`
         and keeps its addresses and routes (an admin-down on the host side
         would make the kernel delete them)."""
-        if self.links_ns is None:  # the switches' namespace, this process's
-            self.links_ns = netlink.Namespace(None)
-        for link in links:
-            end = link.b if self.fabric.nodes[link.b.node].is_switch else link.a
-            self.links_ns.set_up(end.ifname, up)
-        if self.queues is not None:  # the kernel flushed both ends' queues
-            self.queues.reset([e.ifname for link in links for e in (link.a, link.b)])
+        if self.links_ns is None:
+            raise RuntimeError("no fabric is up: there is no cable to pull")
+        done = []
+        try:
+            for link in links:
+                end = link.b if self.fabric.nodes[link.b.node].is_switch else link.a
+                self.links_ns.set_up(end.ifname, up)
+                done.append(link)
+        finally:
+            if self.queues is not None and done:  # the kernel flushed both ends' queues
+                self.queues.reset([e.ifname for link in done for e in (link.a, link.b)])
 
     def set_link_rate(self, link, share):
         """Degrade a link to `share` of its rate, both ways (1: restore it):
