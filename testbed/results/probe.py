@@ -8,6 +8,10 @@ or from the last arrival to the window's end when the sender kept sending.
 The fault's gap is the worst over all flows; a flow whose path the fault
 did not touch just shows the sending interval.
 
+Before the first fault (after a warm-up second) the probes measure the
+machine's own jitter, and any packet the emulator lost: one that never
+arrived while a later one of its flow did, before the fault.
+
 A gap is only worth something if the probes crossed what failed: the
 switch-side egress counters of the fault's links (sampled at 10 Hz) say how
 many probe packets per second they carried in the second before. When a
@@ -16,6 +20,7 @@ reported (None) and the report says why. (A link-up is measured whatever
 crossed before: its gap is the traffic moving back.)
 """
 
+import bisect
 from collections.abc import Callable, Sequence
 
 FRAME_BYTES = 64 + 8 + 20 + 14  # probe payload + UDP + IPv4 + Ethernet
@@ -76,7 +81,7 @@ def probe_results(
         for flow, times in rec.get("sent", {}).items():
             got = sorted(t - t0 for _seq, t in arrivals.get(flow, []))
             sent_at = [t - t0 for t in times]
-            seqs = {seq for seq, _t in arrivals.get(flow, [])}
+            seqs = {seq: t - t0 for seq, t in arrivals.get(flow, [])}  # seq -> arrival
             flows.append((got, sent_at, seqs))
     windows = fault_windows(faults, end_s)
     first = windows[0][1] if windows else end_s
@@ -85,7 +90,7 @@ def probe_results(
         "sent": sum(len(s) for _, s, _ in flows),
         "received": sum(len(a) for a, _, _ in flows),
         "base_gap_ms": _ms(max((flow_gap(a, s, WARMUP_S, first) for a, s, _ in flows), default=None)),
-        "base_lost": sum(_lost(s, q, WARMUP_S, first) for _, s, q in flows),
+        "base_lost": sum(_lost_while_delivering(s, q, WARMUP_S, first) for _, s, q in flows),
         "faults": {},
     }
     for name, start, end, fs in windows:
@@ -124,6 +129,21 @@ def _lost(sent, received, start, end):
     """Packets sent in [start, end) that never arrived: a packet's sequence
     number is its index in the sender's list."""
     return sum(1 for seq, t in enumerate(sent) if start <= t < end and seq not in received)
+
+
+def _lost_while_delivering(sent, received, start, end):
+    """Packets sent in [start, end) that never arrived although a later one
+    of the same flow did, before `end`: lost on a path that worked. A packet
+    sent just before a fault and still on its way when the cable went is
+    the fault's loss, not the emulator's (a fault strikes within a
+    millisecond of being issued, less than a packet's way through)."""
+    delivered_before_end = sorted(seq for seq, t in received.items() if t < end)
+    lost = 0
+    for seq, t in enumerate(sent):
+        if start <= t < end and seq not in received:
+            later = bisect.bisect_right(delivered_before_end, seq)
+            lost += later < len(delivered_before_end)
+    return lost
 
 
 def _interval(sent):

@@ -143,3 +143,12 @@ def test_the_failover_probe_scenario_loads():
         "tor_agg",
         "tor_agg_back",
     ]
+
+
+def test_a_baseline_loss_is_the_emulators_only_while_the_path_still_delivered():
+    # one packet lost mid-baseline (later ones of its flow arrived), and
+    # the last one sent before the fault, still on its way when the link went
+    sent, arrived = steady(100, 0, 6, holes=[(1.5, 1.505), (1.985, 2.005)])  # 1.5; 1.99 and 2.0
+    out = probe_results([record((sent, arrived))], [fault("tor_agg", 2.0)], T0, 6.0)
+    assert out["base_lost"] == 1  # 1.5 only
+    assert out["faults"]["tor_agg"]["lost"] == 1  # the fault's count starts when it was issued
