@@ -335,6 +335,7 @@ def main(argv: list[str] | None = None) -> None:
     the configurations name, each one's sockets made in the network
     namespace its `netns` names (none: where this process runs)."""
     argv = sys.argv[1:] if argv is None else argv
+    roce.scapy_layers()  # before the first template, which may be built mid-run
     agents = []
     for path in argv:
         with open(path) as fh:

@@ -35,15 +35,27 @@ Receivers get the UDP payload (BTH ... ICRC) from a UDP socket and parse it
 with `parse_bth` / `parse_aeth` / `payload_length` (struct, no scapy).
 """
 
+import functools
 import struct
 import zlib
+from types import SimpleNamespace
 from typing import Any
 
-from scapy.contrib import roce as _scapy_roce
-from scapy.contrib.roce import AETH, BTH  # also binds UDP dport 4791 -> BTH
-from scapy.layers.inet import IP, UDP
-from scapy.layers.l2 import Ether
-from scapy.packet import Raw
+
+@functools.cache
+def scapy_layers() -> SimpleNamespace:
+    """The scapy layers a template is built from, imported on first use.
+    Every `hpnlab` command reads this module's constants and parsers, and
+    importing scapy costs each of them about 0.4 s; the agents call this
+    before they report ready, so none of their frames waits for it."""
+    from scapy.contrib import roce as scapy_roce
+    from scapy.contrib.roce import AETH, BTH  # also binds UDP dport 4791 -> BTH
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    from scapy.packet import Raw
+
+    return SimpleNamespace(roce=scapy_roce, AETH=AETH, BTH=BTH, IP=IP, UDP=UDP, Ether=Ether, Raw=Raw)
+
 
 ROCE_PORT = 4791
 
@@ -143,15 +155,16 @@ def _check_fields(opcode: int, aeth: bool, dscp: int, ecn: int, dqpn: int, paylo
 def _bth_layers(opcode: int, dqpn: int, payload_len: int, aeth: bool, syndrome: int, msn: int):
     """The BTH (PSN 0) and what follows it up to the ICRC: a CNP's padding,
     or an ACK's AETH, then the payload padded to 4 bytes."""
+    sc = scapy_layers()
     pad = -payload_len % 4
-    bth = BTH(opcode=opcode, padcount=pad, dqpn=dqpn, psn=0, becn=1 if opcode == CNP else 0)
+    bth = sc.BTH(opcode=opcode, padcount=pad, dqpn=dqpn, psn=0, becn=1 if opcode == CNP else 0)
     if opcode == CNP:
-        padding = getattr(_scapy_roce, "CNPPadding", None)
-        return bth / (padding() if padding else Raw(bytes(CNP_PAD_LEN)))
+        padding = getattr(sc.roce, "CNPPadding", None)
+        return bth / (padding() if padding else sc.Raw(bytes(CNP_PAD_LEN)))
     if aeth:
-        bth = bth / AETH(syndrome=syndrome, msn=msn)
+        bth = bth / sc.AETH(syndrome=syndrome, msn=msn)
     if payload_len + pad:
-        bth = bth / Raw(bytes(payload_len + pad))
+        bth = bth / sc.Raw(bytes(payload_len + pad))
     return bth
 
 
@@ -194,10 +207,11 @@ class FrameTemplate:
             payload_len = 0
         self.payload_len = payload_len
         bth = _bth_layers(opcode, dqpn, payload_len, aeth, self.syndrome, self.msn)
+        sc = scapy_layers()
         pkt = (
-            Ether(src=src_mac, dst=dst_mac)
-            / IP(src=src_ip, dst=dst_ip, tos=dscp << 2 | ecn, id=0, flags="DF", ttl=64)
-            / UDP(sport=sport, dport=ROCE_PORT, chksum=0)
+            sc.Ether(src=src_mac, dst=dst_mac)
+            / sc.IP(src=src_ip, dst=dst_ip, tos=dscp << 2 | ecn, id=0, flags="DF", ttl=64)
+            / sc.UDP(sport=sport, dport=ROCE_PORT, chksum=0)
             / bth
         )
         self.buf = bytearray(bytes(pkt))
@@ -386,4 +400,4 @@ def verify_icrc(frame_bytes: bytes) -> bool:
 
 def dissect(frame_bytes: bytes) -> Any:
     """scapy's view of a frame (UDP dport 4791 dissects as BTH)."""
-    return Ether(bytes(frame_bytes))
+    return scapy_layers().Ether(bytes(frame_bytes))

@@ -7,6 +7,8 @@ pure transport and schedules apart from the agent. Read from the import
 statements of every module."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -169,3 +171,13 @@ def test_the_controller_core_needs_no_openflow_framework():
     # and the rule sees such an import
     names = imported("controllers.core", "from .compat import ofp_event\n")
     assert any(_within(n, "controllers.compat") for n in names)
+
+
+def test_the_command_line_starts_without_scapy():
+    """Every `hpnlab` command imports the command line; scapy (about 0.4 s a
+    start, and it reads the routes of every interface where it runs) is for
+    the agents' frame templates and a capture's dissection alone."""
+    probe = "import sys, testbed.cli; print(sorted(m for m in sys.modules if m.split('.')[0] == 'scapy'))"
+    r = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]", r.stdout
