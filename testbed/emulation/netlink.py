@@ -25,9 +25,11 @@ TCMSG = struct.Struct("=BBHiIII")  # struct tcmsg
 IFINFOMSG = struct.Struct("=BxHiII")  # struct ifinfomsg
 
 NLM_F_REQUEST, NLM_F_ACK, NLM_F_REPLACE, NLM_F_CREATE = 0x1, 0x4, 0x100, 0x400
-NLMSG_ERROR = 2
+NLM_F_DUMP = 0x300
+NLMSG_ERROR, NLMSG_DONE = 2, 3
 RTM_NEWQDISC = 36
-RTM_NEWLINK = 16
+RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK = 16, 17, 18
+IFLA_IFNAME, IFLA_GROUP = 3, 27
 IFF_UP = 0x1
 TCA_KIND, TCA_OPTIONS = 1, 2
 RTM_NEWROUTE, RTM_DELROUTE = 24, 25
@@ -85,6 +87,64 @@ def link_up(ifindex: int, up: bool, seq: int = 0) -> bytes:
     and no other, set or cleared."""
     body = IFINFOMSG.pack(socket.AF_UNSPEC, 0, ifindex, IFF_UP if up else 0, IFF_UP)
     return message(RTM_NEWLINK, 0, body, seq)
+
+
+def link_group(ifindex: int, group: int, seq: int = 0) -> bytes:
+    """What `ip link set dev X group G` sends."""
+    body = IFINFOMSG.pack(socket.AF_UNSPEC, 0, ifindex, 0, 0) + attr(IFLA_GROUP, struct.pack("=I", group))
+    return message(RTM_NEWLINK, 0, body, seq)
+
+
+def group_delete(group: int, seq: int = 0) -> bytes:
+    """What `ip link del group G` sends: every interface of the group is
+    unregistered at once, so the kernel waits for its read-side critical
+    sections (RCU) once for all of them rather than once each."""
+    body = IFINFOMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0) + attr(IFLA_GROUP, struct.pack("=I", group))
+    return message(RTM_DELLINK, 0, body, seq)
+
+
+def links_dump(seq: int = 0) -> bytes:
+    """What `ip link show` sends: every interface of the namespace."""
+    body = IFINFOMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0)
+    return NLMSG.pack(NLMSG.size + len(body), RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + body
+
+
+def link_groups(replies: bytes, seq: int) -> tuple[dict[str, int], bool]:
+    """The interfaces (name -> group) that the messages in `replies` answering
+    request `seq` describe, and whether the dump's end was among them."""
+    groups: dict[str, int] = {}
+    at = 0
+    while at + NLMSG.size <= len(replies):
+        length, kind, _flags, msg_seq, _pid = NLMSG.unpack_from(replies, at)
+        if length < NLMSG.size:
+            break
+        if msg_seq == seq:
+            if kind == NLMSG_DONE:
+                return groups, True
+            if kind == NLMSG_ERROR:
+                err = -struct.unpack_from("=i", replies, at + NLMSG.size)[0]
+                raise OSError(err, f"listing the interfaces: {os.strerror(err)}")
+            if kind == RTM_NEWLINK:
+                name, group = _name_and_group(replies[at + NLMSG.size + IFINFOMSG.size : at + length])
+                if name is not None:
+                    groups[name] = group
+        at += (length + 3) & ~3
+    return groups, False
+
+
+def _name_and_group(attrs: bytes) -> tuple[str | None, int]:
+    name, group, at = None, 0, 0
+    while at + RTA.size <= len(attrs):
+        size, kind = RTA.unpack_from(attrs, at)
+        if size < RTA.size:
+            break
+        value = attrs[at + RTA.size : at + size]
+        if kind == IFLA_IFNAME:
+            name = value.rstrip(b"\0").decode()
+        elif kind == IFLA_GROUP:
+            group = struct.unpack_from("=I", value)[0]
+        at += (size + 3) & ~3
+    return name, group
 
 
 # --- on the machine --------------------------------------------------------------
@@ -157,15 +217,42 @@ class Namespace:
         """Set interface `ifname` of this namespace up or down; OSError
         naming it when the kernel refuses or it is not there."""
         what = f"setting {ifname} {'up' if up else 'down'}"
+        err = self.request(link_up, self._index(ifname, what), up)
+        if err:
+            raise OSError(err, f"{what}: {os.strerror(err)}")
+
+    def set_group(self, ifname: str, group: int) -> None:
+        """Put interface `ifname` of this namespace in interface group `group`."""
+        what = f"putting {ifname} in group {group}"
+        err = self.request(link_group, self._index(ifname, what), group)
+        if err:
+            raise OSError(err, f"{what}: {os.strerror(err)}")
+
+    def _index(self, ifname: str, what: str) -> int:
         index = self.ifindex.get(ifname)
         if index is None:  # made after the namespace was opened
             try:
                 index = self.ifindex[ifname] = in_namespace(self.netns, lambda: socket.if_nametoindex(ifname))
             except OSError:
                 raise OSError(errno.ENODEV, f"{what}: no such interface") from None
-        err = self.request(link_up, index, up)
+        return index
+
+    def groups(self) -> dict[str, int]:
+        """Every interface of this namespace and its group."""
+        self.seq += 1
+        self.sock.send(links_dump(self.seq))
+        found: dict[str, int] = {}
+        while True:
+            part, done = link_groups(self.sock.recv(1 << 20), self.seq)
+            found.update(part)
+            if done:
+                return found
+
+    def delete_group(self, group: int) -> None:
+        """Delete every interface of group `group` in this namespace."""
+        err = self.request(group_delete, group)
         if err:
-            raise OSError(err, f"{what}: {os.strerror(err)}")
+            raise OSError(err, f"deleting the interfaces of group {group}: {os.strerror(err)}")
 
     def close(self) -> None:
         self.sock.close()

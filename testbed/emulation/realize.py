@@ -25,6 +25,11 @@ from .procs import signals_held
 from .queues import QueueEngine, parse_ifindexes
 from .rundir import make_private_dir, write_private
 
+# The interface group of one end of each of a fabric's cables (`ip link
+# show group 4739`), in the switches' namespace: what teardown deletes in
+# one request. One fabric at a time per namespace (named ones have their own).
+LINK_GROUP = 4739
+
 
 class CapabilityError(RuntimeError):
     pass
@@ -119,6 +124,7 @@ class FabricNet:
         self.host_routes.open(h.name for h in self.fabric.hosts())
         # opened now: a fault's first cable must not wait for a socket
         self.links_ns = netlink.Namespace(None)  # the switches' namespace, this process's
+        self._group_links()
         if self.queues is not None:
             self._attach_queue_engine()
         self.timings["configured"] = time.monotonic() - t0
@@ -382,6 +388,18 @@ class FabricNet:
             if os.path.lexists(p):
                 os.unlink(p)
 
+    def _cable_end(self, link):
+        """The end of `link` a cable is pulled at: a switch's, in this namespace."""
+        return link.b if self.fabric.nodes[link.b.node].is_switch else link.a
+
+    def _group_links(self):
+        """One end of each cable in the fabric's interface group, so that
+        teardown deletes them all at once (see _delete_links)."""
+        for link in self.fabric.links:
+            end = self._cable_end(link)
+            if self.fabric.nodes[end.node].is_switch:
+                self.links_ns.set_group(end.ifname, LINK_GROUP)
+
     def set_link(self, link, up):
         """Pull or replug a cable (see set_links)."""
         self.set_links([link], up)
@@ -398,8 +416,7 @@ class FabricNet:
         done = []
         try:
             for link in links:
-                end = link.b if self.fabric.nodes[link.b.node].is_switch else link.a
-                self.links_ns.set_up(end.ifname, up)
+                self.links_ns.set_up(self._cable_end(link).ifname, up)
                 done.append(link)
         finally:
             if self.queues is not None and done:  # the kernel flushed both ends' queues
@@ -446,6 +463,7 @@ class FabricNet:
             # the controller first: links going away must not make it reroute
             ("controller", self._stop_controller_for_good),
             ("host routes", self.host_routes.close),  # its sockets hold the hosts' namespaces
+            ("links", self._delete_links),
             ("cable socket", self._close_links_ns),
             ("Mininet", self._stop_net),
             ("pause daemon", self._stop_pauses),
@@ -475,6 +493,25 @@ class FabricNet:
                 self.ledger.release()
                 self.ledger = None
         return leftover
+
+    def _delete_links(self):
+        """Every cable at once: deleting one veth took the kernel about 20 ms
+        (it waits out a grace period of RCU each time), so Mininet, one `ip
+        link del` per link, spent 0.6 s on HPN-mini's 24; deleting the
+        fabric's group waits once (0.04 s for 24). Only when every interface
+        in the group is one of the fabric's: else Mininet deletes them as
+        before."""
+        if self.net is None or self.links_ns is None:
+            return
+        ends = {self._cable_end(link).ifname for link in self.fabric.links}
+        grouped = {name for name, group in self.links_ns.groups().items() if group == LINK_GROUP}
+        if not grouped or not grouped <= ends:
+            return
+        self.links_ns.delete_group(LINK_GROUP)
+        # Mininet would delete each again, one `ip` at a time, and fail
+        self.net.links = [
+            l for l in self.net.links if l.intf1.name not in grouped and l.intf2.name not in grouped
+        ]
 
     def _stop_named_switches(self):
         if self.ledger is not None and self.ledger.data.get("named"):

@@ -4,6 +4,8 @@ where the kernel reads it."""
 import socket
 import struct
 
+import pytest
+
 from testbed.emulation import netlink
 
 
@@ -63,3 +65,36 @@ def test_a_link_change_sets_or_clears_only_the_up_flag():
         family, _type, index, got, change = struct.unpack_from("=BxHiII", msg, 16)
         assert (family, index, got, change) == (socket.AF_UNSPEC, 42, flags, netlink.IFF_UP)
         assert len(msg) == 16 + 16
+
+
+def test_a_group_change_and_a_group_delete_name_the_group_only():
+    msg = netlink.link_group(12, 4739, seq=3)
+    _len, kind, _flags, seq, _pid = struct.unpack_from("=IHHII", msg)
+    assert (kind, seq) == (netlink.RTM_NEWLINK, 3)
+    _family, _type, index, flags, change = struct.unpack_from("=BxHiII", msg, 16)
+    assert (index, flags, change) == (12, 0, 0)
+    assert attributes(msg, 32) == {netlink.IFLA_GROUP: struct.pack("=I", 4739)}
+    msg = netlink.group_delete(4739)
+    _len, kind, _flags, _seq, _pid = struct.unpack_from("=IHHII", msg)
+    # index 0 and no name: the kernel deletes by the group attribute
+    assert kind == netlink.RTM_DELLINK and struct.unpack_from("=BxHiII", msg, 16)[2] == 0
+    assert attributes(msg, 32) == {netlink.IFLA_GROUP: struct.pack("=I", 4739)}
+
+
+def link_reply(seq, name, group=None, kind=netlink.RTM_NEWLINK):
+    attrs = netlink.attr(netlink.IFLA_IFNAME, name.encode() + b"\0")
+    if group is not None:
+        attrs += netlink.attr(netlink.IFLA_GROUP, struct.pack("=I", group))
+    body = struct.pack("=BxHiII", 0, 1, 7, 0, 0) + attrs
+    return struct.pack("=IHHII", 16 + len(body), kind, 2, seq, 0) + body
+
+
+def test_a_dump_gives_each_interface_its_group_until_its_end():
+    done = struct.pack("=IHHII", 20, netlink.NLMSG_DONE, 2, 5, 0) + bytes(4)
+    part = link_reply(5, "t0r0k0-eth1", 4739) + link_reply(4, "other", 4739) + link_reply(5, "lo")
+    assert netlink.link_groups(part, 5) == ({"t0r0k0-eth1": 4739, "lo": 0}, False)
+    assert netlink.link_groups(link_reply(5, "a0n0-eth2", 4739) + done, 5) == ({"a0n0-eth2": 4739}, True)
+    error = struct.pack("=IHHII", 36, netlink.NLMSG_ERROR, 0, 5, 0) + struct.pack("=i", -1) + bytes(16)
+    with pytest.raises(OSError) as refused:
+        netlink.link_groups(error, 5)
+    assert refused.value.errno == 1
