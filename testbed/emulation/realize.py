@@ -392,13 +392,16 @@ class FabricNet:
         """The end of `link` a cable is pulled at: a switch's, in this namespace."""
         return link.b if self.fabric.nodes[link.b.node].is_switch else link.a
 
+    def _grouped_ends(self):
+        """The interfaces of the fabric's cable group: each cable's end in this namespace."""
+        ends = (self._cable_end(link) for link in self.fabric.links)
+        return {end.ifname for end in ends if self.fabric.nodes[end.node].is_switch}
+
     def _group_links(self):
         """One end of each cable in the fabric's interface group, so that
         teardown deletes them all at once (see _delete_links)."""
-        for link in self.fabric.links:
-            end = self._cable_end(link)
-            if self.fabric.nodes[end.node].is_switch:
-                self.links_ns.set_group(end.ifname, LINK_GROUP)
+        for ifname in self._grouped_ends():
+            self.links_ns.set_group(ifname, LINK_GROUP)
 
     def set_link(self, link, up):
         """Pull or replug a cable (see set_links)."""
@@ -503,9 +506,8 @@ class FabricNet:
         before."""
         if self.net is None or self.links_ns is None:
             return
-        ends = {self._cable_end(link).ifname for link in self.fabric.links}
         grouped = {name for name, group in self.links_ns.groups().items() if group == LINK_GROUP}
-        if not grouped or not grouped <= ends:
+        if not grouped or not grouped <= self._grouped_ends():
             return
         self.links_ns.delete_group(LINK_GROUP)
         # Mininet would delete each again, one `ip` at a time, and fail
