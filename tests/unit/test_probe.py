@@ -152,3 +152,89 @@ def test_a_baseline_loss_is_the_emulators_only_while_the_path_still_delivered():
     out = probe_results([record((sent, arrived))], [fault("tor_agg", 2.0)], T0, 6.0)
     assert out["base_lost"] == 1  # 1.5 only
     assert out["faults"]["tor_agg"]["lost"] == 1  # the fault's count starts when it was issued
+
+
+# --- the probe processes themselves (traffic/probe.py), on loopback -------
+
+
+def test_an_arrival_is_the_kernels_stamp_on_the_monotonic_clock():
+    import socket
+    import struct
+    import time
+
+    from traffic import probe
+
+    half_a_second_ago = time.clock_gettime(time.CLOCK_REALTIME) - 0.5
+    sec = int(half_a_second_ago)
+    stamp = struct.pack("@qq", sec, int((half_a_second_ago - sec) * 1e9))
+    got = probe.arrival_time([(socket.SOL_SOCKET, probe.SO_TIMESTAMPNS, stamp)])
+    assert abs(got - (time.monotonic() - 0.5)) < 0.05
+    # no stamp among the ancillary data: the time it was read
+    before = time.monotonic()
+    assert before <= probe.arrival_time([]) <= time.monotonic()
+
+
+def test_a_sender_probes_every_flow_in_rounds_and_every_packet_arrives_stamped(tmp_path):
+    import json
+    import subprocess
+    import sys
+    import time
+
+    flows, rate = 4, 200  # a round every 20 ms
+    probe = [sys.executable, "-m", "traffic.probe"]
+    port = free_udp_port(1 + flows)  # the receiver's, then the flows' source ports
+    sport = port + 1
+    recv = subprocess.Popen(
+        [*probe, "recv", "--bind", "127.0.0.1", "--port", str(port), "--out", str(tmp_path / "recv.json")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert recv.stdout.readline().strip() == "ready"
+        start = time.monotonic() + 0.2
+        until = start + 0.4
+        recv.stdin.write(f"{until + 0.3}\n")
+        recv.stdin.flush()
+        sender = [*probe, "send", "--src", "127.0.0.1", "--dst", "127.0.0.1", "--port", str(port)]
+        sender += ["--sport", str(sport), "--rate", str(rate), "--flows", str(flows)]
+        sender += ["--start", str(start), "--until", str(until), "--out", str(tmp_path / "send.json")]
+        subprocess.run(sender, check=True, timeout=30)
+        assert recv.wait(timeout=30) == 0
+    finally:
+        if recv.poll() is None:
+            recv.kill()
+            recv.wait()
+    done = time.monotonic()
+    sent = json.loads((tmp_path / "send.json").read_text())["sent"]
+    arrivals = json.loads((tmp_path / "recv.json").read_text())["arrivals"]
+    assert sorted(sent) == sorted(arrivals) == [str(f) for f in range(flows)]
+    rounds = {len(times) for times in sent.values()}
+    assert len(rounds) == 1 and rounds.pop() >= 10  # every flow in every round
+    # each round's packets leave together, not one flow per 1/rate
+    spread = sorted(sent[str(flows - 1)][i] - sent["0"][i] for i in range(len(sent["0"])))
+    assert spread[len(spread) // 2] < 0.25 / rate
+    for flow, got in arrivals.items():
+        assert [seq for seq, _ in got] == list(range(len(sent[flow])))  # loopback loses nothing
+        for seq, t in got:
+            # stamped by the kernel after it was sent, on the same clock
+            assert sent[flow][seq] - 0.001 <= t <= done
+
+
+def free_udp_port(count=1):
+    """The first of `count` consecutive UDP ports free on loopback now."""
+    import socket
+
+    for first in range(42000, 43000, count):
+        socks = []
+        try:
+            for p in range(first, first + count):
+                socks.append(socket.socket(socket.AF_INET, socket.SOCK_DGRAM))
+                socks[-1].bind(("127.0.0.1", p))
+            return first
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise RuntimeError("no free UDP ports on loopback")
