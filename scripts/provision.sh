@@ -107,32 +107,39 @@ fi
 #    docs/numbers.md has the measurements).
 ovs_malloc=""
 [ "$userspace" = 1 ] && ovs_malloc=$(capabilities 'print(c.ovs_malloc_library() or "")')
+# 4. ovs-vswitchd keeps no copy of the system's routing table (it would
+#    rebuild it at every cable pull before reporting the port down:
+#    capabilities.OVS_ROUTE_FEATURE).
+ovs_options=$(capabilities 'print(" ".join(c.OVS_VSWITCHD_OPTIONS))')
 start_ovs() {
     if [ -n "$ovs_malloc" ]; then
-        LD_PRELOAD="$ovs_malloc" "$ovs_ctl" start --system-id=random >/dev/null
+        LD_PRELOAD="$ovs_malloc" "$ovs_ctl" start --system-id=random --ovs-vswitchd-options="$ovs_options" >/dev/null
     else
-        "$ovs_ctl" start --system-id=random >/dev/null
+        "$ovs_ctl" start --system-id=random --ovs-vswitchd-options="$ovs_options" >/dev/null
     fi
 }
 ovs_without_malloc() {  # true when ovs-vswitchd should have tcmalloc and lacks it
     [ -n "$ovs_malloc" ] && capabilities 'import sys; sys.exit(c.ovs_malloc_in_use() is not False)'
 }
+ovs_without_options() {  # true when ovs-vswitchd was started without them
+    capabilities 'import sys; sys.exit(c.ovs_options_in_use() is not False)'
+}
 if ! ovs-vsctl --timeout=3 show >/dev/null 2>&1; then
-    log "starting Open vSwitch${ovs_malloc:+ (with tcmalloc)}"
+    log "starting Open vSwitch ($ovs_options${ovs_malloc:+, with tcmalloc})"
     start_ovs
-elif [ "$userspace" = 1 ] && { ovs_small_buffer || ovs_without_malloc; }; then
+elif { [ "$userspace" = 1 ] && { ovs_small_buffer || ovs_without_malloc; }; } || ovs_without_options; then
     if [ -z "$(ovs-vsctl --timeout=3 list-br)" ]; then
-        log "restarting Open vSwitch (no bridges) so that it gets the larger transmit buffer${ovs_malloc:+ and tcmalloc}"
+        log "restarting Open vSwitch (no bridges) so that it runs with $ovs_options${ovs_malloc:+, tcmalloc} and the larger buffers"
         "$ovs_ctl" stop >/dev/null
         start_ovs
     else
-        log "WARNING: Open vSwitch has bridges and a small transmit buffer or glibc's malloc; restart it when idle (see hpnlab doctor)"
+        log "WARNING: Open vSwitch has bridges and runs without $ovs_options, a large enough transmit buffer or tcmalloc; restart it when idle (see hpnlab doctor)"
     fi
 fi
 ovs-vsctl --timeout=5 show >/dev/null && log "Open vSwitch running"
 fi
 
-# 4. A virtualenv on the system Python (where Debian's Mininet lives).
+# 5. A virtualenv on the system Python (where Debian's Mininet lives).
 if [ ! -x "$venv/bin/python" ]; then
     log "creating virtualenv $venv"
     /usr/bin/python3 -m venv --system-site-packages "$venv"
@@ -153,7 +160,7 @@ fi
 "$venv/bin/python" -c "import mininet.net, os_ken, scapy" \
     || { echo "provision.sh: the virtualenv cannot import mininet/os_ken/scapy" >&2; exit 1; }
 
-# 5. `hpnlab` on root's PATH (sudo's secure_path has /usr/local/bin), so the
+# 6. `hpnlab` on root's PATH (sudo's secure_path has /usr/local/bin), so the
 #    README's commands work as typed. A link to nothing (a clone since
 #    deleted) is replaced; a link to another clone that still exists, or a
 #    file that is not a link, is left alone.

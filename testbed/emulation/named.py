@@ -162,7 +162,15 @@ def start_switch_daemons(record):
             "--detach",
         ],
         ["ovs-vsctl", "--timeout=10", "--no-wait", "init"],
-        ["ovs-vswitchd", f"unix:{folder}/db.sock", "--pidfile", "--log-file", "--detach"],
+        # why the options: capabilities.OVS_ROUTE_FEATURE
+        [
+            "ovs-vswitchd",
+            f"unix:{folder}/db.sock",
+            *capabilities.OVS_VSWITCHD_OPTIONS,
+            "--pidfile",
+            "--log-file",
+            "--detach",
+        ],
     ]
     malloc = capabilities.ovs_malloc_library()  # why: capabilities.OVS_MALLOC_FEATURE
     for argv in steps:

@@ -1,7 +1,7 @@
 """Reading what the machine offers, from tool output."""
 
 from testbed.emulation import capabilities
-from testbed.emulation.capabilities import ovs_send_buffers, ovs_socket_values
+from testbed.emulation.capabilities import cmdline_has_options, ovs_send_buffers, ovs_socket_values
 
 
 def test_ovs_send_buffers_are_read_from_ss_in_either_layout():
@@ -60,3 +60,12 @@ def test_the_preloaded_allocator_is_found_in_a_memory_map_by_its_real_file():
     glibc_only = "\n".join(line for line in MAPS.splitlines() if "tcmalloc" not in line)
     assert not maps_name_library(glibc_only, OVS_MALLOC_NAME)
     assert not maps_name_library(MAPS.replace("minimal.so.4.5.10", "minimal_debug.so.4"), OVS_MALLOC_NAME)
+
+
+def test_ovs_options_are_read_from_its_command_line_argument_by_argument():
+    started = b"ovs-vswitchd\0unix:/run/db.sock\0--disable-system-route\0--pidfile\0--detach\0"
+    assert cmdline_has_options(started, ("--disable-system-route",))
+    assert cmdline_has_options(started, ("--pidfile", "--detach"))
+    # not given, or only inside another argument
+    assert not cmdline_has_options(b"ovs-vswitchd\0--pidfile\0", ("--disable-system-route",))
+    assert not cmdline_has_options(b"ovs-vswitchd\0--disable-system-routes\0", ("--disable-system-route",))
