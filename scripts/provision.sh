@@ -108,7 +108,7 @@ fi
 ovs_malloc=""
 [ "$userspace" = 1 ] && ovs_malloc=$(capabilities 'print(c.ovs_malloc_library() or "")')
 # 4. ovs-vswitchd keeps no copy of the system's routing table (it would
-#    rebuild it at every cable pull before reporting the port down:
+#    rebuild it on its forwarding thread at every cable pull:
 #    capabilities.OVS_ROUTE_FEATURE).
 ovs_options=$(capabilities 'print(" ".join(c.OVS_VSWITCHD_OPTIONS))')
 start_ovs() {

@@ -249,12 +249,16 @@ def ovs_malloc_in_use():
     """True when the running ovs-vswitchd has the allocator loaded; None
     when that cannot be read (no daemon, no PID file)."""
     try:
-        with open(ovs_pidfile()) as fh:
-            pid = int(fh.read().strip())
-        with open(f"/proc/{pid}/maps") as fh:
+        with open(f"/proc/{_ovs_pid()}/maps") as fh:
             return maps_name_library(fh.read(), OVS_MALLOC_NAME)
     except (OSError, ValueError):
         return None
+
+
+def _ovs_pid():
+    """The running ovs-vswitchd's PID, from its PID file (OSError, ValueError)."""
+    with open(ovs_pidfile()) as fh:
+        return int(fh.read().strip())
 
 
 # Open vSwitch keeps its own copy of the kernel's routing table, for
@@ -284,9 +288,7 @@ def ovs_options_in_use():
     """True when the running ovs-vswitchd was started with every one of
     OVS_VSWITCHD_OPTIONS; None when that cannot be read."""
     try:
-        with open(ovs_pidfile()) as fh:
-            pid = int(fh.read().strip())
-        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+        with open(f"/proc/{_ovs_pid()}/cmdline", "rb") as fh:
             return cmdline_has_options(fh.read())
     except (OSError, ValueError):
         return None
