@@ -1,5 +1,12 @@
-"""Probe gaps around named faults (testbed.results.probe), and the scenario
-checks for probes and fault names."""
+"""Probe gaps around named faults (testbed.results.probe), the scenario
+checks for probes and fault names, and the probe processes themselves."""
+
+import json
+import socket
+import struct
+import subprocess
+import sys
+import time
 
 import pytest
 from entries import evaluate
@@ -7,6 +14,7 @@ from entries import evaluate
 from testbed.fabric.problems import ConfigError
 from testbed.fabric.scenario import load_scenario
 from testbed.results.probe import fault_windows, flow_gap, gap_metrics, probe_results
+from traffic import probe
 
 T0 = 1000.0
 
@@ -158,11 +166,6 @@ def test_a_baseline_loss_is_the_emulators_only_while_the_path_still_delivered():
 
 
 def test_an_arrival_is_the_kernels_stamp_on_the_monotonic_clock():
-    import socket
-    import struct
-    import time
-
-    from traffic import probe
 
     half_a_second_ago = time.clock_gettime(time.CLOCK_REALTIME) - 0.5
     sec = int(half_a_second_ago)
@@ -175,17 +178,13 @@ def test_an_arrival_is_the_kernels_stamp_on_the_monotonic_clock():
 
 
 def test_a_sender_probes_every_flow_in_rounds_and_every_packet_arrives_stamped(tmp_path):
-    import json
-    import subprocess
-    import sys
-    import time
 
     flows, rate = 4, 200  # a round every 20 ms
-    probe = [sys.executable, "-m", "traffic.probe"]
+    prober = [sys.executable, "-m", "traffic.probe"]
     port = free_udp_port(1 + flows)  # the receiver's, then the flows' source ports
     sport = port + 1
     recv = subprocess.Popen(
-        [*probe, "recv", "--bind", "127.0.0.1", "--port", str(port), "--out", str(tmp_path / "recv.json")],
+        [*prober, "recv", "--bind", "127.0.0.1", "--port", str(port), "--out", str(tmp_path / "recv.json")],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -196,7 +195,7 @@ def test_a_sender_probes_every_flow_in_rounds_and_every_packet_arrives_stamped(t
         until = start + 0.4
         recv.stdin.write(f"{until + 0.3}\n")
         recv.stdin.flush()
-        sender = [*probe, "send", "--src", "127.0.0.1", "--dst", "127.0.0.1", "--port", str(port)]
+        sender = [*prober, "send", "--src", "127.0.0.1", "--dst", "127.0.0.1", "--port", str(port)]
         sender += ["--sport", str(sport), "--rate", str(rate), "--flows", str(flows)]
         sender += ["--start", str(start), "--until", str(until), "--out", str(tmp_path / "send.json")]
         subprocess.run(sender, check=True, timeout=30)
@@ -223,7 +222,6 @@ def test_a_sender_probes_every_flow_in_rounds_and_every_packet_arrives_stamped(t
 
 def free_udp_port(count=1):
     """The first of `count` consecutive UDP ports free on loopback now."""
-    import socket
 
     for first in range(42000, 43000, count):
         socks = []
