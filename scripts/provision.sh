@@ -21,9 +21,10 @@ log() { printf '[provision] %s\n' "$*"; }
 
 # 1. System packages (Debian 12 / Ubuntu 22.04+).
 # clang, llvm and libbpf-dev build the BPF queue engine (ECN marking and
-# per-class counters on kernels without RED).
+# per-class counters on kernels without RED); clang and libc6-dev build
+# Open vSwitch's pacer (section 5).
 pkgs=(mininet openvswitch-switch iperf3 tcpdump tshark ethtool iproute2 iputils-ping
-      procps kmod python3 python3-venv python3-pip clang llvm libbpf-dev tmux
+      procps kmod python3 python3-venv python3-pip clang llvm libbpf-dev libc6-dev tmux
       libtcmalloc-minimal4)
 if [ "${1:-}" = "--packages" ]; then
     printf '%s\n' "${pkgs[@]}"
@@ -111,29 +112,41 @@ ovs_malloc=""
 #    rebuild it on its forwarding thread at every cable pull:
 #    capabilities.OVS_ROUTE_FEATURE).
 ovs_options=$(capabilities 'print(" ".join(c.OVS_VSWITCHD_OPTIONS))')
+# 5. On the userspace datapath, ovs-vswitchd's passes are spaced out by
+#    two frame times while a fabric runs (capabilities.OVS_PACER_FEATURE,
+#    testbed/emulation/ovs_pacing.py): a small library, built here.
+ovs_pacer=""
+if [ "$userspace" = 1 ]; then
+    ovs_pacer=$(capabilities 'print(c.ovs_pacer_library() or "")') || ovs_pacer=""
+    [ -n "$ovs_pacer" ] || log "WARNING: the pacer could not be built: Open vSwitch runs without it (more CPU per packet-hop)"
+fi
+ovs_gap_file=$(capabilities 'print(c.ovs_pass_gap_file())')
+ovs_preload=$(echo "$ovs_malloc $ovs_pacer" | xargs)
 start_ovs() {
-    if [ -n "$ovs_malloc" ]; then
-        LD_PRELOAD="$ovs_malloc" "$ovs_ctl" start --system-id=random --ovs-vswitchd-options="$ovs_options" >/dev/null
+    if [ -n "$ovs_preload" ]; then
+        LD_PRELOAD="$ovs_preload" HPNLAB_OVS_PASS_GAP_FILE="$ovs_gap_file" \
+            "$ovs_ctl" start --system-id=random --ovs-vswitchd-options="$ovs_options" >/dev/null
     else
         "$ovs_ctl" start --system-id=random --ovs-vswitchd-options="$ovs_options" >/dev/null
     fi
 }
-ovs_without_malloc() {  # true when ovs-vswitchd should have tcmalloc and lacks it
-    [ -n "$ovs_malloc" ] && capabilities 'import sys; sys.exit(c.ovs_malloc_in_use() is not False)'
+ovs_without_preloads() {  # true when ovs-vswitchd should have tcmalloc or the pacer and lacks one
+    { [ -n "$ovs_malloc" ] && capabilities 'import sys; sys.exit(c.ovs_malloc_in_use() is not False)'; } ||
+        { [ -n "$ovs_pacer" ] && capabilities 'import sys; sys.exit(c.ovs_pacer_in_use() is not False)'; }
 }
 ovs_without_options() {  # true when ovs-vswitchd was started without them
     capabilities 'import sys; sys.exit(c.ovs_options_in_use() is not False)'
 }
 if ! ovs-vsctl --timeout=3 show >/dev/null 2>&1; then
-    log "starting Open vSwitch ($ovs_options${ovs_malloc:+, with tcmalloc})"
+    log "starting Open vSwitch ($ovs_options${ovs_malloc:+, with tcmalloc}${ovs_pacer:+, paced})"
     start_ovs
-elif { [ "$userspace" = 1 ] && { ovs_small_buffer || ovs_without_malloc; }; } || ovs_without_options; then
+elif { [ "$userspace" = 1 ] && { ovs_small_buffer || ovs_without_preloads; }; } || ovs_without_options; then
     if [ -z "$(ovs-vsctl --timeout=3 list-br)" ]; then
-        log "restarting Open vSwitch (no bridges) so that it runs with $ovs_options${ovs_malloc:+, tcmalloc} and the larger buffers"
+        log "restarting Open vSwitch (no bridges) so that it runs with $ovs_options${ovs_malloc:+, tcmalloc}${ovs_pacer:+, the pacer} and the larger buffers"
         "$ovs_ctl" stop >/dev/null
         start_ovs
     else
-        log "WARNING: Open vSwitch has bridges and runs without $ovs_options, a large enough transmit buffer or tcmalloc; restart it when idle (see hpnlab doctor)"
+        log "WARNING: Open vSwitch has bridges and runs without $ovs_options, a large enough transmit buffer, tcmalloc or the pacer; restart it when idle (see hpnlab doctor)"
     fi
 fi
 ovs-vsctl --timeout=5 show >/dev/null && log "Open vSwitch running"

@@ -15,6 +15,8 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from . import ovs_pacing
+
 
 @dataclass(frozen=True)
 class Feature:
@@ -255,6 +257,39 @@ def ovs_malloc_in_use():
         return None
 
 
+# Open vSwitch's main thread pays for a whole pass over every port for
+# nearly every frame it forwards at a fabric's rates; the pacer
+# (ovs_pacing.py) spaces its passes out by two frame times, so each
+# finds more frames. make setup builds it and starts Open vSwitch with it
+# preloaded on the userspace datapath; a named fabric's own daemon gets it
+# too; a fabric writes the gap while it runs.
+OVS_PACER_FEATURE = "ovs pass pacing"
+
+
+def ovs_pacer_library():
+    """The pacer to preload into ovs-vswitchd (built if need be), or None
+    when no C compiler is there to build it."""
+    return ovs_pacing.build_library()
+
+
+def ovs_pass_gap_file():
+    """The file the pacer of this process's Open vSwitch reads its gap from."""
+    return ovs_pacing.gap_file(ovs_rundir())
+
+
+def ovs_pacer_in_use():
+    """True when the running ovs-vswitchd has the pacer loaded and knows
+    where its gap file is; None when that cannot be read."""
+    try:
+        pid = _ovs_pid()
+        with open(f"/proc/{pid}/maps") as fh:
+            mapped = ovs_pacing.maps_hold_pacer(fh.read())
+        with open(f"/proc/{pid}/environ", "rb") as fh:
+            return mapped and ovs_pacing.environ_names_gap_file(fh.read())
+    except (OSError, ValueError):
+        return None
+
+
 def _ovs_pid():
     """The running ovs-vswitchd's PID, from its PID file (OSError, ValueError)."""
     with open(ovs_pidfile()) as fh:
@@ -306,18 +341,40 @@ def _ovs_route_feature():
     return Feature(OVS_ROUTE_FEATURE, in_use, detail, enables)
 
 
+def _preloaded_feature(name, userspace, in_use, runs_with, runs_without, enables):
+    """Whether ovs-vswitchd runs with a library make setup preloads into it
+    on the userspace datapath (`in_use`: ovs_malloc_in_use and the like)."""
+    if not userspace:
+        return Feature(name, True, "kernel datapath: not used", enables)
+    found = in_use()
+    if found is None:
+        return Feature(name, False, "ovs-vswitchd's memory map could not be read", enables)
+    return Feature(name, found, f"ovs-vswitchd runs {runs_with if found else runs_without}", enables)
+
+
 def _ovs_malloc_feature(userspace):
     enables = (
         "less CPU per packet-hop on the userspace datapath (make setup installs "
         f"{OVS_MALLOC_NAME} and restarts an idle Open vSwitch with it)"
     )
-    if not userspace:
-        return Feature(OVS_MALLOC_FEATURE, True, "kernel datapath: not used", enables)
-    in_use = ovs_malloc_in_use()
-    if in_use is None:
-        return Feature(OVS_MALLOC_FEATURE, False, "ovs-vswitchd's memory map could not be read", enables)
-    detail = f"ovs-vswitchd runs with {OVS_MALLOC_NAME}" if in_use else "ovs-vswitchd runs on glibc's malloc"
-    return Feature(OVS_MALLOC_FEATURE, in_use, detail, enables)
+    return _preloaded_feature(
+        OVS_MALLOC_FEATURE,
+        userspace,
+        ovs_malloc_in_use,
+        f"with {OVS_MALLOC_NAME}",
+        "on glibc's malloc",
+        enables,
+    )
+
+
+def _ovs_pacer_feature(userspace):
+    enables = (
+        "less CPU per packet-hop on the userspace datapath: passes spaced by two frame times "
+        "(make setup builds the pacer and restarts an idle Open vSwitch with it)"
+    )
+    return _preloaded_feature(
+        OVS_PACER_FEATURE, userspace, ovs_pacer_in_use, "with the pacer", "without the pacer", enables
+    )
 
 
 def ovs_socket_values(ss_text, key):
@@ -423,6 +480,7 @@ def _ovs_features(ovs_mod):
         feats.append(_ovs_tx_feature(userspace=not ovs_mod))
         feats.append(_ovs_rx_feature(userspace=not ovs_mod))
         feats.append(_ovs_malloc_feature(userspace=not ovs_mod))
+        feats.append(_ovs_pacer_feature(userspace=not ovs_mod))
         feats.append(_ovs_route_feature())
     return feats
 

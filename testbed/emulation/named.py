@@ -11,8 +11,8 @@ beside every other name, without renaming anything:
   pins; bridges, interfaces and pins keep the names the model gives them,
   and cannot meet another fabric's;
 - it starts an Open vSwitch of its own (ovsdb-server and ovs-vswitchd,
-  userspace datapath, tcmalloc preloaded as for the system's: see
-  capabilities.OVS_MALLOC_FEATURE) in that namespace, with its database, sockets and
+  userspace datapath, tcmalloc and the pacer preloaded as for the system's:
+  see capabilities.OVS_MALLOC_FEATURE and OVS_PACER_FEATURE) in that namespace, with its database, sockets and
   logs in a folder only root can enter, /run/hpnlab/fabrics/NAME/ovs;
   OVS_RUNDIR names that folder to every ovs-* tool its processes run;
 - its record and lock are /run/hpnlab/fabrics/NAME/fabric.json(.lock), so
@@ -30,7 +30,7 @@ import shutil
 import signal
 import subprocess
 
-from . import capabilities, ledger
+from . import capabilities, ledger, ovs_pacing
 from .procs import own_module
 
 NAME_ENV = "HPNLAB_FABRIC"  # the name of the fabric this process serves
@@ -172,9 +172,13 @@ def start_switch_daemons(record):
             "--detach",
         ],
     ]
-    malloc = capabilities.ovs_malloc_library()  # why: capabilities.OVS_MALLOC_FEATURE
+    # why: capabilities.OVS_MALLOC_FEATURE and OVS_PACER_FEATURE
+    preload = " ".join(p for p in (capabilities.ovs_malloc_library(), capabilities.ovs_pacer_library()) if p)
+    vswitchd_env = dict(env, **{ovs_pacing.GAP_FILE_ENV: ovs_pacing.gap_file(folder)})
+    if preload:
+        vswitchd_env["LD_PRELOAD"] = preload
     for argv in steps:
-        run_env = dict(env, LD_PRELOAD=malloc) if malloc and argv[0] == "ovs-vswitchd" else env
+        run_env = vswitchd_env if argv[0] == "ovs-vswitchd" else env
         try:
             r = subprocess.run(argv, env=run_env, capture_output=True, text=True, timeout=START_TIMEOUT_S)
         except subprocess.TimeoutExpired:

@@ -16,7 +16,6 @@ How a port works (testbed/fabric/queues.py says what the classes are):
 Counters: one mmap-ed array of 8 x u64 per (port slot, class).
 """
 
-import hashlib
 import os
 import shutil
 import struct
@@ -24,6 +23,7 @@ import subprocess
 
 from testbed.fabric import queues as model
 
+from . import compiled
 from .bpfmaps import PinnedMap
 from .plans import port_rate_line
 
@@ -85,26 +85,31 @@ def compiler_missing():
 
 def build_object(out_dir=OBJECT_DIR):
     """The compiled queue engine, built once per version of its source."""
-    with open(SOURCE, "rb") as fh:
-        digest = hashlib.sha256(fh.read()).hexdigest()[:16]
-    obj = os.path.join(out_dir, f"queue-{digest}.o")
+    obj = compiled.versioned_path(SOURCE, out_dir, "queue-", ".o")
     if os.path.exists(obj):
         return obj
     missing = compiler_missing()
     if missing:
         raise QueueSetupError(f"the BPF queue engine cannot be built: {missing} is missing")
-    os.makedirs(out_dir, exist_ok=True)
     arch = f"/usr/include/{os.uname().machine}-linux-gnu"
-    tmp = obj + f".{os.getpid()}.tmp"
-    r = subprocess.run(
-        ["clang", "-O2", "-g", "-target", "bpf", "-mcpu=v3", f"-I{arch}", "-c", SOURCE, "-o", tmp],
-        capture_output=True,
-        text=True,
+    return compiled.compile_to(
+        obj,
+        SOURCE,
+        lambda out: [
+            "clang",
+            "-O2",
+            "-g",
+            "-target",
+            "bpf",
+            "-mcpu=v3",
+            f"-I{arch}",
+            "-c",
+            SOURCE,
+            "-o",
+            out,
+        ],
+        QueueSetupError,
     )
-    if r.returncode != 0:
-        raise QueueSetupError(f"compiling {SOURCE} failed: {r.stderr.strip()[-400:]}")
-    os.replace(tmp, obj)
-    return obj
 
 
 # --- tc lines (pure) ---------------------------------------------------------------

@@ -15,7 +15,17 @@ import subprocess
 import tempfile
 import time
 
-from . import capabilities, jobchannel, mininet_model, named, neighbours, netlink, plans, reachability
+from . import (
+    capabilities,
+    jobchannel,
+    mininet_model,
+    named,
+    neighbours,
+    netlink,
+    ovs_pacing,
+    plans,
+    reachability,
+)
 from .controller import ControllerProcess
 from .hostroutes import HostRoutes
 from .hostrun import first_failure, run_in_hosts
@@ -183,6 +193,8 @@ class FabricNet:
         self.ledger.add("interfaces", *interfaces)
         for key, value in self.ovs_options.items():
             self.ledger.set_ovs_option(key, value)
+        if self.datapath == "user":
+            self._pace_switch_daemon()
         try:
             soft, hard = (int(read_sysctl(k)) for k in (neighbours.GC_SOFT, neighbours.GC_HARD))
         except OSError:  # only the machine's first namespace has them: a named fabric runs in its own
@@ -199,6 +211,17 @@ class FabricNet:
         if f.queues is not None:
             self.queues = QueueEngine(f, self.ledger)
             self.queues.prepare()
+
+    def _pace_switch_daemon(self):
+        """Tell Open vSwitch's pacer the gap between passes this fabric
+        allows (ovs_pacing.py), for the fabric's life: the sweep removes
+        the file, and the pacer reads none as no pacing. One fabric at a
+        time uses a daemon (the claim above), so the file is this one's."""
+        path = capabilities.ovs_pass_gap_file()
+        if os.path.lexists(path):  # left by a fabric that died unswept
+            os.unlink(path)
+        self.ledger.add("files", path)
+        write_private(path, f"{ovs_pacing.pass_gap_us(self.fabric)}\n")
 
     def _start_controller_process(self):
         """The controller, listening on a Unix socket in a folder only root

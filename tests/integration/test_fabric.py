@@ -2,6 +2,7 @@
 each of its ports, links are shaped, and teardown leaves nothing behind."""
 
 import json
+import os
 import queue
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 
 from testbed.cli.common import NOT_RUN
 from testbed.drill.iperf import IperfFlows
-from testbed.emulation import ledger
+from testbed.emulation import capabilities, ledger, ovs_pacing
 from testbed.emulation.realize import FabricNet
 from testbed.fabric.build import build_fabric
 from traffic.iperf import PairSpec
@@ -37,6 +38,12 @@ def test_up_all_pairs_reachable_and_shaped(tmp_path, leak_check):
         neigh = fnet.run_in("s0h0", ["ip", "-j", "neigh", "show", "10.0.1.1"]).stdout
         macs = {n["lladdr"] for n in json.loads(neigh)}
         assert macs == {fabric.nic_by_ip("10.0.1.1").mac}
+        # The userspace datapath's pacer is told this fabric's gap while it runs.
+        gap_file = capabilities.ovs_pass_gap_file()
+        if fnet.datapath == "user":
+            with open(gap_file) as fh:
+                assert int(fh.read()) == ovs_pacing.pass_gap_us(fabric) == 819
+    assert not os.path.exists(gap_file)
 
 
 def _congestion_controls(fnet, host, timeout=10.0):

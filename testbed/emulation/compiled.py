@@ -1,0 +1,31 @@
+"""Objects hpnlab compiles from its own C sources (the BPF queue engine,
+Open vSwitch's pacer): one file per version of a source, built once.
+
+Standard library only: scripts/provision.sh builds the pacer before the
+virtualenv exists.
+"""
+
+import hashlib
+import os
+import subprocess
+
+
+def versioned_path(source, out_dir, prefix, suffix):
+    """Where the build of this version of `source` goes: its name carries
+    a digest of the source, so an edited source is built anew."""
+    with open(source, "rb") as fh:
+        digest = hashlib.sha256(fh.read()).hexdigest()[:16]
+    return os.path.join(out_dir, f"{prefix}{digest}{suffix}")
+
+
+def compile_to(path, source, argv_for, error=RuntimeError):
+    """Compile `source` with the command `argv_for(tmp)` and move its
+    output into place at `path` in one step (a reader never sees half a
+    file); `error` with the compiler's last words when it fails."""
+    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+    tmp = path + f".{os.getpid()}.tmp"
+    r = subprocess.run(argv_for(tmp), capture_output=True, text=True)
+    if r.returncode != 0:
+        raise error(f"compiling {source} failed: {r.stderr.strip()[-400:]}")
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,104 @@
+"""Open vSwitch's pass pacer: the gap a fabric asks for, how a daemon is
+recognised as paced, and the preloaded library pacing a program's polls."""
+
+import dataclasses
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from testbed.emulation import ovs_pacing
+from testbed.fabric.scenario import load_fabric
+
+ROOT = Path(__file__).resolve().parents[2]
+HPN_MINI = ROOT / "topologies" / "hpn-mini.yaml"
+
+
+def test_the_gap_is_two_frames_at_the_fastest_link_and_capped():
+    _, fabric = load_fabric(HPN_MINI)
+    fastest = max(fabric.scaled_bps(link) for link in fabric.links)
+    assert fastest == pytest.approx(80e6)  # its ToR-aggregation links: twice a host port's 40 Mbit/s
+    assert ovs_pacing.pass_gap_us(fabric) == int(2 * 4096 * 8 / 80e6 * 1e6)  # 819 us
+    slower = dataclasses.replace(fabric, time_dilation=2.0)
+    assert ovs_pacing.pass_gap_us(slower) == 1638
+    much_slower = dataclasses.replace(fabric, time_dilation=8.0)
+    assert ovs_pacing.pass_gap_us(much_slower) == ovs_pacing.MAX_GAP_US
+    faster = dataclasses.replace(fabric, scale=fabric.scale / 100)  # 8 Gbit/s links
+    assert ovs_pacing.pass_gap_us(faster) == 8
+
+
+def test_a_daemon_counts_as_paced_only_with_the_library_mapped_and_its_file_named():
+    maps = (
+        "7f00-7f01 r-xp 0 fd:01 12 /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4.5.9\n"
+        "7f02-7f03 r-xp 0 fd:01 13 /var/lib/hpnlab/lib/hpnlab-ovs-pacer-0123456789abcdef.so\n"
+    )
+    assert ovs_pacing.maps_hold_pacer(maps)
+    assert not ovs_pacing.maps_hold_pacer(maps.splitlines()[0])
+    env = b"PATH=/usr/bin\0HPNLAB_OVS_PASS_GAP_FILE=/run/x/hpnlab-pass-gap-us\0"
+    assert ovs_pacing.environ_names_gap_file(env)
+    assert not ovs_pacing.environ_names_gap_file(b"PATH=/usr/bin\0XHPNLAB_OVS_PASS_GAP_FILE=/a\0")
+
+
+# A program that polls a readable pipe POLLS times and prints how long that
+# took, in microseconds: the pacer must space its polls out by the gap when
+# the program is called ovs-vswitchd and the gap file says so.
+POLLER = r"""
+#include <poll.h>
+#include <stdio.h>
+#include <time.h>
+#include <unistd.h>
+int main(void) {
+    int fds[2];
+    if (pipe(fds) != 0 || write(fds[1], "x", 1) != 1) return 2;
+    struct pollfd p = {fds[0], POLLIN, 0};
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (int i = 0; i < 40; i++)
+        if (poll(&p, 1, 1000) != 1) return 3;
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    printf("%ld\n", (b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000);
+    return 0;
+}
+"""
+POLLS, GAP_US = 40, 3000
+
+
+@pytest.fixture
+def built(tmp_path):
+    if ovs_pacing.compiler() is None:
+        pytest.skip("no C compiler")
+    lib = ovs_pacing.build_library(out_dir=str(tmp_path / "lib"))
+    src = tmp_path / "poller.c"
+    src.write_text(POLLER)
+    daemon = tmp_path / "ovs-vswitchd"
+    subprocess.run([ovs_pacing.compiler(), "-O2", "-o", str(daemon), str(src)], check=True)
+    other = tmp_path / "other-daemon"
+    shutil.copy(daemon, other)
+    gap_file = tmp_path / "gap"
+    return lib, daemon, other, gap_file
+
+
+def polls_took_us(program, lib, gap_file):
+    env = dict(os.environ, LD_PRELOAD=lib, **{ovs_pacing.GAP_FILE_ENV: str(gap_file)})
+    r = subprocess.run([str(program)], env=env, capture_output=True, text=True, check=True)
+    return int(r.stdout)
+
+
+def test_the_library_spaces_out_ovs_vswitchds_polls_by_the_gap_in_its_file(built):
+    lib, daemon, other, gap_file = built
+    gap_file.write_text(f"{GAP_US}\n")
+    # the first poll is not delayed (nothing came before it); each later one waits out the gap
+    assert polls_took_us(daemon, lib, gap_file) >= (POLLS - 1) * GAP_US
+    # another program, or no file: not paced
+    assert polls_took_us(other, lib, gap_file) < (POLLS - 1) * GAP_US / 2
+    gap_file.unlink()
+    assert polls_took_us(daemon, lib, gap_file) < (POLLS - 1) * GAP_US / 2
+
+
+def test_a_gap_file_that_says_nothing_sensible_means_no_pacing(built):
+    lib, daemon, _, gap_file = built
+    for text in ("", "soon\n", "-5\n"):
+        gap_file.write_text(text)
+        assert polls_took_us(daemon, lib, gap_file) < (POLLS - 1) * GAP_US / 2
