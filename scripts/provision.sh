@@ -22,7 +22,7 @@ log() { printf '[provision] %s\n' "$*"; }
 # 1. System packages (Debian 12 / Ubuntu 22.04+).
 # clang, llvm and libbpf-dev build the BPF queue engine (ECN marking and
 # per-class counters on kernels without RED); clang and libc6-dev build
-# Open vSwitch's pacer (section 5).
+# Open vSwitch's pacer (section 4b).
 pkgs=(mininet openvswitch-switch iperf3 tcpdump tshark ethtool iproute2 iputils-ping
       procps kmod python3 python3-venv python3-pip clang llvm libbpf-dev libc6-dev tmux
       libtcmalloc-minimal4)
@@ -112,7 +112,7 @@ ovs_malloc=""
 #    rebuild it on its forwarding thread at every cable pull:
 #    capabilities.OVS_ROUTE_FEATURE).
 ovs_options=$(capabilities 'print(" ".join(c.OVS_VSWITCHD_OPTIONS))')
-# 5. On the userspace datapath, ovs-vswitchd's passes are spaced out by
+# 4b. On the userspace datapath, ovs-vswitchd's passes are spaced out by
 #    two frame times while a fabric runs (capabilities.OVS_PACER_FEATURE,
 #    testbed/emulation/ovs_pacing.py): a small library, built here.
 ovs_pacer=""
@@ -121,7 +121,7 @@ if [ "$userspace" = 1 ]; then
     [ -n "$ovs_pacer" ] || log "WARNING: the pacer could not be built: Open vSwitch runs without it (more CPU per packet-hop)"
 fi
 ovs_gap_file=$(capabilities 'print(c.ovs_pass_gap_file())')
-ovs_preload=$(echo "$ovs_malloc $ovs_pacer" | xargs)
+ovs_preload="${ovs_malloc:+$ovs_malloc }$ovs_pacer"
 start_ovs() {
     if [ -n "$ovs_preload" ]; then
         LD_PRELOAD="$ovs_preload" HPNLAB_OVS_PASS_GAP_FILE="$ovs_gap_file" \

@@ -278,12 +278,12 @@ def ovs_pass_gap_file():
 
 
 def ovs_pacer_in_use():
-    """True when the running ovs-vswitchd has the pacer loaded and knows
-    where its gap file is; None when that cannot be read."""
+    """True when the running ovs-vswitchd has this version of the pacer
+    loaded and knows where its gap file is; None when that cannot be read."""
     try:
         pid = _ovs_pid()
         with open(f"/proc/{pid}/maps") as fh:
-            mapped = ovs_pacing.maps_hold_pacer(fh.read())
+            mapped = ovs_pacing.maps_hold_pacer(fh.read(), ovs_pacing.current_library())
         with open(f"/proc/{pid}/environ", "rb") as fh:
             return mapped and ovs_pacing.environ_names_gap_file(fh.read())
     except (OSError, ValueError):
@@ -348,7 +348,7 @@ def _preloaded_feature(name, userspace, in_use, runs_with, runs_without, enables
         return Feature(name, True, "kernel datapath: not used", enables)
     found = in_use()
     if found is None:
-        return Feature(name, False, "ovs-vswitchd's memory map could not be read", enables)
+        return Feature(name, False, "ovs-vswitchd's memory map or environment could not be read", enables)
     return Feature(name, found, f"ovs-vswitchd runs {runs_with if found else runs_without}", enables)
 
 

@@ -18,6 +18,16 @@ def versioned_path(source, out_dir, prefix, suffix):
     return os.path.join(out_dir, f"{prefix}{digest}{suffix}")
 
 
+def roots_alone(path):
+    """True when `path` and its folder exist, are root's, and nobody else
+    may write to them."""
+    try:
+        stats = [os.stat(path), os.stat(os.path.dirname(path))]
+    except OSError:
+        return False
+    return all(st.st_uid == 0 and not st.st_mode & 0o022 for st in stats)
+
+
 def compile_to(path, source, argv_for, error=RuntimeError):
     """Compile `source` with the command `argv_for(tmp)` and move its
     output into place at `path` in one step (a reader never sees half a

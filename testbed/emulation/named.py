@@ -173,7 +173,11 @@ def start_switch_daemons(record):
         ],
     ]
     # why: capabilities.OVS_MALLOC_FEATURE and OVS_PACER_FEATURE
-    preload = " ".join(p for p in (capabilities.ovs_malloc_library(), capabilities.ovs_pacer_library()) if p)
+    try:
+        pacer = capabilities.ovs_pacer_library()
+    except RuntimeError:  # it did not compile: the daemon runs unpaced, as without a compiler
+        pacer = None
+    preload = " ".join(p for p in (capabilities.ovs_malloc_library(), pacer) if p)
     vswitchd_env = dict(env, **{ovs_pacing.GAP_FILE_ENV: ovs_pacing.gap_file(folder)})
     if preload:
         vswitchd_env["LD_PRELOAD"] = preload

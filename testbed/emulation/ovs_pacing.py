@@ -14,7 +14,7 @@ pass, so a modeled queue sees its frames in pairs at worst, far below any
 ECN threshold or pause level (tens of frames), and a frame waits at most
 two frame times more per hop. It is capped at MAX_GAP_US, so that the
 controller's messages and the ports' reports wait no longer than that.
-Measured in docs/numbers.md ("Open vSwitch's passes paced").
+Measured in docs/numbers.md ("Passes paced").
 
 Standard library only: scripts/provision.sh builds the library through
 capabilities, before the virtualenv exists.
@@ -57,8 +57,8 @@ def build_library(out_dir=LIBRARY_DIR):
     """The compiled pacer, built once per version of its source; None when
     no C compiler is there (Open vSwitch then runs unpaced).
     RuntimeError when it does not compile."""
-    lib = compiled.versioned_path(SOURCE, out_dir, LIBRARY_PREFIX, ".so")
-    if os.path.exists(lib):
+    lib = current_library(out_dir)
+    if compiled.roots_alone(lib):  # root preloads it: a file someone else could write is built anew
         return lib
     cc = compiler()
     if cc is None:
@@ -68,9 +68,16 @@ def build_library(out_dir=LIBRARY_DIR):
     )
 
 
-def maps_hold_pacer(maps_text):
-    """True when a process's memory map (/proc/PID/maps) holds the pacer."""
-    return any(line.rsplit("/", 1)[-1].startswith(LIBRARY_PREFIX) for line in maps_text.splitlines())
+def current_library(out_dir=LIBRARY_DIR):
+    """Where build_library puts the pacer of this version of its source."""
+    return compiled.versioned_path(SOURCE, out_dir, LIBRARY_PREFIX, ".so")
+
+
+def maps_hold_pacer(maps_text, library):
+    """True when a process's memory map (/proc/PID/maps) holds the pacer
+    `library` (a daemon started before the source changed holds another)."""
+    name = os.path.basename(library)
+    return any(line.rsplit("/", 1)[-1] == name for line in maps_text.splitlines())
 
 
 def environ_names_gap_file(raw: bytes):

@@ -104,6 +104,7 @@ class FabricNet:
         self.host_routes = HostRoutes(self.netns_of)
         self.links_ns: netlink.Namespace | None = None  # what faults pull cables through, from bring-up
         self.of_dir = None  # the folder of the controller's OpenFlow socket
+        self.gap_file = None  # where Open vSwitch's pacer reads this fabric's gap (userspace datapath)
         self.timings = {}
 
     # --- bring-up ----------------------------------------------------------
@@ -145,6 +146,7 @@ class FabricNet:
             f"all {n} switches to connect and acknowledge their routes",
         )
         self.timings["routes"] = time.monotonic() - t0
+        self._pace_switch_daemon()
         self.log(
             f"fabric {f.name}: {len(f.hosts())} hosts, {n} switches ({self.datapath} "
             f"datapath), {len(f.links)} links up in {self.timings['routes']:.1f} s"
@@ -165,7 +167,8 @@ class FabricNet:
                 f"warning: {small.name}: {small.detail}: Open vSwitch may drop packets no "
                 "modeled queue dropped (run make setup while no fabric is up)"
             )
-        for slow in [f for f in feats if f.name == capabilities.OVS_MALLOC_FEATURE and not f.present]:
+        costly = (capabilities.OVS_MALLOC_FEATURE, capabilities.OVS_PACER_FEATURE)
+        for slow in [f for f in feats if f.name in costly and not f.present]:
             self.log(
                 f"warning: {slow.name}: {slow.detail}: each packet-hop costs Open vSwitch "
                 "more CPU, so the machine emulates less (run make setup while no fabric is up)"
@@ -193,8 +196,11 @@ class FabricNet:
         self.ledger.add("interfaces", *interfaces)
         for key, value in self.ovs_options.items():
             self.ledger.set_ovs_option(key, value)
-        if self.datapath == "user":
-            self._pace_switch_daemon()
+        if self.datapath == "user":  # recorded now, written once the fabric stands
+            self.gap_file = capabilities.ovs_pass_gap_file()
+            if os.path.lexists(self.gap_file):  # left by a fabric that died unswept
+                os.unlink(self.gap_file)
+            self.ledger.add("files", self.gap_file)
         try:
             soft, hard = (int(read_sysctl(k)) for k in (neighbours.GC_SOFT, neighbours.GC_HARD))
         except OSError:  # only the machine's first namespace has them: a named fabric runs in its own
@@ -214,14 +220,16 @@ class FabricNet:
 
     def _pace_switch_daemon(self):
         """Tell Open vSwitch's pacer the gap between passes this fabric
-        allows (ovs_pacing.py), for the fabric's life: the sweep removes
-        the file, and the pacer reads none as no pacing. One fabric at a
-        time uses a daemon (the claim above), so the file is this one's."""
-        path = capabilities.ovs_pass_gap_file()
-        if os.path.lexists(path):  # left by a fabric that died unswept
-            os.unlink(path)
-        self.ledger.add("files", path)
-        write_private(path, f"{ovs_pacing.pass_gap_us(self.fabric)}\n")
+        allows (ovs_pacing.py), once it stands: bring-up's many
+        reconfigurations are not paced. One fabric at a time uses a daemon
+        (the claim), so the file is this one's; teardown removes it first,
+        and the pacer reads no file as no pacing."""
+        if self.gap_file is not None:
+            write_private(self.gap_file, f"{ovs_pacing.pass_gap_us(self.fabric)}\n")
+
+    def _unpace_switch_daemon(self):
+        if self.gap_file is not None and os.path.lexists(self.gap_file):
+            os.unlink(self.gap_file)
 
     def _start_controller_process(self):
         """The controller, listening on a Unix socket in a folder only root
@@ -486,6 +494,7 @@ class FabricNet:
         deadline = time.monotonic() + TEARDOWN_DEADLINE_S
         took = self.timings["teardown_steps"] = {}  # seconds per step, for a slow machine's log
         steps = (
+            ("pacer", self._unpace_switch_daemon),  # teardown's reconfigurations unpaced
             # the controller first: links going away must not make it reroute
             ("controller", self._stop_controller_for_good),
             ("host routes", self.host_routes.close),  # its sockets hold the hosts' namespaces

@@ -34,29 +34,35 @@ def test_a_daemon_counts_as_paced_only_with_the_library_mapped_and_its_file_name
         "7f00-7f01 r-xp 0 fd:01 12 /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4.5.9\n"
         "7f02-7f03 r-xp 0 fd:01 13 /var/lib/hpnlab/lib/hpnlab-ovs-pacer-0123456789abcdef.so\n"
     )
-    assert ovs_pacing.maps_hold_pacer(maps)
-    assert not ovs_pacing.maps_hold_pacer(maps.splitlines()[0])
+    lib = "/var/lib/hpnlab/lib/hpnlab-ovs-pacer-0123456789abcdef.so"
+    assert ovs_pacing.maps_hold_pacer(maps, lib)
+    assert not ovs_pacing.maps_hold_pacer(maps.splitlines()[0], lib)
+    assert not ovs_pacing.maps_hold_pacer(maps, lib.replace("0123", "9999"))  # an older build
     env = b"PATH=/usr/bin\0HPNLAB_OVS_PASS_GAP_FILE=/run/x/hpnlab-pass-gap-us\0"
     assert ovs_pacing.environ_names_gap_file(env)
     assert not ovs_pacing.environ_names_gap_file(b"PATH=/usr/bin\0XHPNLAB_OVS_PASS_GAP_FILE=/a\0")
 
 
-# A program that polls a readable pipe POLLS times and prints how long that
-# took, in microseconds: the pacer must space its polls out by the gap when
-# the program is called ovs-vswitchd and the gap file says so.
+# A program that polls a pipe POLLS times, with the timeout (ms) of its
+# first argument, and prints how long that took in microseconds; with a
+# second argument the pipe holds nothing, so each poll runs to its timeout.
+# The pacer must space its polls out by the gap when the program is called
+# ovs-vswitchd and the gap file says so.
 POLLER = r"""
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
-int main(void) {
+int main(int argc, char **argv) {
     int fds[2];
-    if (pipe(fds) != 0 || write(fds[1], "x", 1) != 1) return 2;
+    int timeout = argc > 1 ? atoi(argv[1]) : 1000, empty = argc > 2;
+    if (pipe(fds) != 0 || (!empty && write(fds[1], "x", 1) != 1)) return 2;
     struct pollfd p = {fds[0], POLLIN, 0};
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     for (int i = 0; i < 40; i++)
-        if (poll(&p, 1, 1000) != 1) return 3;
+        if (poll(&p, 1, timeout) != !empty) return 3;
     clock_gettime(CLOCK_MONOTONIC, &b);
     printf("%ld\n", (b.tv_sec - a.tv_sec) * 1000000L + (b.tv_nsec - a.tv_nsec) / 1000);
     return 0;
@@ -80,9 +86,9 @@ def built(tmp_path):
     return lib, daemon, other, gap_file
 
 
-def polls_took_us(program, lib, gap_file):
+def polls_took_us(program, lib, gap_file, *args):
     env = dict(os.environ, LD_PRELOAD=lib, **{ovs_pacing.GAP_FILE_ENV: str(gap_file)})
-    r = subprocess.run([str(program)], env=env, capture_output=True, text=True, check=True)
+    r = subprocess.run([str(program), *args], env=env, capture_output=True, text=True, check=True)
     return int(r.stdout)
 
 
@@ -102,3 +108,13 @@ def test_a_gap_file_that_says_nothing_sensible_means_no_pacing(built):
     for text in ("", "soon\n", "-5\n"):
         gap_file.write_text(text)
         assert polls_took_us(daemon, lib, gap_file) < (POLLS - 1) * GAP_US / 2
+
+
+def test_a_paced_poll_still_ends_by_its_own_deadline_and_one_that_must_not_wait_does_not(built):
+    lib, daemon, _, gap_file = built
+    gap_file.write_text("10000\n")  # 10 ms, longer than the 5 ms each poll of an empty pipe allows
+    took = polls_took_us(daemon, lib, gap_file, "5", "empty")
+    # each poll waits out at most its 5 ms (pacing included), never 5 ms paced and 5 more polling
+    assert POLLS * 5000 <= took < POLLS * 7500
+    gap_file.write_text(f"{GAP_US}\n")
+    assert polls_took_us(daemon, lib, gap_file, "0") < (POLLS - 1) * GAP_US / 2  # timeout 0: no wait

@@ -6,9 +6,9 @@
  * same whether it finds one frame or thirty: when frames come one at a
  * time, each pays for a whole pass. This library makes the thread wait,
  * before it polls, until `gap` has passed since its previous poll
- * returned, so that a pass finds what arrived in the meantime. An idle
- * daemon is not delayed: the first frame after a quiet spell is read at
- * once. A running fabric writes its gap (microseconds, two frame times at
+ * returned, so that a pass finds what arrived in the meantime. A daemon
+ * that last woke longer than the gap ago is not delayed: the first frame
+ * after a quiet spell is read at once. A running fabric writes its gap (microseconds, two frame times at
  * its fastest link: testbed/emulation/ovs_pacing.py) into the
  * file named by HPNLAB_OVS_PASS_GAP_FILE; no file, no pacing. The file is
  * read again every 100 ms, so pacing starts and ends with the fabric.
@@ -18,63 +18,72 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #define GAP_FILE_ENV "HPNLAB_OVS_PASS_GAP_FILE"
 #define PACED_PROGRAM "ovs-vswitchd"
-#define MAX_GAP_NS 5000000L     /* whatever the file says: 5 ms */
-#define REREAD_NS 100000000L    /* 100 ms */
+/* A limit of the library's own, whatever the file says; hpnlab writes at
+ * most 2 ms (ovs_pacing.MAX_GAP_US). */
+#define MAX_GAP_NS INT64_C(5000000)
+#define REREAD_NS INT64_C(100000000)  /* 100 ms */
+#define NS_PER_MS INT64_C(1000000)
 
 typedef int (*poll_fn)(struct pollfd *, nfds_t, int);
 
 static poll_fn real_poll;
 static const char *gap_file;       /* NULL: this process is not paced */
-static int configured;
 static __thread int is_main = -1;  /* -1: not yet known for this thread */
-static long gap_ns;                /* the main thread's alone, as are the times */
+static int64_t gap_ns;             /* the main thread's alone, as are the times */
 static struct timespec last_return, last_read;
 
-static long ns_between(const struct timespec *a, const struct timespec *b)
+static int64_t ns_between(const struct timespec *a, const struct timespec *b)
 {
-    return (b->tv_sec - a->tv_sec) * 1000000000L + (b->tv_nsec - a->tv_nsec);
+    return (int64_t)(b->tv_sec - a->tv_sec) * 1000000000 + (b->tv_nsec - a->tv_nsec);
 }
 
-static long read_gap_ns(void)
+/* Set up before main(), so before any thread and before the daemon
+ * rewrites its argv[0] for its process title. */
+__attribute__((constructor)) static void configure(void)
+{
+    real_poll = (poll_fn)dlsym(RTLD_NEXT, "poll");
+    const char *file = getenv(GAP_FILE_ENV);
+    if (real_poll && file && *file && strcmp(program_invocation_short_name, PACED_PROGRAM) == 0)
+        gap_file = file;
+}
+
+/* The gap the file asks for; 0 (no pacing) when there is no file, when it
+ * is not a regular file of root's, or when it holds no positive number. */
+static int64_t read_gap_ns(void)
 {
     char text[32];
-    int fd = open(gap_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    int fd = open(gap_file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0)
         return 0;
-    ssize_t n = read(fd, text, sizeof text - 1);
+    ssize_t n = -1;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == 0)
+        n = read(fd, text, sizeof text - 1);
     close(fd);
     if (n <= 0)
         return 0;
     text[n] = '\0';
     char *end;
-    long us = strtol(text, &end, 10);
+    long long us = strtoll(text, &end, 10);
     if (end == text || us <= 0)
         return 0;
-    return us > MAX_GAP_NS / 1000 ? MAX_GAP_NS : us * 1000L;
-}
-
-static void configure(void)
-{
-    const char *file = getenv(GAP_FILE_ENV);
-    if (file && *file && strcmp(program_invocation_short_name, PACED_PROGRAM) == 0)
-        gap_file = file;
-    configured = 1;
+    return us > MAX_GAP_NS / 1000 ? MAX_GAP_NS : (int64_t)us * 1000;
 }
 
 int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
-    if (!real_poll)
-        real_poll = (poll_fn)dlsym(RTLD_NEXT, "poll");
-    if (!configured)
-        configure();
+    if (!real_poll)  /* called before the constructor ran: pass through */
+        return (int)syscall(SYS_poll, fds, nfds, timeout);
     if (gap_file && is_main < 0)
         is_main = syscall(SYS_gettid) == getpid();
     if (!gap_file || !is_main)
@@ -86,13 +95,17 @@ int poll(struct pollfd *fds, nfds_t nfds, int timeout)
         gap_ns = read_gap_ns();
         last_read = now;
     }
-    long wait = gap_ns - ns_between(&last_return, &now);
-    if (timeout >= 0 && wait > timeout * 1000000L)
-        wait = timeout * 1000000L;  /* never past the daemon's own deadline */
+    int64_t wait = gap_ns - ns_between(&last_return, &now);
+    if (timeout >= 0 && wait > (int64_t)timeout * NS_PER_MS)
+        wait = (int64_t)timeout * NS_PER_MS;
     if (wait > 0) {
-        struct timespec pause = {wait / 1000000000L, wait % 1000000000L};
+        struct timespec pause = {(time_t)(wait / 1000000000), (long)(wait % 1000000000)};
         while (nanosleep(&pause, &pause) != 0 && errno == EINTR)
             ;
+        if (timeout > 0) {  /* the wait counts against the daemon's own deadline */
+            int64_t left = (int64_t)timeout - (wait + NS_PER_MS - 1) / NS_PER_MS;
+            timeout = left > 0 ? (int)left : 0;
+        }
     }
     int saved, ready = real_poll(fds, nfds, timeout);
     saved = errno;
