@@ -29,6 +29,14 @@ def test_the_gap_is_two_frames_at_the_fastest_link_and_capped():
     assert ovs_pacing.pass_gap_us(faster) == 8
 
 
+def test_a_fabric_with_a_lossless_class_is_not_paced():
+    _, lossless = load_fabric(ROOT / "scenarios" / "incast-pfc.yaml")
+    assert lossless.queues is not None and lossless.queues.lossless
+    assert ovs_pacing.pass_gap_us(lossless) == 0
+    _, lossy = load_fabric(ROOT / "scenarios" / "incast-pfc-off.yaml")
+    assert ovs_pacing.pass_gap_us(lossy) > 0
+
+
 def test_a_daemon_counts_as_paced_only_with_the_library_mapped_and_its_file_named():
     maps = (
         "7f00-7f01 r-xp 0 fd:01 12 /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4.5.9\n"
