@@ -105,6 +105,33 @@ def route_live_oifs(reply: bytes) -> set[int]:
     return live
 
 
+def ask_route(query: socket.socket, request: bytes, seq: int) -> bytes | None:
+    """Send one route query on a bound NETLINK_ROUTE socket, return the reply
+    numbered `seq` (None when netlink fails)."""
+    try:
+        query.send(request)
+        while True:
+            reply = query.recv(65536)
+            if _NLMSG.unpack_from(reply)[3] == seq:
+                return reply
+    except OSError:
+        return None
+
+
+def kernel_oifs(
+    src_ip: str, dst_ip: str, dport: int, proto: int, sports: Iterable[int]
+) -> dict[int, int | None]:
+    """{source port: the interface index the kernel sends that 5-tuple out
+    of (None: no route)}, asked of this network namespace's routes."""
+    out: dict[int, int | None] = {}
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE) as query:
+        query.bind((0, 0))
+        for seq, sport in enumerate(sports, 1):
+            reply = ask_route(query, route_request(seq, src_ip, dst_ip, sport, dport, proto), seq)
+            out[sport] = None if reply is None else route_oif(reply)
+    return out
+
+
 class PortPicker:
     """Which NIC port a flow leaves by: the kernel's multipath choice for
     its 5-tuple (fib_multipath_hash_policy=1), or a pinned port while the
@@ -145,16 +172,8 @@ class PortPicker:
         return self.cache[key]
 
     def _ask(self, request: bytes) -> bytes | None:
-        """Send one route query, return its reply (None when netlink fails)."""
         self.lookups += 1
-        try:
-            self.query.send(request)
-            while True:
-                reply = self.query.recv(65536)
-                if _NLMSG.unpack_from(reply)[3] == self.seq:
-                    return reply
-        except OSError:
-            return None
+        return ask_route(self.query, request, self.seq)
 
     def _lookup(self, src_ip: str, dst_ip: str, sport: int) -> str | None:
         self.seq += 1

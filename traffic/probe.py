@@ -7,9 +7,10 @@ failure cut a path off, as a user of the fabric would see it.
 
 Times T are CLOCK_MONOTONIC seconds, which network namespaces share, so the
 sender, the receiver and the drill's clock agree. The sender sends one
-packet on each of `flows` UDP source ports (BASE, BASE+1, ...) every
-flows/rate seconds, each port its own 5-tuple and so its own path through
-hashing hosts and switches;
+packet on each of `flows` UDP source ports every flows/rate seconds, each
+port its own 5-tuple and so its own path through hashing hosts and
+switches. It picks the ports among BASE..BASE+99 so that they take turns
+over the NIC ports its kernel would send them by;
 each packet carries its flow number, its sequence number in that flow and
 when it was sent. The receiver prints "ready" once bound, then reads the
 time to stop listening from its standard input (the runner knows it only
@@ -26,8 +27,11 @@ import struct
 import sys
 import time
 
+from . import nic
+
 HEADER = struct.Struct("!IId")  # flow, sequence number in the flow, send time
 PAYLOAD = 64  # bytes of UDP payload: small, like a keepalive
+SPORT_CANDIDATES = 100  # the flows' source ports are chosen among BASE..BASE+99
 SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # asm-generic/socket.h; also its cmsg type
 TIMESPEC = struct.Struct("@qq")  # struct timespec on a 64-bit kernel
 
@@ -72,13 +76,34 @@ def arrival_time(ancillary) -> float:
     return time.monotonic()
 
 
+def spread_sports(oif_of: dict[int, int | None], flows: int) -> list[int]:
+    """`flows` source ports out of `oif_of`'s candidates (in their order),
+    taking turns among the NIC ports the kernel sends them out of, so that
+    every port carries flows whatever the host's hash seed. Left to chance,
+    all 8 flows of a dual-port host take one port about 1 time in 128, and
+    a drill that fails the other port sees no flow cut."""
+    by_port: dict[int | None, list[int]] = {}
+    for sport, oif in oif_of.items():
+        by_port.setdefault(oif, []).append(sport)
+    routed = [q for oif, q in by_port.items() if oif is not None] or list(by_port.values())
+    chosen: list[int] = []
+    while len(chosen) < flows and any(routed):
+        for queue in routed:
+            if queue and len(chosen) < flows:
+                chosen.append(queue.pop(0))
+    return chosen
+
+
 def send(
     src: str, dst: str, port: int, sport: int, rate: float, flows: int, start: float, until: float, out: str
 ) -> None:
+    sports = spread_sports(
+        nic.kernel_oifs(src, dst, port, socket.IPPROTO_UDP, range(sport, sport + SPORT_CANDIDATES)), flows
+    )
     socks = []
     for i in range(flows):
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        s.bind((src, sport + i))
+        s.bind((src, sports[i]))
         s.connect((dst, port))
         socks.append(s)
     sent = {i: [] for i in range(flows)}
@@ -111,7 +136,7 @@ def send(
             sent[flow].append(round(now, 6))
             seq[flow] += 1
         k += 1
-    _write(out, {"sent": {str(k): v for k, v in sent.items()}, "send_errors": errors})
+    _write(out, {"sent": {str(k): v for k, v in sent.items()}, "send_errors": errors, "sports": sports})
 
 
 def _write(path, doc):

@@ -10,7 +10,7 @@ from testbed.emulation.procs import end as end_process
 from testbed.emulation.procs import own_module
 
 BASE_PORT = 7100  # UDP destination port of probe i: BASE_PORT + i
-SOURCE_BASE = 20000  # UDP source ports of probe i: SOURCE_BASE + 100 i + flow
+SOURCE_BASE = 20000  # probe i picks its UDP source ports among SOURCE_BASE + 100 i + 0..99
 LINGER_S = 0.5  # receivers keep listening this long after the senders stop
 
 

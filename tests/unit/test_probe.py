@@ -14,7 +14,7 @@ from entries import evaluate
 from testbed.fabric.problems import ConfigError
 from testbed.fabric.scenario import load_scenario
 from testbed.results.probe import fault_windows, flow_gap, gap_metrics, probe_results
-from traffic import probe
+from traffic import nic, probe
 
 T0 = 1000.0
 
@@ -236,3 +236,25 @@ def free_udp_port(count=1):
             for sock in socks:
                 sock.close()
     raise RuntimeError("no free UDP ports on loopback")
+
+
+def test_a_sender_spreads_its_flows_over_every_port_the_kernel_uses():
+
+    # candidates 100.. as the kernel routes them: port 7 takes 6 of 8 in a row
+    oif_of = {100: 7, 101: 7, 102: 7, 103: 9, 104: 7, 105: 7, 106: 9, 107: 7, 108: 9, 109: 9}
+    assert probe.spread_sports(oif_of, 4) == [100, 103, 101, 106]
+    assert probe.spread_sports(oif_of, 8) == [100, 103, 101, 106, 102, 108, 104, 109]
+    # one port runs out of candidates: the others fill the rest, in order
+    assert probe.spread_sports({1: 7, 2: 9, 3: 9, 4: 9}, 4) == [1, 2, 3, 4]
+    # ports without a route are taken only when none has one
+    assert probe.spread_sports({1: None, 2: 7, 3: 7}, 2) == [2, 3]
+    assert probe.spread_sports({1: None, 2: None}, 2) == [1, 2]
+
+
+def test_the_kernels_choice_of_port_is_asked_per_source_port():
+
+    lo = socket.if_nametoindex("lo")
+    assert nic.kernel_oifs("127.0.0.1", "127.0.0.1", 7100, socket.IPPROTO_UDP, [20000, 20001]) == {
+        20000: lo,
+        20001: lo,
+    }
