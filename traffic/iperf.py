@@ -37,19 +37,25 @@ class PairSpec:
     port: int
     dscp: int = 0
     rail: int = 0
+    first: int = 0  # the number of its first flow: pairs of one src, dst and rail count on
 
     def flow_ids(self) -> list[str]:
         via = f"/r{self.rail}" if self.rail else ""
-        return [f"{self.src}->{self.dst}{via}#{k}" for k in range(self.parallel)]
+        return [f"{self.src}->{self.dst}{via}#{k}" for k in range(self.first, self.first + self.parallel)]
 
 
 def plan_pairs(fabric: Fabric, traffic: list[TrafficFlow]) -> list[PairSpec]:
     """Scenario traffic entries -> PairSpecs (one per src/dst pair and rail)."""
     pairs: list[PairSpec] = []
+    # Two entries may join the same hosts (another DSCP, a later start):
+    # their flows are numbered on, so that no flow's id names another's.
+    flows_so_far: dict[tuple[str, str, int], int] = {}
     for entry in traffic:
         for rail in entry.rails_of(len(fabric.nics_of(entry.src))):
             for dst in entry.dst:
                 dst_nic = next(n for n in fabric.nics_of(dst) if n.rail == rail)
+                first = flows_so_far.get((entry.src, dst, rail), 0)
+                flows_so_far[(entry.src, dst, rail)] = first + entry.parallel
                 pairs.append(
                     PairSpec(
                         entry.src,
@@ -60,6 +66,7 @@ def plan_pairs(fabric: Fabric, traffic: list[TrafficFlow]) -> list[PairSpec]:
                         BASE_PORT + len(pairs),
                         entry.dscp,
                         rail,
+                        first,
                     )
                 )
     return pairs

@@ -2,7 +2,8 @@
 
 import pytest
 
-from traffic.iperf import PairSpec, client_argv, receiver_series
+from testbed.fabric.scenario import load_scenario
+from traffic.iperf import PairSpec, client_argv, plan_pairs, receiver_series
 
 
 def stream(start, end, nbytes):
@@ -39,3 +40,23 @@ def test_a_sliver_of_an_interval_joins_the_next_and_no_byte_is_lost():
 def test_every_client_asks_for_cubic_whatever_the_machine_default():
     argv = client_argv(PairSpec("s0h0", "s1h0", "10.0.1.1", 4, 0.0, 5201), 10)
     assert argv[argv.index("-C") + 1] == "cubic"
+
+
+def test_two_entries_between_the_same_hosts_number_their_flows_on(tmp_path):
+    """A second entry between the same hosts (another DSCP, a later start)
+    gets flow ids of its own: the same ids would merge two flows' series
+    in the report and count one of them twice."""
+    path = tmp_path / "s.yaml"
+    path.write_text(
+        "name: s\ntopology: {kind: hpn}\nduration: 10\ntraffic:\n"
+        "  - {src: s0h0, dst: [s1h0, s1h1], parallel: 2}\n"
+        "  - {src: s0h0, dst: s1h0, parallel: 1, start: 2}\n"
+    )
+    sc = load_scenario(path)
+    pairs = plan_pairs(sc.fabric, sc.traffic)
+    assert [p.flow_ids() for p in pairs] == [
+        ["s0h0->s1h0#0", "s0h0->s1h0#1"],
+        ["s0h0->s1h1#0", "s0h0->s1h1#1"],
+        ["s0h0->s1h0#2"],
+    ]
+    assert len({p.port for p in pairs}) == 3
