@@ -1,8 +1,8 @@
 """Bulk TCP flows with iperf3 between emulated hosts (pure: plans, command
 lines and the reading of iperf3's reports; testbed/drill/iperf.py runs them).
 
-One iperf3 server per (src, dst, rail) triple, on its own port, in the
-destination host (rail r: from the source's NIC r to the destination's
+One iperf3 server per traffic entry, destination and rail, on its own
+port, in the destination host (rail r: from the source's NIC r to the destination's
 NIC r); the client opens `parallel` TCP streams (each a flow with its own
 5-tuple, so the source NIC spreads them over its ports). Per-flow
 throughput comes from the receiver's 0.1 s intervals.
@@ -37,7 +37,7 @@ class PairSpec:
     port: int
     dscp: int = 0
     rail: int = 0
-    first: int = 0  # the number of its first flow: pairs of one src, dst and rail count on
+    first: int = 0  # its first flow's number: a later pair of the same src, dst and rail numbers on
 
     def flow_ids(self) -> list[str]:
         via = f"/r{self.rail}" if self.rail else ""
@@ -45,7 +45,7 @@ class PairSpec:
 
 
 def plan_pairs(fabric: Fabric, traffic: list[TrafficFlow]) -> list[PairSpec]:
-    """Scenario traffic entries -> PairSpecs (one per src/dst pair and rail)."""
+    """Scenario traffic entries -> PairSpecs (one per entry, destination and rail)."""
     pairs: list[PairSpec] = []
     # Two entries may join the same hosts (another DSCP, a later start):
     # their flows are numbered on, so that no flow's id names another's.

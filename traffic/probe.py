@@ -81,25 +81,35 @@ def spread_sports(oif_of: dict[int, int | None], flows: int) -> list[int]:
     taking turns among the NIC ports the kernel sends them out of, so that
     every port carries flows whatever the host's hash seed. Left to chance,
     all 8 flows of a dual-port host take one port about 1 time in 128, and
-    a drill that fails the other port sees no flow cut."""
+    a drill that fails the other port sees no flow cut. Candidates the
+    kernel had no answer for (None) come last."""
     by_port: dict[int | None, list[int]] = {}
     for sport, oif in oif_of.items():
         by_port.setdefault(oif, []).append(sport)
-    routed = [q for oif, q in by_port.items() if oif is not None] or list(by_port.values())
+    unrouted = by_port.pop(None, [])
+    routed = list(by_port.values())
     chosen: list[int] = []
     while len(chosen) < flows and any(routed):
         for queue in routed:
             if queue and len(chosen) < flows:
                 chosen.append(queue.pop(0))
-    return chosen
+    return chosen + unrouted[: flows - len(chosen)]
+
+
+def pick_sports(src: str, dst: str, port: int, base: int, flows: int) -> list[int]:
+    """The flows' source ports (see spread_sports); consecutive from `base`
+    when the kernel cannot be asked."""
+    try:
+        oifs = nic.kernel_oifs(src, dst, port, socket.IPPROTO_UDP, range(base, base + SPORT_CANDIDATES))
+    except OSError:
+        return list(range(base, base + flows))
+    return spread_sports(oifs, flows)
 
 
 def send(
     src: str, dst: str, port: int, sport: int, rate: float, flows: int, start: float, until: float, out: str
 ) -> None:
-    sports = spread_sports(
-        nic.kernel_oifs(src, dst, port, socket.IPPROTO_UDP, range(sport, sport + SPORT_CANDIDATES)), flows
-    )
+    sports = pick_sports(src, dst, port, sport, flows)
     socks = []
     for i in range(flows):
         s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)

@@ -8,9 +8,10 @@ import subprocess
 
 from testbed.emulation.procs import end as end_process
 from testbed.emulation.procs import own_module
+from traffic.probe import SPORT_CANDIDATES
 
 BASE_PORT = 7100  # UDP destination port of probe i: BASE_PORT + i
-SOURCE_BASE = 20000  # probe i picks its UDP source ports among SOURCE_BASE + 100 i + 0..99
+SOURCE_BASE = 20000  # probe i picks its UDP source ports from SOURCE_BASE + SPORT_CANDIDATES * i on
 LINGER_S = 0.5  # receivers keep listening this long after the senders stop
 
 
@@ -77,7 +78,7 @@ class Probes:
                         "--port",
                         BASE_PORT + i,
                         "--sport",
-                        SOURCE_BASE + 100 * i,
+                        SOURCE_BASE + SPORT_CANDIDATES * i,
                         "--rate",
                         p["rate"],
                         "--flows",

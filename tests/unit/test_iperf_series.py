@@ -44,8 +44,8 @@ def test_every_client_asks_for_cubic_whatever_the_machine_default():
 
 def test_two_entries_between_the_same_hosts_number_their_flows_on(tmp_path):
     """A second entry between the same hosts (another DSCP, a later start)
-    gets flow ids of its own: the same ids would merge two flows' series
-    in the report and count one of them twice."""
+    gets flow ids of its own: with the same ids, the later entry's series
+    replaced the earlier's, and the report counted one flow fewer for each."""
     path = tmp_path / "s.yaml"
     path.write_text(
         "name: s\ntopology: {kind: hpn}\nduration: 10\ntraffic:\n"

@@ -240,21 +240,48 @@ def free_udp_port(count=1):
 
 def test_a_sender_spreads_its_flows_over_every_port_the_kernel_uses():
 
-    # candidates 100.. as the kernel routes them: port 7 takes 6 of 8 in a row
+    # candidates 100.. as the kernel routes them: port 7 takes 6 of the first 8
     oif_of = {100: 7, 101: 7, 102: 7, 103: 9, 104: 7, 105: 7, 106: 9, 107: 7, 108: 9, 109: 9}
     assert probe.spread_sports(oif_of, 4) == [100, 103, 101, 106]
     assert probe.spread_sports(oif_of, 8) == [100, 103, 101, 106, 102, 108, 104, 109]
     # one port runs out of candidates: the others fill the rest, in order
     assert probe.spread_sports({1: 7, 2: 9, 3: 9, 4: 9}, 4) == [1, 2, 3, 4]
-    # ports without a route are taken only when none has one
+    # ports the kernel gave no answer for come last, and only when needed
     assert probe.spread_sports({1: None, 2: 7, 3: 7}, 2) == [2, 3]
+    assert probe.spread_sports({1: None, 2: 7}, 2) == [2, 1]
     assert probe.spread_sports({1: None, 2: None}, 2) == [1, 2]
 
 
-def test_the_kernels_choice_of_port_is_asked_per_source_port():
+def test_a_sender_that_cannot_ask_its_kernel_takes_consecutive_ports(monkeypatch):
+
+    def no_netlink(*args):
+        raise PermissionError("no netlink here")
+
+    monkeypatch.setattr(nic, "kernel_oifs", no_netlink)
+    assert probe.pick_sports("10.0.0.1", "10.0.1.1", 7100, 20000, 3) == [20000, 20001, 20002]
+
+
+def test_the_kernels_choice_of_port_is_asked_per_source_port(monkeypatch):
 
     lo = socket.if_nametoindex("lo")
     assert nic.kernel_oifs("127.0.0.1", "127.0.0.1", 7100, socket.IPPROTO_UDP, [20000, 20001]) == {
         20000: lo,
         20001: lo,
     }
+    # each query names its own source port and sequence number, and each
+    # answer is read as that port's
+    asked = []
+
+    def answer(query, request, seq):
+        sport = int.from_bytes(request[-12:-10], "big")  # RTA_SPORT's payload, then RTA_DPORT
+        asked.append((seq, sport))
+        return None if sport == 20001 else "reply"
+
+    monkeypatch.setattr(nic, "ask_route", answer)
+    monkeypatch.setattr(nic, "route_oif", lambda reply: 5)
+    assert nic.kernel_oifs("10.0.0.1", "10.0.1.1", 7100, socket.IPPROTO_UDP, [20000, 20001, 20002]) == {
+        20000: 5,
+        20001: None,
+        20002: 5,
+    }
+    assert asked == [(1, 20000), (2, 20001), (3, 20002)]
