@@ -8,6 +8,7 @@ import ipaddress
 
 from testbed.fabric.model import HOST
 from testbed.fabric.queues import shaper_burst_bytes
+from traffic.iperf import TCP_CONGESTION
 
 # Queue behind each shaped port: 100 ms at the port's rate (500 KB at
 # 40 Mbit/s), and at least a few frames on slow links. The default (1000
@@ -19,6 +20,8 @@ from testbed.fabric.queues import shaper_burst_bytes
 QUEUE_SECONDS = 0.1
 QUEUE_MIN_FRAMES = 4
 TCP_RETRIES = 200  # a host's tcp_retries2: see host_script
+# Allowed as a namespace's default on every kernel (see host_tcp_default).
+TCP_ALWAYS_ALLOWED = "reno"
 
 
 def queue_bytes(rate_mbit, mtu, queue_s=QUEUE_SECONDS):
@@ -119,7 +122,25 @@ def steering_script(ifnames, mask, sysfs="/sys"):
     )
 
 
-def host_script(fabric, host, engine=None, rps_mask=None):
+def host_tcp_default(allowed: list[str]) -> str:
+    """The congestion control a host's namespace starts its TCP sockets
+    with, given the machine's `tcp_allowed_congestion_control`: the one the
+    flows run (TCP_CONGESTION) where a namespace may make it its default,
+    else Reno, which every namespace may.
+
+    Why not the machine's default: iperf3 chooses its flows' algorithm only
+    once connected, so each socket first runs the namespace's. Where that is
+    BBR, BBR turns on the kernel's own pacing of the socket, and pacing stays
+    on after the switch to CUBIC. A paced socket then stalled when its port
+    died: one of tor-failure's flows, right after the fault, got a pacing
+    rate of 191,536 bit/s (the rate its 17-segment window and 51 ms RTT
+    give for a 36-byte MSS), and the next two 8,948-byte segments pushed its
+    departure time 0.75 s ahead; nothing was lost. Neither CUBIC nor Reno
+    paces a socket."""
+    return TCP_CONGESTION if TCP_CONGESTION in allowed else TCP_ALWAYS_ALLOWED
+
+
+def host_script(fabric, host, engine=None, rps_mask=None, tcp_default=TCP_CONGESTION):
     """One shell script that configures a host: addresses, MTU, offloads
     (TCP through the userspace datapath needs them off), shaping of its
     egress, and the multipath route that spreads flows over the NIC's ports
@@ -127,9 +148,11 @@ def host_script(fabric, host, engine=None, rps_mask=None):
     engine, TCP negotiates ECN. With `rps_mask`, its ports' receive queues
     are steered by flow hash (see steering_script): from a private mount
     namespace, since only a sysfs mounted from inside the host's network
-    namespace shows its interfaces."""
+    namespace shows its interfaces. Its TCP sockets start with
+    `tcp_default` (host_tcp_default)."""
     sysctls = ["net.ipv4.tcp_ecn=1"] if engine is not None else []
     sysctls += [
+        f"net.ipv4.tcp_congestion_control={tcp_default}",
         "net.ipv6.conf.all.disable_ipv6=1",
         "net.ipv6.conf.default.disable_ipv6=1",
         "net.ipv4.fib_multipath_hash_policy=1",

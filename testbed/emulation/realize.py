@@ -296,8 +296,10 @@ class FabricNet:
         that is run by path, and no path enters a shell: nothing can swap
         it or break its command line. A copy is kept for people to read."""
         commands = {}
+        # One list for the whole machine, readable from any namespace.
+        tcp_default = plans.host_tcp_default(read_sysctl("net/ipv4/tcp_allowed_congestion_control").split())
         for h in self.fabric.hosts():
-            script = plans.host_script(self.fabric, h.name, self.queues, self._rps_mask())
+            script = plans.host_script(self.fabric, h.name, self.queues, self._rps_mask(), tcp_default)
             write_private(os.path.join(self.run_dir, f"host-{h.name}.sh"), script)
             commands[h.name] = (["bash", "-c", script], None)
         failed = first_failure(run_in_hosts(self.ns_argv, commands), "configuring the host")

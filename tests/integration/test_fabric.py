@@ -78,6 +78,9 @@ def test_nic_spreads_flows_over_both_ports(tmp_path, leak_check):
                 flows.start_client(p, t0)
             # The connections run the congestion control hpnlab sets, not the machine's default.
             assert _congestion_controls(fnet, "s0h0") == {"cubic"}
+            # and start with one that does not pace them (BBR's pacing would outlive the switch)
+            default = fnet.run_in("s0h0", ["sysctl", "-n", "net.ipv4.tcp_congestion_control"]).stdout.strip()
+            assert default in ("cubic", "reno"), default
             assert flows.wait(timeout=20) == []
         finally:
             flows.stop()

@@ -72,6 +72,9 @@ def test_host_script_for_a_dual_port_nic():
     assert any("fib_multipath_hash_policy=1" in l for l in shell)
     assert any("ignore_routes_with_linkdown=1" in l for l in shell)
     assert any(f"tcp_retries2={plans.TCP_RETRIES}" in l for l in shell)
+    assert any("net.ipv4.tcp_congestion_control=cubic" in l for l in shell)
+    reno = split_script(plans.host_script(fabric, "s0h0", tcp_default="reno"))["shell"]
+    assert any("net.ipv4.tcp_congestion_control=reno" in l for l in reno)
 
     # 200 Gbit/s scaled by 5000: 40 Mbit/s, HTB + a byte FIFO of 0.1 s
     limit = plans.queue_bytes(40.0, 9000)
@@ -84,6 +87,14 @@ def test_host_script_for_a_dual_port_nic():
         assert mine[2] == f"qdisc replace dev {p} parent 1:1 handle 10: bfifo limit {limit}"
         assert len(mine) == 3
     assert not any("netem" in l for l in tc)
+
+
+def test_hosts_start_tcp_with_cubic_where_allowed_else_reno():
+    # never the machine's default as such: BBR would leave its pacing on
+    assert plans.host_tcp_default(["reno", "cubic"]) == "cubic"
+    assert plans.host_tcp_default(["reno", "bbr"]) == "reno"
+    assert plans.host_tcp_default(["reno", "bbr", "cubic"]) == "cubic"
+    assert plans.host_tcp_default([]) == "reno"
 
 
 def test_cpu_mask_names_the_first_n_cpus_in_32_bit_words():
