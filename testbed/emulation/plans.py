@@ -22,6 +22,7 @@ QUEUE_MIN_FRAMES = 4
 TCP_RETRIES = 200  # a host's tcp_retries2: see host_script
 # Allowed as a namespace's default on every kernel (see host_tcp_default).
 TCP_ALWAYS_ALLOWED = "reno"
+ARP_EVICT_NOCARRIER = "net/ipv4/conf/all/arp_evict_nocarrier"  # see host_script
 
 
 def queue_bytes(rate_mbit, mtu, queue_s=QUEUE_SECONDS):
@@ -140,7 +141,7 @@ def host_tcp_default(allowed: list[str]) -> str:
     return TCP_CONGESTION if TCP_CONGESTION in allowed else TCP_ALWAYS_ALLOWED
 
 
-def host_script(fabric, host, engine=None, rps_mask=None, tcp_default=TCP_CONGESTION):
+def host_script(fabric, host, engine=None, rps_mask=None, tcp_default=TCP_CONGESTION, keep_neighbours=True):
     """One shell script that configures a host: addresses, MTU, offloads
     (TCP through the userspace datapath needs them off), shaping of its
     egress, and the multipath route that spreads flows over the NIC's ports
@@ -149,7 +150,9 @@ def host_script(fabric, host, engine=None, rps_mask=None, tcp_default=TCP_CONGES
     are steered by flow hash (see steering_script): from a private mount
     namespace, since only a sysfs mounted from inside the host's network
     namespace shows its interfaces. Its TCP sockets start with
-    `tcp_default` (host_tcp_default)."""
+    `tcp_default` (host_tcp_default). With `keep_neighbours` (kernels
+    since 5.16 have the setting), a port that loses its carrier keeps its
+    neighbour entries."""
     sysctls = ["net.ipv4.tcp_ecn=1"] if engine is not None else []
     sysctls += [
         f"net.ipv4.tcp_congestion_control={tcp_default}",
@@ -169,6 +172,15 @@ def host_script(fabric, host, engine=None, rps_mask=None, tcp_default=TCP_CONGES
         # retransmissions (no answer from the far end) takes longer still.
         f"net.ipv4.tcp_retries2={TCP_RETRIES}",
     ]
+    if keep_neighbours:
+        # The far ends' MACs do not change when a cable goes. Evicted at
+        # the loss of carrier, an entry was made anew by a segment the kernel
+        # sent through the dead port just before its routes moved; the
+        # segment then waited in the entry for 3 s of unanswered ARP, and
+        # the kernel would not retransmit it while it waited (a tor-failure
+        # flow silent 2.8 s). A kept entry hands such a segment to the dead
+        # port, which drops it, and TCP sends it again by the live one.
+        sysctls.append(ARP_EVICT_NOCARRIER.replace("/", ".") + "=0")
     lines = ["sysctl -qw " + " ".join(sysctls)]
     ip_lines, tc_lines = [], []
     links = {l.end(host).ifname: l for l in fabric.links_of(host)}

@@ -29,7 +29,7 @@ from . import (
 from .controller import ControllerProcess
 from .hostroutes import HostRoutes
 from .hostrun import first_failure, run_in_hosts
-from .ledger import Ledger, already_present, read_sysctl
+from .ledger import SYSCTL_ROOT, Ledger, already_present, read_sysctl
 from .pause_process import PauseProcess
 from .procs import signals_held
 from .queues import QueueEngine, parse_ifindexes
@@ -298,8 +298,11 @@ class FabricNet:
         commands = {}
         # One list for the whole machine, readable from any namespace.
         tcp_default = plans.host_tcp_default(read_sysctl("net/ipv4/tcp_allowed_congestion_control").split())
+        keep_neighbours = os.path.exists(os.path.join(SYSCTL_ROOT, plans.ARP_EVICT_NOCARRIER))
         for h in self.fabric.hosts():
-            script = plans.host_script(self.fabric, h.name, self.queues, self._rps_mask(), tcp_default)
+            script = plans.host_script(
+                self.fabric, h.name, self.queues, self._rps_mask(), tcp_default, keep_neighbours
+            )
             write_private(os.path.join(self.run_dir, f"host-{h.name}.sh"), script)
             commands[h.name] = (["bash", "-c", script], None)
         failed = first_failure(run_in_hosts(self.ns_argv, commands), "configuring the host")

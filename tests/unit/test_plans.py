@@ -73,6 +73,9 @@ def test_host_script_for_a_dual_port_nic():
     assert any("ignore_routes_with_linkdown=1" in l for l in shell)
     assert any(f"tcp_retries2={plans.TCP_RETRIES}" in l for l in shell)
     assert any("net.ipv4.tcp_congestion_control=cubic" in l for l in shell)
+    assert any("net.ipv4.conf.all.arp_evict_nocarrier=0" in l for l in shell)
+    old_kernel = split_script(plans.host_script(fabric, "s0h0", keep_neighbours=False))["shell"]
+    assert not any("arp_evict_nocarrier" in l for l in old_kernel)
     reno = split_script(plans.host_script(fabric, "s0h0", tcp_default="reno"))["shell"]
     assert any("net.ipv4.tcp_congestion_control=reno" in l for l in reno)
 
