@@ -20,8 +20,8 @@ from traffic.iperf import TCP_CONGESTION
 QUEUE_SECONDS = 0.1
 QUEUE_MIN_FRAMES = 4
 TCP_RETRIES = 200  # a host's tcp_retries2: see host_script
-# Allowed as a namespace's default on every kernel (see host_tcp_default).
-TCP_ALWAYS_ALLOWED = "reno"
+# What a host's sockets start with, in order of preference (host_tcp_default).
+TCP_UNPACED = (TCP_CONGESTION, "reno")
 ARP_EVICT_NOCARRIER = "net/ipv4/conf/all/arp_evict_nocarrier"  # see host_script
 
 
@@ -123,25 +123,24 @@ def steering_script(ifnames, mask, sysfs="/sys"):
     )
 
 
-def host_tcp_default(allowed: list[str]) -> str:
+def host_tcp_default(allowed: list[str]) -> str | None:
     """The congestion control a host's namespace starts its TCP sockets
-    with, given the machine's `tcp_allowed_congestion_control`: the one the
-    flows run (TCP_CONGESTION) where a namespace may make it its default,
-    else Reno, which every namespace may.
+    with, given the machine's `tcp_allowed_congestion_control` (what a
+    namespace may make its default): the one the flows run
+    (TCP_CONGESTION), else Reno; None when neither is allowed (an admin's
+    list can leave out even Reno), and the hosts keep the machine's default.
 
     Why not the machine's default: iperf3 chooses its flows' algorithm only
     once connected, so each socket first runs the namespace's. Where that is
     BBR, BBR turns on the kernel's own pacing of the socket, and pacing stays
-    on after the switch to CUBIC. A paced socket then stalled when its port
-    died: one of tor-failure's flows, right after the fault, got a pacing
-    rate of 191,536 bit/s (the rate its 17-segment window and 51 ms RTT
-    give for a 36-byte MSS), and the next two 8,948-byte segments pushed its
-    departure time 0.75 s ahead; nothing was lost. Neither CUBIC nor Reno
-    paces a socket."""
-    return TCP_CONGESTION if TCP_CONGESTION in allowed else TCP_ALWAYS_ALLOWED
+    on after the switch to CUBIC. A paced socket's rate can collapse for a
+    moment when its port dies, and the segments it sends then hold back its
+    next ones for as long as that rate says (docs/limits.md, tor-failure).
+    Neither CUBIC nor Reno paces a socket."""
+    return next((cc for cc in TCP_UNPACED if cc in allowed), None)
 
 
-def host_script(fabric, host, engine=None, rps_mask=None, tcp_default=TCP_CONGESTION, keep_neighbours=True):
+def host_script(fabric, host, engine=None, rps_mask=None, *, tcp_default=None, keep_neighbours=False):
     """One shell script that configures a host: addresses, MTU, offloads
     (TCP through the userspace datapath needs them off), shaping of its
     egress, and the multipath route that spreads flows over the NIC's ports
@@ -150,12 +149,13 @@ def host_script(fabric, host, engine=None, rps_mask=None, tcp_default=TCP_CONGES
     are steered by flow hash (see steering_script): from a private mount
     namespace, since only a sysfs mounted from inside the host's network
     namespace shows its interfaces. Its TCP sockets start with
-    `tcp_default` (host_tcp_default). With `keep_neighbours` (kernels
-    since 5.16 have the setting), a port that loses its carrier keeps its
-    neighbour entries."""
+    `tcp_default` (host_tcp_default) when given. With `keep_neighbours`
+    (kernels since 5.16 have the setting), a port that loses its carrier
+    keeps its neighbour entries."""
     sysctls = ["net.ipv4.tcp_ecn=1"] if engine is not None else []
+    if tcp_default is not None:
+        sysctls.append(f"net.ipv4.tcp_congestion_control={tcp_default}")
     sysctls += [
-        f"net.ipv4.tcp_congestion_control={tcp_default}",
         "net.ipv6.conf.all.disable_ipv6=1",
         "net.ipv6.conf.default.disable_ipv6=1",
         "net.ipv4.fib_multipath_hash_policy=1",
@@ -174,12 +174,12 @@ def host_script(fabric, host, engine=None, rps_mask=None, tcp_default=TCP_CONGES
     ]
     if keep_neighbours:
         # The far ends' MACs do not change when a cable goes. Evicted at
-        # the loss of carrier, an entry was made anew by a segment the kernel
-        # sent through the dead port just before its routes moved; the
-        # segment then waited in the entry for 3 s of unanswered ARP, and
-        # the kernel would not retransmit it while it waited (a tor-failure
-        # flow silent 2.8 s). A kept entry hands such a segment to the dead
-        # port, which drops it, and TCP sends it again by the live one.
+        # the loss of carrier, an entry can be made anew by a segment the
+        # kernel sends through the dead port just before its routes move;
+        # the segment then waits in it until ARP gives up (3 s), and TCP
+        # may not retransmit it meanwhile (docs/limits.md, tor-failure).
+        # A kept entry hands such a segment to the dead port, which drops
+        # it, so TCP can send it again by the live one.
         sysctls.append(ARP_EVICT_NOCARRIER.replace("/", ".") + "=0")
     lines = ["sysctl -qw " + " ".join(sysctls)]
     ip_lines, tc_lines = [], []

@@ -299,9 +299,20 @@ class FabricNet:
         # One list for the whole machine, readable from any namespace.
         tcp_default = plans.host_tcp_default(read_sysctl("net/ipv4/tcp_allowed_congestion_control").split())
         keep_neighbours = os.path.exists(os.path.join(SYSCTL_ROOT, plans.ARP_EVICT_NOCARRIER))
+        if tcp_default is None:
+            self.log(
+                "warning: the machine allows neither CUBIC nor Reno as a namespace's default "
+                "congestion control: the hosts' TCP starts with the machine's default, and if "
+                "that paces (BBR), the pacing stays on after iperf3 switches to CUBIC"
+            )
         for h in self.fabric.hosts():
             script = plans.host_script(
-                self.fabric, h.name, self.queues, self._rps_mask(), tcp_default, keep_neighbours
+                self.fabric,
+                h.name,
+                self.queues,
+                self._rps_mask(),
+                tcp_default=tcp_default,
+                keep_neighbours=keep_neighbours,
             )
             write_private(os.path.join(self.run_dir, f"host-{h.name}.sh"), script)
             commands[h.name] = (["bash", "-c", script], None)

@@ -43,9 +43,12 @@ def test_a_detached_fabric_is_driven_from_another_shell(tmp_path, leak_check):
         assert pulled.returncode == 0, pulled.stdout + pulled.stderr
         answer = json.loads(pulled.stdout)
         assert answer["converged_s"] is not None and answer["converged_s"] < 2.0
-        # the dead port keeps what pingall's ARP taught it (a kernel's default evicts it)
-        kept = hpnlab("exec", "s0h0", "--", "ip", "-4", "neigh", "show", "dev", "s0h0-n0p0").stdout
-        assert {line.split()[0] for line in kept.splitlines()} >= {"10.0.0.2", "10.0.1.1"}, kept
+        # the dead port keeps the MACs pingall's ARP taught it (a kernel's
+        # default evicts them; kernels before 5.16 cannot be told not to)
+        if os.path.exists("/proc/sys/net/ipv4/conf/all/arp_evict_nocarrier"):
+            kept = hpnlab("exec", "s0h0", "--", "ip", "-4", "-j", "neigh", "show", "dev", "s0h0-n0p0").stdout
+            known = {n["dst"] for n in json.loads(kept) if n.get("lladdr")}
+            assert known >= {"10.0.0.2", "10.0.1.1"}, kept
         picture = tmp_path / "live.svg"
         status = json.loads(hpnlab("status", "--json", "--draw", str(picture)).stdout)
         assert [d[:2] for d in status["links_down"]] == [["s0h0", "t0r0k0"]]
