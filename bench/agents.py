@@ -20,7 +20,8 @@ veth pair (bench/generator.py, one core), measured before the runs and
 again after them. Targets, as ratios: agents at most 2x the reference per
 frame, Open vSwitch at most 2.5x per packet-hop. Needs root and Open
 vSwitch; run it on an otherwise quiet machine. The agents run as a
-drill runs them, one process per core, unless --processes says how many.
+drill runs them, one process per core, unless --processes says how many,
+with their per-frame work in C (traffic/cframes.py) unless --frames python.
 """
 
 import argparse
@@ -35,7 +36,7 @@ TARGET_AGENTS_RATIO = 2.0  # agents' CPU per frame / the raw sender's
 TARGET_OVS_RATIO = 2.5  # Open vSwitch's CPU per packet-hop / the raw sender's per frame
 
 
-def run_once(scenario, out, extra, split=False, processes=None):
+def run_once(scenario, out, extra, split=False, processes=None, frames=None):
     hpnlab = os.path.join(os.path.dirname(sys.executable), "hpnlab")
     argv = [hpnlab] if os.path.exists(hpnlab) else [sys.executable, "-m", "testbed.cli"]
     env = dict(os.environ)
@@ -43,6 +44,8 @@ def run_once(scenario, out, extra, split=False, processes=None):
         env["HPNLAB_AGENT_SPLIT"] = "1"
     if processes:
         env["HPNLAB_AGENT_PROCESSES"] = str(processes)
+    if frames == "python":
+        env["HPNLAB_AGENT_FRAMES"] = "python"
     proc = subprocess.run(
         argv + ["run", scenario, "--out", out] + extra, cwd=ROOT, capture_output=True, text=True, env=env
     )
@@ -59,18 +62,21 @@ def run_once(scenario, out, extra, split=False, processes=None):
         "fidelity": m["fidelity"].get("min"),
         "verdict": "PASSED" if res.get("passed") else "not passed",
         "split": cpu_split(os.path.join(out, "run")) if split else None,
-        "processes": agent_processes(os.path.join(out, "run")),
+        **agent_processes(os.path.join(out, "run")),
     }
 
 
 def agent_processes(run_dir):
-    """How many processes played the drill's hosts (from the agents' results)."""
-    groups = set()
+    """How many processes played the drill's hosts, and which way their
+    frames took (C library or Python; from the agents' results)."""
+    groups, paths = set(), set()
     for name in os.listdir(run_dir):
         if name.startswith("agent-") and name.endswith(".json") and not name.endswith(".cfg.json"):
             with open(os.path.join(run_dir, name)) as fh:
-                groups.add(tuple(json.load(fh).get("process", {}).get("hosts", [name])))
-    return len(groups)
+                res = json.load(fh)
+            groups.add(tuple(res.get("process", {}).get("hosts", [name])))
+            paths.add(res.get("frames_path", "python").split(" ")[0])
+    return {"processes": len(groups), "frames": "/".join(sorted(paths))}
 
 
 def cpu_split(run_dir):
@@ -110,6 +116,13 @@ def main():
         help="agent processes to play the hosts (HPNLAB_AGENT_PROCESSES; default one per core)",
     )
     ap.add_argument(
+        "--frames",
+        choices=("c", "python"),
+        default="c",
+        help="the agents' per-frame work in C where the drill built it (c, the default) "
+        "or all in Python (HPNLAB_AGENT_FRAMES=python), for comparison",
+    )
+    ap.add_argument(
         "--split",
         action="store_true",
         help="also print where the agents' CPU goes by part of their loop (costs them a few "
@@ -129,14 +142,17 @@ def main():
     )
     with tempfile.TemporaryDirectory(prefix="hpnlab-bench-") as tmp:
         for i in range(args.runs):
-            r = run_once(args.scenario, os.path.join(tmp, f"run{i}"), extra, args.split, args.processes)
+            r = run_once(
+                args.scenario, os.path.join(tmp, f"run{i}"), extra, args.split, args.processes, args.frames
+            )
             c = r["cost"]
             rows.append(r)
             fid = r["fidelity"]
             print(
                 f"{i + 1:>3}  {c.get('agents_us') or 0:>16.1f}  "
                 f"{c.get('agents_us_per_frame') or 0:>15.1f}  {c.get('ovs_us') or 0:>17.1f}  "
-                f"{fid if fid is not None else 0:>8.3f}  {r['verdict']} ({r['processes']} agent processes)",
+                f"{fid if fid is not None else 0:>8.3f}  {r['verdict']} "
+                f"({r['processes']} agent processes, frames in {r['frames']})",
                 flush=True,
             )
             if r["split"]:

@@ -48,7 +48,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from . import gobackn, netns, roce, transport
+from . import cframes, gobackn, netns, roce, transport
 from .collectives import Step
 from .job import Job
 from .receiver import Receiver
@@ -109,8 +109,14 @@ class Agent:
         self.coalesce_s = COALESCE_FRAMES * (payload + roce.FRAME_OVERHEAD) * 8 / self.line_rate_bps
         peer_by_ip = {p["ip"]: p for job in self.jobs for p in job.peers}
         self.frames = {"data_sent": 0, "ctrl_sent": 0, "warm_sent": 0, "received": 0}
+        # The frames' per-packet work in C when the runner built it (cframes.py)
+        native, self.frames_path = cframes.load(cfg.get("frames_library"))
         settings = FlowSettings(
-            payload=payload, window=cfg.get("window", 64), rto_s=rto_s, line_rate_bps=self.line_rate_bps
+            payload=payload,
+            window=cfg.get("window", 64),
+            rto_s=rto_s,
+            line_rate_bps=self.line_rate_bps,
+            cframes=native,
         )
         self.sender = Sender(
             self.nic, settings, dcqcn_params, cfg.get("control_dscp"), peer_by_ip, self.frames
@@ -127,6 +133,7 @@ class Agent:
             # A frame may wait one moderation interval by design, plus the
             # scheduler's usual jitter; what waits longer was read late.
             reads=transport.ReadMeter(self.line_rate_bps, self.coalesce_s + READ_TOLERANCE_S),
+            cframes=native,
         )
         self.split: CpuSplit | None = None  # set by play() when asked to measure
         self.rx_overflows: int | None = None
@@ -249,6 +256,7 @@ class Agent:
             "rx_buffer_bytes": self.receiver.rx_buffer,
             "rx_overflows": self.rx_overflows,
             "time_dilation": self.dilation,
+            "frames_path": self.frames_path,
             **extra,
         }
 

@@ -155,6 +155,21 @@ class GbnReceiver:
         self._unacked += 1
         return True
 
+    def in_order_run(self, psn: int, count: int) -> bool:
+        """in_order for the `count` packets from `psn` at once: True only if
+        each of them would have been taken; False takes none."""
+        if (
+            psn != self.expected
+            or self._unacked + count >= self.ack_every
+            or psn + count >= self.npackets
+            or self._nak_psn is not None
+        ):
+            return False
+        self.expected += count
+        self.received += count
+        self._unacked += count
+        return True
+
     def on_data(self, psn: int, ce: bool, ackreq: bool, now: float) -> list[tuple]:
         actions: list[tuple] = []
         if psn == self.expected:

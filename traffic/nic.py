@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from . import roce, transport
 
 if TYPE_CHECKING:
+    from .cframes import CSend
     from .transfers import OutFlow
 
 PORT_BURST = 4  # frames of catch-up credit of a paced (below line rate) flow
@@ -253,7 +254,8 @@ class Port:
         True, all queued; False, the queue is full (wait until writable);
         None, the port refused a frame (down): the flow moves at its next
         route refresh."""
-        send, meter = self.sock.send, self.meter
+        send = self.sock.send
+        check = self.backlogged and self.meter.idle_since(now)
         sent = nbytes = 0
         outcome: bool | None = True
         for psn in range(first, first + count):
@@ -267,14 +269,42 @@ class Port:
                 self.errors += 1
                 outcome = None
                 break
-            # Before a gap is put down to the agent's lateness, ask the kernel
-            # whether its queue had really run dry (one system call, only then).
-            if not sent and self.backlogged and meter.idle_since(now) and self.queued_bytes() > 0:
-                meter.still_queued(now)
+            if check:
+                self._check_drained(now)
+                check = False
             sent += 1
             nbytes += len(frame)
+        return self._ran(sent, nbytes, outcome, now)
+
+    def send_native(
+        self, native: "CSend", first: int, count: int, now: float
+    ) -> tuple[int, int, bool | None]:
+        """send_run for frames the C library patches and sends (all of one
+        length: a transfer's middle frames), one call for the run."""
+        fd = self.sock.fileno()
+        sent = 0
+        outcome: bool | None = True
+        if self.backlogged and self.meter.idle_since(now):
+            sent, outcome, _err = native.send(fd, first, 1)  # the first alone: see _check_drained
+            if sent:
+                self._check_drained(now)
+        if outcome is True and count > sent:
+            more, outcome, _err = native.send(fd, first + sent, count - sent)
+            sent += more
+        if outcome is None:
+            self.errors += 1
+        return self._ran(sent, sent * native.len, outcome, now)
+
+    def _check_drained(self, now: float) -> None:
+        """The run's first frame is queued after a gap: before that gap is
+        put down to the agent's lateness, ask the kernel whether its queue
+        had really run dry (one system call, only then)."""
+        if self.queued_bytes() > 0:
+            self.meter.still_queued(now)
+
+    def _ran(self, sent: int, nbytes: int, outcome: bool | None, now: float) -> tuple[int, int, bool | None]:
         if sent:
-            meter.sent(nbytes, now, self.backlogged, frames=sent)
+            self.meter.sent(nbytes, now, self.backlogged, frames=sent)
         if outcome is False:
             self.blocked = self.backlogged = True
         elif outcome is None:

@@ -286,6 +286,12 @@ class FrameTemplate:
             self._tables = psn_tables(after)
             self._psn0_icrc[op] = icrc ^ psn_change(self._tables, word)
 
+    def table_icrc(self, op: int) -> tuple[int, list[list[int]]] | None:
+        """(ICRC with a zero PSN word, the PSN tables) once frames of this
+        opcode take the table path (see frame); None before."""
+        icrc = self._psn0_icrc.get(op)
+        return None if icrc is None else (icrc, self._tables)
+
     def for_length(self, payload_len: int) -> "FrameTemplate":
         """A template identical but for its payload length (cached), e.g.
         for the shorter last packet of a message: IP total length, IP

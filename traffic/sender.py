@@ -217,7 +217,11 @@ class Sender:
             if paced:
                 count = 1
             first = gbn.nxt
-            sent, nbytes, outcome = port.send_run(flow.frame, first, count, now)
+            native, count = flow.next_run(first, count)
+            if native is None:
+                sent, nbytes, outcome = port.send_run(flow.frame, first, count, now)
+            else:
+                sent, nbytes, outcome = port.send_native(native, first, count, now)
             if sent:
                 if paced:
                     flow.pacer.sent(nbytes, now)

@@ -14,6 +14,7 @@ from .gobackn import GbnReceiver, GbnSender
 from .nic import PORT_BURST
 
 if TYPE_CHECKING:
+    from .cframes import CFrames, CSend
     from .collectives import Step
     from .job import Job
 
@@ -50,6 +51,7 @@ class FlowSettings:
     rto_s: float  # the go-back-N timeout (time-dilated)
     line_rate_bps: float  # the NIC port's rate
     burst_packets: int = PORT_BURST
+    cframes: CFrames | None = None  # the C library that sends middle frames (None: Python does)
 
 
 # (peer, dscp, payload length) -> a frame template toward that peer
@@ -93,6 +95,8 @@ class OutFlow:
         self.paced = self.dcqcn.rate < settings.line_rate_bps  # below line rate: pace in user space
         self.port: str | None = None
         self.seq = (iteration, step.index)  # issue order: FIFO per peer
+        self.cframes = settings.cframes
+        self.native: CSend | None = None
 
     def opcode(self, psn: int) -> int:
         if self.npackets == 1:
@@ -100,6 +104,22 @@ class OutFlow:
         if psn == 0:
             return roce.SEND_FIRST
         return roce.SEND_LAST if psn == self.npackets - 1 else roce.SEND_MIDDLE
+
+    def next_run(self, first: int, count: int) -> tuple[CSend | None, int]:
+        """How the next of `count` frames from `first` go out: (the C
+        library's sender, n) for n middle frames, or (None, n) for n frames
+        that self.frame makes (up to the first the library could take)."""
+        last = self.npackets - 1
+        if self.cframes is None or first >= last:
+            return None, count
+        if first == 0:
+            return None, 1
+        if self.native is None:
+            table = self.full.table_icrc(roce.SEND_MIDDLE)
+            if table is None:  # it comes once a middle frame was hashed the long way
+                return None, 1
+            self.native = self.cframes.sender(self.full.buf, roce.BTH_OFF, *table)
+        return self.native, min(count, last - first)
 
     def frame(self, psn: int) -> bytearray:
         """The frame of one PSN (in the template's reused buffer: send it at once)."""

@@ -10,10 +10,35 @@ import subprocess
 import threading
 import time
 
+import traffic
+from testbed.emulation import compiled
 from testbed.emulation.procs import end as end_process
 from testbed.emulation.procs import own_module
 from testbed.plan.calibration import cores_here
 from testbed.plan.processes import PROCESSES_ENV, host_groups, process_count
+
+# The agents' per-frame work in C (traffic/cframes.py), built once per version
+FRAMES_SOURCE = os.path.join(os.path.dirname(os.path.abspath(traffic.__file__)), "c", "frames.c")
+FRAMES_PREFIX = "hpnlab-agent-frames-"
+
+
+def frames_library(log=print, out_dir=compiled.LIBRARY_DIR):
+    """The agents' C frame library, built if need be; None (with a warning: the
+    agents then do that work in Python, at more CPU per frame) when it
+    cannot be."""
+    try:
+        lib = compiled.shared_library(FRAMES_SOURCE, FRAMES_PREFIX, out_dir=out_dir)
+    except (RuntimeError, OSError) as e:
+        log(
+            f"WARNING: the traffic agents' C frame library did not build ({e}): "
+            "they run without it, at more CPU per frame"
+        )
+        return None
+    if lib is None:
+        log(
+            "WARNING: no C compiler: the traffic agents do without their C frame library (more CPU per frame)"
+        )
+    return lib
 
 
 class JobAgents:
@@ -31,12 +56,14 @@ class JobAgents:
     def start(self):
         hosts = list(self.configs)
         n = process_count(len(hosts), cores_here(), asked=os.environ.get(PROCESSES_ENV))
+        lib = frames_library(self.log)
         for group in host_groups(hosts, n):
             paths = []
             for host in group:
                 path = os.path.join(self.run_dir, f"agent-{host}.cfg.json")
                 with open(path, "w") as fh:
-                    json.dump({**self.configs[host], "netns": self.fnet.netns_of(host)}, fh, indent=1)
+                    cfg = {**self.configs[host], "netns": self.fnet.netns_of(host), "frames_library": lib}
+                    json.dump(cfg, fh, indent=1)
                 paths.append(path)
             # Started in its first host's namespace, as a process of one host
             # was: what it loads at start (scapy looks at the interfaces of

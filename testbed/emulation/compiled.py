@@ -1,5 +1,6 @@
 """Objects hpnlab compiles from its own C sources (the BPF queue engine,
-Open vSwitch's pacer): one file per version of a source, built once.
+Open vSwitch's pacer, the traffic agents' wire): one file per version of a
+source, built once.
 
 Standard library only: scripts/provision.sh builds the pacer before the
 virtualenv exists.
@@ -7,7 +8,10 @@ virtualenv exists.
 
 import hashlib
 import os
+import shutil
 import subprocess
+
+LIBRARY_DIR = "/var/lib/hpnlab/lib"  # the shared libraries root loads
 
 
 def versioned_path(source, out_dir, prefix, suffix):
@@ -39,3 +43,24 @@ def compile_to(path, source, argv_for, error=RuntimeError):
         raise error(f"compiling {source} failed: {r.stderr.strip()[-400:]}")
     os.replace(tmp, path)
     return path
+
+
+def compiler():
+    """The C compiler that builds hpnlab's libraries, or None."""
+    return shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+
+
+def shared_library(source, prefix, libs=(), out_dir=LIBRARY_DIR):
+    """The shared library built from `source`, once per version of it;
+    None when no C compiler is there. A file someone other than root could
+    have written is built anew: root loads it. RuntimeError when it does
+    not compile."""
+    lib = versioned_path(source, out_dir, prefix, ".so")
+    if roots_alone(lib):
+        return lib
+    cc = compiler()
+    if cc is None:
+        return None
+    return compile_to(
+        lib, source, lambda out: [cc, "-O2", "-Wall", "-shared", "-fPIC", "-o", out, source, *libs]
+    )

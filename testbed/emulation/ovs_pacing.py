@@ -21,12 +21,11 @@ capabilities, before the virtualenv exists.
 """
 
 import os
-import shutil
 
 from . import compiled
 
 SOURCE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pacer", "ovs_pass_pacer.c")
-LIBRARY_DIR = "/var/lib/hpnlab/lib"
+LIBRARY_DIR = compiled.LIBRARY_DIR
 LIBRARY_PREFIX = "hpnlab-ovs-pacer-"
 GAP_FILE_ENV = "HPNLAB_OVS_PASS_GAP_FILE"  # read by the pacer: the file holding the gap
 GAP_FILE_NAME = "hpnlab-pass-gap-us"  # in the run folder of the Open vSwitch the fabric uses
@@ -55,24 +54,14 @@ def gap_file(ovs_rundir):
     return os.path.join(ovs_rundir, GAP_FILE_NAME)
 
 
-def compiler():
-    """The C compiler that builds the pacer, or None."""
-    return shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+compiler = compiled.compiler  # the C compiler that builds the pacer, or None
 
 
 def build_library(out_dir=LIBRARY_DIR):
     """The compiled pacer, built once per version of its source; None when
     no C compiler is there (Open vSwitch then runs unpaced).
     RuntimeError when it does not compile."""
-    lib = current_library(out_dir)
-    if compiled.roots_alone(lib):  # root preloads it: a file someone else could write is built anew
-        return lib
-    cc = compiler()
-    if cc is None:
-        return None
-    return compiled.compile_to(
-        lib, SOURCE, lambda out: [cc, "-O2", "-Wall", "-shared", "-fPIC", "-o", out, SOURCE, "-ldl"]
-    )
+    return compiled.shared_library(SOURCE, LIBRARY_PREFIX, libs=("-ldl",), out_dir=out_dir)
 
 
 def current_library(out_dir=LIBRARY_DIR):

@@ -246,7 +246,9 @@ def cpu_per_packet(agent_results: dict, emulator: dict) -> dict:
     ovs_us: Open vSwitch's CPU per packet-hop (a packet entering one switch);
     agents_instrumented: how the agents measured themselves meanwhile
     (HPNLAB_AGENT_SPLIT: "split", HPNLAB_PROFILE: "profile"), which costs
-    them CPU a drill does not spend: empty for an ordinary run."""
+    them CPU a drill does not spend: empty for an ordinary run;
+    agents_frames: where their per-frame work ran ("c": the C frame
+    library, "python": without it)."""
     got = [r for r in (agent_results or {}).values() if r]
     cpu = sum(r.get("cpu_s", 0.0) for r in got)
     packets = sum(j["packets_sent"] for r in got for j in r["jobs"])
@@ -263,4 +265,5 @@ def cpu_per_packet(agent_results: dict, emulator: dict) -> dict:
         "packet_hops": hops,
         "ovs_us": round(ovs / hops * 1e6, 2) if ovs is not None and hops else None,
         "agents_instrumented": sorted({r["instrumented"] for r in got if r.get("instrumented")}),
+        "agents_frames": sorted({(r.get("frames_path") or "python").split(" ")[0] for r in got}),
     }

@@ -280,15 +280,26 @@ def test_a_job_computes_then_runs_its_steps_as_their_deps_finish():
 
 
 class _Port:
-    """A NIC port whose frames go into a list (the wire)."""
+    """A NIC port whose frames go into a list (the wire); the C library's
+    runs go through a datagram socket pair into the same list."""
 
     def __init__(self):
         self.flows, self.blocked, self.rr, self.backlogged, self.out = [], False, 0, False, []
+        self.native_runs = 0
 
     def send_run(self, make, first, count, now):
         frames = [bytes(make(psn)) for psn in range(first, first + count)]
         self.out += frames
         return count, sum(map(len, frames)), True
+
+    def send_native(self, native, first, count, now):
+        a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        with a, b:
+            a.setblocking(False)
+            sent, outcome, _err = native.send(a.fileno(), first, count)
+            self.out += [b.recv(65536) for _ in range(sent)]
+        self.native_runs += 1
+        return sent, sent * native.len, outcome
 
     def send_ctrl(self, frame):
         self.out.append(bytes(frame))
@@ -317,9 +328,45 @@ class _RxSocket:
         return len(payload), anc, 0, (src, roce.ROCE_PORT)
 
 
-def _host(spec):
+class _LoopbackRx:
+    """A host's receive socket for real, on loopback: the test hands it each
+    frame's UDP payload from a socket bound to the frame's IPv4 source
+    address (127.0.0.0/8), with the frame's TOS byte, as the fabric would."""
+
+    def __init__(self, ip):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.setsockopt(socket.IPPROTO_IP, receiver.IP_RECVTOS, 1)
+        self.sock.setsockopt(socket.SOL_SOCKET, receiver.SO_TIMESTAMPNS, 1)
+        self.sock.bind((ip, 0))
+        self.sock.setblocking(False)
+        self.senders = {}
+
+    def fileno(self):
+        return self.sock.fileno()
+
+    def recvmsg_into(self, bufs, space):
+        return self.sock.recvmsg_into(bufs, space)
+
+    def deliver(self, frame):
+        src = socket.inet_ntoa(frame[26:30])
+        tx = self.senders.get(src)
+        if tx is None:
+            tx = self.senders[src] = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            tx.bind((src, 0))
+        tx.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, frame[15])
+        tx.sendto(frame[roce.BTH_OFF :], self.sock.getsockname())
+
+    def close(self):
+        for tx in self.senders.values():
+            tx.close()
+        self.sock.close()
+
+
+def _host(spec, cframes=None):
     """One host's agent with its sending and receiving sides, sockets faked
-    (their state as Sender/Receiver/Agent.__init__ set it up)."""
+    (their state as Sender/Receiver/Agent.__init__ set it up). With `cframes`
+    (the C library), frames are received for real on loopback and the
+    library does its part of the sending and receiving."""
     job = Job(spec, 0.0)
     me = spec["peers"][spec["rank"]]
     peer_by_ip = {p["ip"]: p for p in spec["peers"]}
@@ -328,7 +375,7 @@ def _host(spec):
     out = object.__new__(sender.Sender)
     vars(out).update(
         nic={"ip": me["ip"], "mac": me["mac"]},
-        settings=FlowSettings(payload=1000, window=64, rto_s=0.25, line_rate_bps=1e9),
+        settings=FlowSettings(payload=1000, window=64, rto_s=0.25, line_rate_bps=1e9, cframes=cframes),
         line_rate_bps=1e9,
         dcqcn_params=transport.DcqcnParams(line_rate_bps=1e9),
         control_dscp=None,
@@ -354,46 +401,72 @@ def _host(spec):
         nak_retry_s=0.05,
         job_by_id={job.id: job},
         qp_map=receiver.expected_receives([job]),
-        rx=_RxSocket(),
+        rx=_RxSocket() if cframes is None else _LoopbackRx(me["ip"]),
         rx_buf=rx_buf,
         rx_bufs=[rx_buf],
         rx_view=memoryview(rx_buf),
         inflows={},
         completed={},
         reads=transport.ReadMeter(1e9, 0.01),
+        native=None if cframes is None else cframes.receiver(receiver.MAX_FRAME),
     )
     vars(host).update(jobs=[job], sender=out, receiver=into, frames=frames)
     return host
 
 
-@pytest.mark.parametrize("lose", [None, 2])
-def test_two_agents_carry_a_job_over_a_fake_wire(lose, capsys):
+def _two_agents_play(lose=None, mark=None, cframes=None):
     """A 2-rank ring AllReduce of 5-packet transfers, both agents' sending
     and receiving sides wired back to back; with `lose`, the frame with that
-    PSN of the first transfer is lost once and go-back-N repairs it."""
-    a, b = (_host(_spec(r, n=2, bytes=10000, compute_s=0.0, iterations=1, pins={})) for r in (0, 1))
-    lost = []
+    PSN of the first transfer is lost once and go-back-N repairs it; with
+    `mark`, the first frame with that PSN arrives CE-marked. Returns the
+    two hosts when their job is done."""
+    n = 2
+    peers = (
+        _peers(n) if cframes is None else [{**p, "ip": f"127.0.3.{i + 1}"} for i, p in enumerate(_peers(n))]
+    )
+    a, b = (
+        _host(_spec(r, n=n, peers=peers, bytes=10000, compute_s=0.0, iterations=1, pins={}), cframes)
+        for r in (0, 1)
+    )
+    lost, marked = [], []
     t = 0.0
-    for _ in range(500):
-        for host in (a, b):
-            host.sender.tick(t, False)
-            for job in host.jobs:
-                if t >= job.wake_at:
-                    job.advance(t, host)
-            host.sender.pump(t)
-        for src, dst in ((a, b), (b, a)):
-            for frame in src.sender.ports["p0"].out:
-                opcode, qp, psn, *_ = roce.parse_bth(frame[roce.BTH_OFF :])
-                if opcode in roce.DATA_OPCODES and psn == lose and not lost:
-                    lost.append(psn)
-                    continue
-                dst.receiver.rx.queue.append(frame)
-            src.sender.ports["p0"].out.clear()
-        for host in (a, b):
-            host.receiver.receive(t)
-        if all(j.done for h in (a, b) for j in h.jobs):
-            break
-        t += 0.001
+    try:
+        for _ in range(500):
+            for host in (a, b):
+                host.sender.tick(t, False)
+                for job in host.jobs:
+                    if t >= job.wake_at:
+                        job.advance(t, host)
+                host.sender.pump(t)
+            for src, dst in ((a, b), (b, a)):
+                for frame in src.sender.ports["p0"].out:
+                    opcode, qp, psn, *_ = roce.parse_bth(frame[roce.BTH_OFF :])
+                    if opcode in roce.DATA_OPCODES and psn == lose and not lost:
+                        lost.append(psn)
+                        continue
+                    if opcode in roce.DATA_OPCODES and psn == mark and not marked:
+                        marked.append(psn)
+                        frame = frame[:15] + bytes([frame[15] | roce.CE]) + frame[16:]
+                    if cframes is None:
+                        dst.receiver.rx.queue.append(frame)
+                    else:
+                        dst.receiver.rx.deliver(frame)
+                src.sender.ports["p0"].out.clear()
+            for host in (a, b):
+                host.receiver.receive(t)
+            if all(j.done for h in (a, b) for j in h.jobs):
+                break
+            t += 0.001
+    finally:
+        if cframes is not None:
+            for host in (a, b):
+                host.receiver.rx.close()
+    return a, b
+
+
+@pytest.mark.parametrize("lose", [None, 2])
+def test_two_agents_carry_a_job_over_a_fake_wire(lose, capsys):
+    a, b = _two_agents_play(lose)
     for host in (a, b):
         (job,) = host.jobs
         assert job.done and [r["iter"] for r in job.records] == [0]
@@ -407,6 +480,24 @@ def test_two_agents_carry_a_job_over_a_fake_wire(lose, capsys):
     assert a.receiver.reads.reads > 0 and a.receiver.reads.late_s == 0.0  # read as they came
     progress = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert sorted(r["rank"] for r in progress) == [0, 1]  # one line per finished iteration
+
+
+@pytest.mark.parametrize("lose, mark", [(None, None), (2, None), (None, 3), (2, 2)])
+def test_the_c_frame_library_decides_every_frame_as_python_does(lose, mark, c_frames, capsys):
+    """The same job with the C library sending the middle frames and
+    receiving (in runs) as without it: the same counters, frames, records
+    and gaps, whether a frame is lost, CE-marked or both."""
+    roce.psn_tables(1000)  # the table path from the first middle frame on: the library's part
+    plain = _two_agents_play(lose, mark)
+    native = _two_agents_play(lose, mark, c_frames)
+    for p, c in zip(plain, native):
+        assert c.jobs[0].counters == p.jobs[0].counters
+        assert c.frames == p.frames
+        assert [r["iter_s"] for r in c.jobs[0].records] == [r["iter_s"] for r in p.jobs[0].records]
+        gaps = [[(e["expected_psn"], e["got_psn"]) for e in h.jobs[0].gap_events] for h in (p, c)]
+        assert gaps[0] == gaps[1]
+    assert sum(h.sender.ports["p0"].native_runs for h in native) > 0  # the library sent some runs
+    assert sum(h.jobs[0].counters["cnps_sent"] for h in plain) == int(mark is not None)
 
 
 def test_the_kernel_stamps_a_datagrams_arrival_before_its_tos_byte():

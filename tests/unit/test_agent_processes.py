@@ -70,6 +70,10 @@ def test_a_process_cpu_is_shared_by_frames_and_the_shares_add_up():
     for r in results.values():
         del r["instrumented"]
     assert cpu_per_packet(results, {})["agents_instrumented"] == []
+    # and where their per-frame work ran
+    assert cpu_per_packet(results, {})["agents_frames"] == ["python"]
+    results["a"]["frames_path"] = "c"
+    assert cpu_per_packet(results, {})["agents_frames"] == ["c", "python"]
 
 
 def _netns_inode():
