@@ -111,6 +111,8 @@ class Agent:
         self.frames = {"data_sent": 0, "ctrl_sent": 0, "warm_sent": 0, "received": 0}
         # The frames' per-packet work in C when the runner built it (cframes.py)
         native, self.frames_path = cframes.load(cfg.get("frames_library"))
+        if native is None and cfg.get("frames_library"):
+            print(f"{cfg['host']}: frames in {self.frames_path}", file=sys.stderr, flush=True)
         settings = FlowSettings(
             payload=payload,
             window=cfg.get("window", 64),

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import os
 import socket
+import stat
 import struct
 
 from .roce import BTH_LEN, ICRC_LEN
@@ -137,15 +138,16 @@ class CReceive:
             ctypes.addressof(self.sizes),
         )
 
-    def read(self, fd: int) -> int:
-        """Read what waits (at most SLOTS frames); the number of records.
-        OSError when the socket failed otherwise than by being empty."""
+    def read(self, fd: int, limit: int = SLOTS) -> int:
+        """Read what waits (at most `limit` frames, at most SLOTS); the
+        number of records. OSError when the socket failed otherwise than
+        by being empty."""
         slots, records, sizes = self.addrs
         n = self.call(
             fd,
             slots,
             self.slot_size,
-            SLOTS,
+            min(limit, SLOTS),
             records,
             sizes,
             self.frames,
@@ -184,6 +186,28 @@ def ip_name(addr: int) -> str:
 _loaded: dict[str, CFrames] = {}
 
 
+def roots_alone(path: str) -> bool:
+    """True when `path` is absolute and it and every folder above it are
+    root's and nobody else may change them (a folder with the sticky bit,
+    such as /tmp, may be writable by all): the agents run as root, so a
+    library anyone else could have replaced is not loaded."""
+    if not os.path.isabs(path):
+        return False
+    here = path
+    while True:
+        try:
+            st = os.stat(here)
+        except OSError:
+            return False
+        sticky_dir = stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX
+        if st.st_uid != 0 or (st.st_mode & 0o022 and not sticky_dir):
+            return False
+        parent = os.path.dirname(here)
+        if parent == here:
+            return True
+        here = parent
+
+
 def load(path: str | None) -> tuple[CFrames | None, str]:
     """(the library at `path`, or None; which path the frames take and,
     when not the library's, why). One load per process and path."""
@@ -191,6 +215,8 @@ def load(path: str | None) -> tuple[CFrames | None, str]:
         return None, f"python ({FRAMES_ENV}=python)"
     if not path:
         return None, "python (no library built)"
+    if not roots_alone(path):
+        return None, f"python ({path} is not root's alone: not loaded)"
     lib = _loaded.get(path)
     if lib is None:
         try:

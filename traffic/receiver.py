@@ -135,7 +135,7 @@ class Receiver:
         frames = nbytes = 0
         stamp_ns = read_ns = 0
         while frames < MAX_RECV_PER_PASS:
-            n = read(fd)
+            n = read(fd, MAX_RECV_PER_PASS - frames)
             if not n:
                 break
             got = native.frames.value
@@ -153,14 +153,14 @@ class Receiver:
                         continue
                     for k in range(count):  # frame by frame, as receive does
                         inflow = inflows.get((ip, w1 & PSN_MASK))
-                        if inflow is not None and inflow.rx.in_order(psn + k):
+                        if inflow is not None and inflow.rx.in_order((psn + k) & PSN_MASK):
                             inflow.bytes += native.payload(slot + k)
                         else:
                             dispatch(native.frame(slot + k), ip, tos, now)
                 else:
                     dispatch(native.frame(slot), ip, tos, now)
             if got < SLOTS:
-                break  # the socket is empty: no call to find that out
+                break  # the socket was empty: no call to find that out
         if frames:
             self.frames["received"] += frames
             if stamp_ns:

@@ -125,3 +125,76 @@ def test_it_reads_a_batch_and_groups_the_fast_frames_into_runs(c_frames, rx):
     assert reader.nbytes.value == 11 * 116 + 5
     assert 0 < reader.stamp_ns.value <= reader.read_ns.value
     assert reader.read(rx.fileno()) == 0 and reader.frames.value == 0  # nothing more waits
+
+
+def _port(sock, backlogged=False):
+    """A real nic.Port around one end of a socket pair (state as __init__ sets it)."""
+    from traffic.nic import Port
+    from traffic.transport import LineMeter
+
+    port = object.__new__(Port)
+    vars(port).update(sock=sock, meter=LineMeter(1e8, 0.25), blocked=False, backlogged=False, errors=0)
+    if backlogged:  # frames waited for the port, whose line then went idle
+        port.meter.sent(1000, 0.0, False)
+        port.backlogged = True
+    return port
+
+
+def _drained(sock):
+    out = []
+    sock.setblocking(False)
+    while True:
+        try:
+            out.append(sock.recv(65536))
+        except BlockingIOError:
+            return out
+
+
+@pytest.mark.parametrize("case", ["fresh", "after a gap", "queue full", "refused"])
+def test_a_port_keeps_the_same_books_whichever_path_sends(c_frames, case):
+    """Port.send_native against Port.send_run on the same frames: the same
+    outcome, frames on the wire, meter, drain check and error counts."""
+    tpl = _template()
+    native = c_frames.sender(tpl.buf, roce.BTH_OFF, *tpl.table_icrc(roce.SEND_MIDDLE))
+    count = 100_000 if case == "queue full" else 20
+    books = []
+    for how in ("python", "c"):
+        a, b = _pair()
+        with a, b:
+            port = _port(a, backlogged=case == "after a gap")
+            if case == "refused":
+                b.close()
+            if how == "python":
+                out = port.send_run(lambda p: tpl.frame(p, roce.SEND_MIDDLE, p % 8 == 7), 1, count, 5.0)
+            else:
+                out = port.send_native(native, 1, count, 5.0)
+            wire = [] if case == "refused" else _drained(b)
+        meter = {k: v for k, v in vars(port.meter).items()}
+        books.append((out, wire, meter, port.blocked, port.backlogged, port.errors))
+    assert books[0] == books[1]
+    (sent, _nbytes, outcome), wire, meter, blocked, _backlogged, errors = books[1]
+    assert outcome is {"queue full": False, "refused": None}.get(case, True)
+    assert len(wire) == sent and blocked == (outcome is False) and errors == int(outcome is None)
+    if case == "after a gap":
+        assert meter["resyncs"] == 1  # the kernel still held a frame: the gap was not the agent's
+
+
+def test_only_a_library_nobody_but_root_could_have_written_is_loaded(tmp_path, c_frames):
+    import os
+    import shutil
+
+    if os.geteuid() != 0:
+        pytest.skip("the files a test makes are root's only when it runs as root")
+    folder = tmp_path / "lib"
+    folder.mkdir(mode=0o755)
+    lib = folder / "frames.so"
+    shutil.copy(c_frames.path, lib)
+    os.chmod(tmp_path, 0o755)
+    assert cframes.roots_alone(str(lib)) and cframes.load(str(lib))[1] == "c"
+    os.chmod(folder, 0o777)  # anyone could have swapped it
+    loaded, why = cframes.load(str(lib))
+    assert loaded is None and "not root's alone" in why
+    os.chmod(folder, 0o755)
+    os.chmod(lib, 0o666)
+    assert not cframes.roots_alone(str(lib))
+    assert not cframes.roots_alone("frames.so")  # relative: wherever the agent happens to run

@@ -436,3 +436,35 @@ def test_reads_within_the_allowance_are_on_time_and_later_ones_count_their_exces
     assert transport.ReadMeter(8e6, 0.0).on_time is None  # nothing read: nothing to judge
     with pytest.raises(ValueError):
         transport.ReadMeter(0, 0.001)
+
+
+def test_a_run_in_order_is_taken_whole_exactly_when_each_packet_would_be():
+    """GbnReceiver.in_order_run(psn, n) against n calls of in_order on a twin,
+    from every state a short transfer passes through (ACKs due, a gap
+    NAKed, the last packet near): all taken, or none and nothing changed."""
+    import copy
+    import itertools
+
+    from traffic.gobackn import GbnReceiver
+
+    checked = 0
+    for expected, unacked, naked in itertools.product(range(12), range(8), (False, True)):
+        for psn, count in itertools.product(range(expected - 1, expected + 2), range(1, 9)):
+            rx = GbnReceiver(12)
+            rx.expected = rx.received = expected
+            rx._unacked = unacked
+            rx._nak_psn = expected if naked else None
+            twin = copy.deepcopy(rx)
+            whole = rx.in_order_run(psn, count)
+            one_by_one = [twin.in_order(psn + k) for k in range(count)]
+            if whole:
+                assert all(one_by_one) and vars(rx) == vars(twin)
+            else:
+                assert not all(one_by_one) and vars(rx) == vars(GbnReceiver(12)) | {
+                    "expected": expected,
+                    "received": expected,
+                    "_unacked": unacked,
+                    "_nak_psn": expected if naked else None,
+                }
+            checked += whole
+    assert checked > 0

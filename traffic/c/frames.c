@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <time.h>
 
 #define SEND_MIDDLE 0x01
@@ -47,6 +48,7 @@ struct record {
     uint8_t tos;     /* IP TOS byte of the first frame */
     uint16_t fast;   /* 1: a run the fast path may take whole */
 };
+_Static_assert(sizeof(struct record) == 24, "traffic/cframes.py reads 24-byte records");
 
 static inline uint32_t be32(const uint8_t *p)
 {
@@ -74,7 +76,11 @@ int send_middles(int fd, uint8_t *buf, int len, int bth_off, uint32_t first, int
         c[1] = icrc >> 8;
         c[2] = icrc >> 16;
         c[3] = icrc >> 24;
-        if (send(fd, buf, (size_t)len, 0) < 0) {
+        ssize_t r;
+        do
+            r = send(fd, buf, (size_t)len, 0);
+        while (r < 0 && errno == EINTR);
+        if (r < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
                 *status = 0;
             } else {
@@ -123,7 +129,10 @@ int receive(int fd, uint8_t *slots_buf, int slot_size, int slots, struct record 
         msgs[i].msg_hdr.msg_control = ctl[i].buf;
         msgs[i].msg_hdr.msg_controllen = sizeof(ctl[i].buf);
     }
-    int n = recvmmsg(fd, msgs, (unsigned)slots, MSG_DONTWAIT, NULL);
+    int n;
+    do
+        n = recvmmsg(fd, msgs, (unsigned)slots, MSG_DONTWAIT, NULL);
+    while (n < 0 && errno == EINTR);
     clock_gettime(CLOCK_REALTIME, &now);
     *read_ns = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec;
     if (n < 0) {
@@ -140,9 +149,10 @@ int receive(int fd, uint8_t *slots_buf, int slot_size, int slots, struct record 
         sizes[i] = size;
         *nbytes += size;
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&msgs[i].msg_hdr); c; c = CMSG_NXTHDR(&msgs[i].msg_hdr, c)) {
-            if (c->cmsg_level == SOL_IP && c->cmsg_type == IP_TOS) {
+            if (c->cmsg_level == SOL_IP && c->cmsg_type == IP_TOS && c->cmsg_len >= CMSG_LEN(1)) {
                 tos = *(const uint8_t *)CMSG_DATA(c);
-            } else if (i == 0 && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+            } else if (i == 0 && c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS
+                       && c->cmsg_len >= CMSG_LEN(sizeof(struct timespec))) {
                 struct timespec ts;
                 memcpy(&ts, CMSG_DATA(c), sizeof(ts));
                 *stamp_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
@@ -155,7 +165,9 @@ int receive(int fd, uint8_t *slots_buf, int slot_size, int slots, struct record 
             op = f[0];
             w1 = be32(f + 4);
             w2 = be32(f + 8);
-            fast = op == SEND_MIDDLE && !(w2 & ACKREQ) && (tos & 3) != CE;
+            /* a frame too short for its own pad is left to Python's checks */
+            fast = op == SEND_MIDDLE && !(w2 & ACKREQ) && (tos & 3) != CE
+                   && size >= BTH_LEN + ICRC_LEN + (f[1] >> 4 & 3);
         }
         uint32_t src = addrs[i].sin_addr.s_addr;
         uint32_t payload = fast ? (uint32_t)(size - BTH_LEN - ICRC_LEN - (f[1] >> 4 & 3)) : 0;
