@@ -8,11 +8,14 @@ the daemon's CPU per packet-hop. The pacer (pacer/ovs_pass_pacer.c,
 preloaded into ovs-vswitchd) makes the thread wait, before it polls again,
 until a gap has passed since its last poll, so each pass finds more frames.
 
-The gap is the time the fabric's fastest link takes to carry two full
-RoCE frames' payloads: a port then delivers at most about two frames per
-pass, so a modeled queue sees its frames in pairs at worst, far below any
-ECN threshold or pause level (tens of frames), and a frame waits at most
-two frame times more per hop. It is capped at MAX_GAP_US, so that the
+The gap is the time the fabric's fastest link takes to carry four full
+RoCE frames' payloads: a port then delivers at most about four frames per
+pass, so a modeled queue sees its frames in fours at worst, below any ECN
+threshold (the shipped drills mark from about six frames on, most from
+tens) or pause level, and a frame waits at most four frame times of the
+fastest link more per hop. (Two frames per pass until 2026-11-29: four
+takes about a fifth more off the daemon's CPU per packet-hop, measured in
+docs/numbers.md.) It is capped at MAX_GAP_US, so that the
 controller's messages and the ports' reports wait no longer than that.
 Measured in docs/numbers.md ("Passes paced").
 
@@ -30,7 +33,7 @@ LIBRARY_PREFIX = "hpnlab-ovs-pacer-"
 GAP_FILE_ENV = "HPNLAB_OVS_PASS_GAP_FILE"  # read by the pacer: the file holding the gap
 GAP_FILE_NAME = "hpnlab-pass-gap-us"  # in the run folder of the Open vSwitch the fabric uses
 FRAME_PAYLOAD_BYTES = 4096  # a full RoCE frame's payload: the fabric's common large frame
-FRAMES_PER_PASS = 2
+FRAMES_PER_PASS = 4
 MAX_GAP_US = 2000
 
 

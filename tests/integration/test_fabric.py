@@ -42,7 +42,7 @@ def test_up_all_pairs_reachable_and_shaped(tmp_path, leak_check):
         gap_file = capabilities.ovs_pass_gap_file()
         if fnet.datapath == "user":
             with open(gap_file) as fh:
-                assert int(fh.read()) == ovs_pacing.pass_gap_us(fabric) == 819
+                assert int(fh.read()) == ovs_pacing.pass_gap_us(fabric) == 1638
     assert not os.path.exists(gap_file)
 
 
