@@ -1,5 +1,5 @@
 """Objects hpnlab compiles from its own C sources (the BPF queue engine,
-Open vSwitch's pacer, the traffic agents' wire): one file per version of a
+Open vSwitch's pacer, the traffic agents' frame library): one file per version of a
 source, built once.
 
 Standard library only: scripts/provision.sh builds the pacer before the

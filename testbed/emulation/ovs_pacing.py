@@ -14,7 +14,7 @@ pass, so a modeled queue sees its frames in fours at worst, below any ECN
 threshold (the shipped drills mark from about six frames on, most from
 tens) or pause level, and a frame waits at most four frame times of the
 fastest link more per hop. (Two frames per pass until 2026-11-29: four
-takes about a fifth more off the daemon's CPU per packet-hop, measured in
+takes a fifth to a quarter more off the daemon's CPU per packet-hop, measured in
 docs/numbers.md.) It is capped at MAX_GAP_US, so that the
 controller's messages and the ports' reports wait no longer than that.
 Measured in docs/numbers.md ("Passes paced").
