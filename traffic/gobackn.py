@@ -143,21 +143,12 @@ class GbnReceiver:
         """Take the next in-order packet if it needs no answer (no ACK due,
         not the last one); False leaves everything to on_data. The receive
         loop's fast path: most packets of a transfer are just that."""
-        if (
-            psn != self.expected
-            or self._unacked + 1 >= self.ack_every
-            or psn + 1 >= self.npackets
-            or self._nak_psn is not None
-        ):
-            return False
-        self.expected += 1
-        self.received += 1
-        self._unacked += 1
-        return True
+        return self.in_order_run(psn, 1)
 
     def in_order_run(self, psn: int, count: int) -> bool:
-        """in_order for the `count` packets from `psn` at once: True only if
-        each of them would have been taken; False takes none."""
+        """Take the `count` in-order packets from `psn` at once if none of them
+        needs an answer (no ACK due, none the last): True only if each would
+        have been taken alone; False takes none."""
         if (
             psn != self.expected
             or self._unacked + count >= self.ack_every

@@ -266,7 +266,6 @@ class Port:
                 outcome = False
                 break
             except OSError:
-                self.errors += 1
                 outcome = None
                 break
             if check:
@@ -291,8 +290,6 @@ class Port:
         if outcome is True and count > sent:
             more, outcome, _err = native.send(fd, first + sent, count - sent)
             sent += more
-        if outcome is None:
-            self.errors += 1
         return self._ran(sent, sent * native.len, outcome, now)
 
     def _check_drained(self, now: float) -> None:
@@ -307,7 +304,8 @@ class Port:
             self.meter.sent(nbytes, now, self.backlogged, frames=sent)
         if outcome is False:
             self.blocked = self.backlogged = True
-        elif outcome is None:
+        elif outcome is None:  # the port refused a frame
+            self.errors += 1
             self.backlogged = False
         return sent, nbytes, outcome
 
