@@ -113,7 +113,7 @@ ovs_malloc=""
 #    capabilities.OVS_ROUTE_FEATURE).
 ovs_options=$(capabilities 'print(" ".join(c.OVS_VSWITCHD_OPTIONS))')
 # 4b. On the userspace datapath, ovs-vswitchd's passes are spaced out by
-#    two frame times while a fabric runs (capabilities.OVS_PACER_FEATURE,
+#    four frame times while a fabric runs (capabilities.OVS_PACER_FEATURE,
 #    testbed/emulation/ovs_pacing.py): a small library, built here.
 ovs_pacer=""
 if [ "$userspace" = 1 ]; then
