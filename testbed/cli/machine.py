@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 
+from testbed.drill.agents import frames_feature
 from testbed.emulation import capabilities
 from testbed.emulation import ledger as ledger_mod
 from testbed.fabric.problems import ConfigError
@@ -99,7 +100,7 @@ def add_doctor(sub):
 def run_doctor(args):
     if args.calibrate:
         return run_calibrate(args)
-    feats = capabilities.probe()
+    feats = capabilities.probe() + [frames_feature()]
     missing = [f.name for f in feats if f.name in REQUIRED and not f.present]
     if args.json:
         print(

@@ -12,10 +12,12 @@ import time
 
 import traffic
 from testbed.emulation import compiled
+from testbed.emulation.capabilities import Feature
 from testbed.emulation.procs import end as end_process
 from testbed.emulation.procs import own_module
 from testbed.plan.calibration import cores_here
 from testbed.plan.processes import PROCESSES_ENV, host_groups, process_count
+from traffic import cframes
 
 # The agents' per-frame work in C (traffic/cframes.py), built once per version
 FRAMES_SOURCE = os.path.join(os.path.dirname(os.path.abspath(traffic.__file__)), "c", "frames.c")
@@ -39,6 +41,26 @@ def frames_library(log=print, out_dir=compiled.LIBRARY_DIR):
             "WARNING: no C compiler: the traffic agents do without their C frame library (more CPU per frame)"
         )
     return lib
+
+
+FRAMES_FEATURE = "agents' frame library"
+
+
+def frames_feature(out_dir=compiled.LIBRARY_DIR):
+    """`hpnlab doctor`'s line on the agents' C frame library: built as a
+    drill builds it, and loaded as an agent loads it (refused when anyone
+    but root could have written it)."""
+    enables = "less agent CPU per frame (without it the agents do that work in Python)"
+    if os.geteuid() != 0 and not compiled.roots_alone(
+        compiled.versioned_path(FRAMES_SOURCE, out_dir, FRAMES_PREFIX, ".so")
+    ):
+        return Feature(FRAMES_FEATURE, False, "not built yet: a drill (as root) builds it", enables)
+    warnings = []
+    lib = frames_library(log=warnings.append, out_dir=out_dir)
+    if lib is None:
+        return Feature(FRAMES_FEATURE, False, warnings[0].removeprefix("WARNING: "), enables)
+    native, path = cframes.load(lib)
+    return Feature(FRAMES_FEATURE, native is not None, lib if native is not None else path, enables)
 
 
 class JobAgents:

@@ -198,3 +198,24 @@ def test_only_a_library_nobody_but_root_could_have_written_is_loaded(tmp_path, c
     os.chmod(lib, 0o666)
     assert not cframes.roots_alone(str(lib))
     assert not cframes.roots_alone("frames.so")  # relative: wherever the agent happens to run
+
+
+def test_doctor_says_whether_an_agent_would_load_the_library(tmp_path, c_frames, monkeypatch):
+    import os
+
+    from testbed.drill import agents
+    from testbed.emulation import compiled
+
+    if os.geteuid() != 0:
+        pytest.skip("the files a test makes are root's only when it runs as root")
+    os.chmod(tmp_path, 0o755)
+    folder = tmp_path / "lib"
+    folder.mkdir(mode=0o755)
+    feature = agents.frames_feature(out_dir=str(folder))
+    assert feature.present and feature.detail.startswith(str(folder))
+    os.chmod(folder, 0o777)  # anyone could swap what the drill builds there
+    feature = agents.frames_feature(out_dir=str(folder))
+    assert not feature.present and "not root's alone" in feature.detail
+    monkeypatch.setattr(compiled, "compiler", lambda: None)
+    feature = agents.frames_feature(out_dir=str(tmp_path / "empty"))
+    assert not feature.present and "no C compiler" in feature.detail
