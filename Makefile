@@ -113,8 +113,17 @@ soak: setup
 clean:
 	rm -rf results .pytest_cache build *.egg-info
 
-# removes the /usr/local/bin/hpnlab link, if it is this clone's (setup made it)
+# removes what setup and the runs put outside this folder: the
+# /usr/local/bin/hpnlab link (if it is this clone's), the libraries and BPF
+# objects hpnlab built and the calibration (/var/lib/hpnlab; a later run
+# builds them again), and the sysctl file for Open vSwitch's buffers (the
+# raised values themselves last until the next boot). Open vSwitch, the
+# virtualenv and the apt packages stay.
 uninstall:
 	@if [ "$$(readlink /usr/local/bin/hpnlab)" = "$(abspath $(VENV))/bin/hpnlab" ]; then \
 	  rm /usr/local/bin/hpnlab && echo "removed /usr/local/bin/hpnlab"; \
 	else echo "/usr/local/bin/hpnlab is not this clone's link: left alone"; fi
+	@if [ -d /var/lib/hpnlab ]; then \
+	  rm -r /var/lib/hpnlab && echo "removed /var/lib/hpnlab (built libraries, BPF objects, calibration)"; fi
+	@if [ -f /etc/sysctl.d/60-hpnlab-ovs.conf ]; then \
+	  rm /etc/sysctl.d/60-hpnlab-ovs.conf && echo "removed /etc/sysctl.d/60-hpnlab-ovs.conf (the values stay until reboot)"; fi
