@@ -154,12 +154,18 @@ class Agent:
         self.done_at: float | None = None
         self.next_tick = 0.0
         self.passed_at = 0.0
+        self.due_at = 0.0  # due() as of the end of its last full turn
         self.finished = False
 
-    def turn(self, readable: Sequence[object]) -> bool:
+    def turn(self, readable: Sequence[object], prompted: bool = True) -> bool:
         """This agent's share of a pass: timers, its jobs, the frames that
         arrived and the frames that may leave. False once it is through:
-        its jobs done (and a linger after) or its deadline passed."""
+        its jobs done (and a linger after) or its deadline passed.
+        `prompted`: select() found one of its sockets readable or a port of
+        its writable. An agent neither prompted nor due has nothing to do:
+        what its flows may send changes only with a frame that arrives, a
+        port that drains, a timer or a job's phase (a pass of a process
+        that plays several hosts often comes for another host's frames)."""
         sender, receiver = self.sender, self.receiver
         now = time.monotonic()
         if now >= self.deadline:
@@ -170,6 +176,8 @@ class Agent:
         # lost retransmits after its timeout and must get the ACK again.
         if self.done_at is not None and now >= self.done_at + self.linger_s:
             return False
+        if not prompted and now < self.due_at:
+            return True
         if sender.picker.events in readable and sender.picker.changed():
             # A link or route changed: every flow asks again now, and at
             # each tick for a little while, until the kernel has settled.
@@ -192,6 +200,7 @@ class Agent:
         sender.pump(now)
         if split:
             split.mark("send")
+        self.due_at = self.due()
         return True
 
     def due(self) -> float:
@@ -276,19 +285,25 @@ def play(agents: list[Agent], stopped: Callable[[], bool]) -> dict:
         agent.begin()
         agent.split = split
     port_of_sock = {sock: port for a in agents for sock, port in a.sender.port_of_sock.items()}
+    agent_of_sock = {sock: a for a in agents for sock in a.sender.port_of_sock}
+    for a in agents:
+        agent_of_sock[a.receiver.rx] = agent_of_sock[a.sender.picker.events] = a
     wakeup_floor = min(a.coalesce_s for a in agents)
     live = list(agents)
+    rlist = [sock for a in live for sock in (a.receiver.rx, a.sender.picker.events)]
     readable: Sequence[object] = ()
+    prompted: set[Agent] = set(agents)  # the first pass: every agent
     wakeups = 0
     while live and not stopped():
-        through = [a for a in live if not a.turn(readable)]
-        for agent in through:
-            agent.finish()
-        live = [a for a in live if not a.finished]
-        if not live:
-            break
-        due = min(a.due() for a in live)
-        rlist = [sock for a in live for sock in (a.receiver.rx, a.sender.picker.events)]
+        through = [a for a in live if not a.turn(readable, a in prompted)]
+        if through:
+            for agent in through:
+                agent.finish()
+            live = [a for a in live if not a.finished]
+            if not live:
+                break
+            rlist = [sock for a in live for sock in (a.receiver.rx, a.sender.picker.events)]
+        due = min(a.due_at for a in live)
         wlist = [p.sock for a in live for p in a.sender.ports.values() if p.blocked]
         # Interrupt moderation, as NICs do it: a pass comes at most every
         # few frame times, so that each handles several frames. The
@@ -307,6 +322,8 @@ def play(agents: list[Agent], stopped: Callable[[], bool]) -> dict:
         wakeups += 1
         for sock in writable:
             port_of_sock[sock].blocked = False
+        prompted = {agent_of_sock[sock] for sock in readable}
+        prompted.update(agent_of_sock[sock] for sock in writable)
     for agent in live:
         agent.finish()
     # getrusage, not os.times(): its total is exact (scheduler time), where

@@ -94,6 +94,7 @@ class Job:
         self.trace: list[tuple] = []
         self.done = False
         self.status: dict[int, str] = {}
+        self.keys: dict[int, tuple[str, int]] = {}  # this iteration's transfer_key of each step
         # Each step's dependents, and per iteration the steps whose
         # dependencies are done but which have not started (`ready`), the
         # started ones (`active`) and how many dependencies each step still
@@ -130,7 +131,13 @@ class Job:
 
     def transfer_key(self, step: Step) -> tuple[str, int]:
         """(peer ip, QP number) of a step's transfer in the current iteration."""
-        return (self.peers[step.peer]["ip"], qp_number(self.id, self.iter, self.tag_index[step.tag]))
+        # Kept for the iteration: every transfer that ends has the job ask
+        # again after each started step (see _run_steps).
+        key = self.keys.get(step.index)
+        if key is None:
+            key = (self.peers[step.peer]["ip"], qp_number(self.id, self.iter, self.tag_index[step.tag]))
+            self.keys[step.index] = key
+        return key
 
     def advance(self, now: float, driver: StepDriver) -> None:
         """Start what may start and finish what is done; set when the job
@@ -208,6 +215,7 @@ class Job:
         self.comm_start = now + (1.0 - self.overlap) * self.compute_s
         self.compute_end = now + self.compute_s
         self.status = {s.index: "wait" for s in self.steps}
+        self.keys = {}
         self.unmet = {s.index: len(s.deps) for s in self.steps}
         self.ready = [s for s in self.steps if not s.deps]
         self.active = []

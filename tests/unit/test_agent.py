@@ -464,6 +464,31 @@ def _two_agents_play(lose=None, mark=None, cframes=None, nbytes=10000):
     return a, b
 
 
+def test_a_turn_reads_and_sends_only_when_prompted_or_due():
+    """An agent whose sockets select() did not name, and whose timers and
+    jobs are not due, has nothing to do in a pass (a process's pass often
+    comes for another of its hosts): it neither reads nor fills its ports."""
+    host = _host(_spec(0, n=2, pins={}))
+    host.begin()
+    vars(host).update(deadline=IDLE, linger_s=1.0, tick_s=3600.0, reroute_until=0.0, split=None)
+    host.jobs[0].set_clock(time.monotonic() + 3600.0)  # starts in an hour
+    host.sender.picker.events = object()
+    calls = []
+    host.receiver.receive = lambda now: calls.append("receive") or False
+    host.sender.pump = lambda now: calls.append("pump")
+    host.sender.tick = lambda now, settling: calls.append("tick")
+    assert host.turn((), prompted=False) and calls == ["tick", "receive", "pump"]  # due at first
+    assert host.due_at > time.monotonic() + 3000  # its next tick and its job's start: an hour on
+    calls.clear()
+    assert host.turn((), prompted=False) and calls == []
+    assert host.turn((), prompted=True) and calls == ["receive", "pump"]
+    calls.clear()
+    host.due_at = time.monotonic()  # a timer came due
+    assert host.turn((), prompted=False) and calls == ["receive", "pump"]
+    host.deadline = 0.0
+    assert not host.turn((), prompted=False)  # through, prompted or not
+
+
 @pytest.mark.parametrize("lose", [None, 2])
 def test_two_agents_carry_a_job_over_a_fake_wire(lose, capsys):
     a, b = _two_agents_play(lose)
