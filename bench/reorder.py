@@ -11,11 +11,17 @@ Per run, two namespaces joined by a veth pair (hpnlab-ro-a-<pid>,
 hpnlab-ro-b-<pid>; interfaces hroa/hrob), an HTB of --rate on the sending
 end, one UDP sender per CPU (each its own connection, pinned), and a
 receiver counting frames that came after a higher sequence number of the
-same connection. Each run is done without and with steering on the
-receiving end, --runs times, alternating. Everything it made is removed at
-the end, also on failure.
+same connection. Each run is done each way --ways names, --runs times,
+in turns: `off` (the backlogs), `rps` (steering on the receiving end) and
+`napi` (the receiving end's GRO on, which makes the veth queue every frame
+on one ring of its own and take them in with NAPI, in order, whichever CPU
+sent them; the sending end's segmentation offloads off, without which the
+veth takes the backlog path all the same). Fabrics use steering: NAPI
+kept the order as well, but saved drills no CPU ("Frames taken in with
+NAPI" in docs/numbers.md). Everything it made is removed at the end, also
+on failure.
 
-    sudo .venv/bin/python bench/reorder.py [--runs 3] [--seconds 15]
+    sudo .venv/bin/python bench/reorder.py [--runs 3] [--seconds 15] [--ways off,rps,napi]
 """
 
 import argparse
@@ -65,7 +71,10 @@ def sh(*argv, **kw):
     return subprocess.run(argv, check=True, capture_output=True, text=True, **kw)
 
 
-def one_run(ns_a, ns_b, rate, seconds, steer):
+WAYS = ("off", "rps", "napi")
+
+
+def one_run(ns_a, ns_b, rate, seconds, way):
     """(frames received, frames that came late) for one run."""
     sh("ip", "link", "add", "hroa", "netns", ns_a, "type", "veth", "peer", "name", "hrob", "netns", ns_b)
     try:
@@ -76,7 +85,10 @@ def one_run(ns_a, ns_b, rate, seconds, steer):
         in_a = ("ip", "netns", "exec", ns_a)
         sh(*in_a, *"tc qdisc add dev hroa root handle 1: htb default 1 r2q 1000".split())
         sh(*in_a, *"tc class add dev hroa parent 1: classid 1:1 htb rate".split(), rate)
-        if steer:
+        if way == "napi":
+            sh("ip", "netns", "exec", ns_a, "ethtool", "-K", "hroa", "tso", "off", "gso", "off")
+            sh("ip", "netns", "exec", ns_b, "ethtool", "-K", "hrob", "gro", "on")
+        if way == "rps":
             mask = format((1 << (os.cpu_count() or 1)) - 1, "x")
             # Only a sysfs mounted from inside the namespace shows its interfaces.
             script = (
@@ -130,7 +142,12 @@ def main():
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=15.0)
     ap.add_argument("--rate", default="200mbit", help="the HTB's rate (tc's units)")
+    ap.add_argument("--ways", default="off,rps", help=f"comma-separated, of {', '.join(WAYS)}")
     args = ap.parse_args()
+    ways = args.ways.split(",")
+    if not ways or any(w not in WAYS for w in ways):
+        choices = ", ".join(WAYS)
+        sys.exit(f"bench/reorder.py: --ways: expected some of {choices}, comma-separated; got {args.ways!r}")
     if os.geteuid() != 0:
         sys.exit("bench/reorder.py: needs root (it makes namespaces)")
     if (os.cpu_count() or 1) < 2:
@@ -141,16 +158,16 @@ def main():
         for ns in (ns_a, ns_b):
             sh("ip", "netns", "add", ns)
             made.append(ns)
-        print(f"{'run':>3}  {'steering':>8}  {'received':>9}  {'late':>5}")
-        late = {False: [], True: []}
+        print(f"{'run':>3}  {'way':>5}  {'received':>9}  {'late':>5}")
+        late = {way: [] for way in ways}
         for i in range(1, args.runs + 1):
-            for steer in (False, True):
-                received, n = one_run(ns_a, ns_b, args.rate, args.seconds, steer)
-                late[steer].append(n)
-                print(f"{i:>3}  {'on' if steer else 'off':>8}  {received:>9}  {n:>5}", flush=True)
-        for steer in (False, True):
+            for way in ways:
+                received, n = one_run(ns_a, ns_b, args.rate, args.seconds, way)
+                late[way].append(n)
+                print(f"{i:>3}  {way:>5}  {received:>9}  {n:>5}", flush=True)
+        for way in ways:
             print(
-                f"steering {'on' if steer else 'off'}: {min(late[steer])}-{max(late[steer])} "
+                f"{way}: {min(late[way])}-{max(late[way])} "
                 f"frames late per run ({args.runs} runs of {args.seconds:g} s)"
             )
     finally:

@@ -259,7 +259,7 @@ def ovs_malloc_in_use():
 
 # Open vSwitch's main thread pays for a whole pass over every port for
 # nearly every frame it forwards at a fabric's rates; the pacer
-# (ovs_pacing.py) spaces its passes out by two frame times, so each
+# (ovs_pacing.py) spaces its passes out by four frame times, so each
 # finds more frames. make setup builds it and starts Open vSwitch with it
 # preloaded on the userspace datapath; a named fabric's own daemon gets it
 # too; a fabric writes the gap while it runs.
@@ -369,7 +369,7 @@ def _ovs_malloc_feature(userspace):
 
 def _ovs_pacer_feature(userspace):
     enables = (
-        "less CPU per packet-hop on the userspace datapath: passes spaced by two frame times "
+        "less CPU per packet-hop on the userspace datapath: passes spaced by four frame times "
         "(make setup builds the pacer and restarts an idle Open vSwitch with it)"
     )
     return _preloaded_feature(
