@@ -126,3 +126,61 @@ def test_a_paced_poll_still_ends_by_its_own_deadline_and_one_that_must_not_wait_
     assert POLLS * 5000 <= took < POLLS * 7500
     gap_file.write_text(f"{GAP_US}\n")
     assert polls_took_us(daemon, lib, gap_file, "0") < (POLLS - 1) * GAP_US / 2  # timeout 0: no wait
+
+
+# A program that listens on a Unix socket (blocking with an argument, else
+# not), polls it while nothing waits, lets a connection come, and accepts
+# it before polling again and after; it prints whether each accept took it.
+ACCEPTOR = r"""
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int blocking = argc > 1;
+    int l = socket(AF_UNIX, SOCK_STREAM | (blocking ? 0 : SOCK_NONBLOCK), 0);
+    struct sockaddr_un a = {AF_UNIX};
+    snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "hpnlab-pacer-test-%d", getpid());
+    socklen_t len = sizeof a.sun_family + 1 + strlen(a.sun_path + 1);
+    if (bind(l, (struct sockaddr *)&a, len) || listen(l, 4)) return 2;
+    struct pollfd p = {l, POLLIN, 0};
+    if (poll(&p, 1, 0) != 0) return 3;
+    int c = socket(AF_UNIX, SOCK_STREAM, 0);
+    if (connect(c, (struct sockaddr *)&a, len)) return 4;
+    int first = accept(l, NULL, NULL) >= 0;
+    if (blocking) { printf("%d\n", first); return 0; }
+    if (poll(&p, 1, 0) != !first) return 5;
+    printf("%d %d\n", first, accept4(l, NULL, NULL, 0) >= 0);
+    return 0;
+}
+"""
+
+
+def test_accept_on_a_socket_the_last_poll_found_idle_fails_at_once_only_where_it_must(built, tmp_path):
+    """ovs-vswitchd's passes try to accept on every listening socket; the
+    library answers EAGAIN itself for a non-blocking one its last poll
+    found without a connection (the kernel would have, after making and
+    freeing a socket), and lets the next pass's poll find what came since."""
+    lib, daemon, other, gap_file = built
+    src = tmp_path / "acceptor.c"
+    src.write_text(ACCEPTOR)
+    acceptor = tmp_path / "bin" / "ovs-vswitchd"
+    acceptor.parent.mkdir()
+    subprocess.run([ovs_pacing.compiler(), "-O2", "-o", str(acceptor), str(src)], check=True)
+    plain = tmp_path / "bin" / "other-daemon"
+    shutil.copy(acceptor, plain)
+
+    def accepted(program, *args):
+        env = dict(os.environ, LD_PRELOAD=lib, **{ovs_pacing.GAP_FILE_ENV: str(gap_file)})
+        r = subprocess.run([str(program), *args], env=env, capture_output=True, text=True, timeout=10)
+        assert r.returncode == 0, r
+        return r.stdout.split()
+
+    # the connection came after the poll: taken on the next pass
+    assert accepted(acceptor) == ["0", "1"]
+    # without the library's answer, at once (another program is left alone)
+    assert accepted(plain) == ["1", "0"]
+    # a socket that blocks is never answered for
+    assert accepted(acceptor, "blocking") == ["1"]

@@ -8,10 +8,22 @@
  * before it polls, until `gap` has passed since its previous poll
  * returned, so that a pass finds what arrived in the meantime. A daemon
  * that last woke longer than the gap ago is not delayed: the first frame
- * after a quiet spell is read at once. A running fabric writes its gap (microseconds, two frame times at
- * its fastest link: testbed/emulation/ovs_pacing.py) into the
- * file named by HPNLAB_OVS_PASS_GAP_FILE; no file, no pacing. The file is
- * read again every 100 ms, so pacing starts and ends with the fabric.
+ * after a quiet spell is read at once. A running fabric writes its gap
+ * (microseconds, four frame times at its fastest link:
+ * testbed/emulation/ovs_pacing.py) into the file named by
+ * HPNLAB_OVS_PASS_GAP_FILE; no file, no pacing. The file is read again
+ * every 100 ms, so pacing starts and ends with the fabric.
+ *
+ * It also spares the thread the accept() calls that cannot find anything.
+ * On each pass the daemon tries to accept on every socket it listens on
+ * (two per bridge and its control socket: 15 to 16 calls a pass with
+ * HPN-mini's 8 bridges), and the kernel makes a socket and a file for each
+ * call before it finds no connection waiting, then frees them: perf put
+ * about a seventh of the daemon's CPU in a drill there. A listening socket
+ * that the pass's poll() found without a connection, and that does not
+ * block, gets EAGAIN from accept() at once, as the kernel would have
+ * answered; a connection that comes after that poll is taken on the next
+ * pass, whose poll finds it.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -21,6 +33,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -35,8 +48,17 @@
 #define NS_PER_MS INT64_C(1000000)
 
 typedef int (*poll_fn)(struct pollfd *, nfds_t, int);
+typedef int (*accept_fn)(int, struct sockaddr *, socklen_t *);
+typedef int (*accept4_fn)(int, struct sockaddr *, socklen_t *, int);
+
+/* What the main thread's last poll() found: idle_round[fd] == poll_round
+ * when it asked fd for input and got no event at all. */
+#define TRACKED_FDS 4096
+static uint32_t poll_round, idle_round[TRACKED_FDS];
 
 static poll_fn real_poll;
+static accept_fn real_accept;
+static accept4_fn real_accept4;
 static const char *gap_file;       /* NULL: this process is not paced */
 static __thread int is_main = -1;  /* -1: not yet known for this thread */
 static int64_t gap_ns;             /* the main thread's alone, as are the times */
@@ -52,6 +74,8 @@ static int64_t ns_between(const struct timespec *a, const struct timespec *b)
 __attribute__((constructor)) static void configure(void)
 {
     real_poll = (poll_fn)dlsym(RTLD_NEXT, "poll");
+    real_accept = (accept_fn)dlsym(RTLD_NEXT, "accept");
+    real_accept4 = (accept4_fn)dlsym(RTLD_NEXT, "accept4");
     const char *file = getenv(GAP_FILE_ENV);
     if (real_poll && file && *file && strcmp(program_invocation_short_name, PACED_PROGRAM) == 0)
         gap_file = file;
@@ -79,6 +103,8 @@ static int64_t read_gap_ns(void)
         return 0;
     return us > MAX_GAP_NS / 1000 ? MAX_GAP_NS : (int64_t)us * 1000;
 }
+
+static void note_idle(const struct pollfd *fds, nfds_t nfds, int ready);
 
 int poll(struct pollfd *fds, nfds_t nfds, int timeout)
 {
@@ -110,6 +136,54 @@ int poll(struct pollfd *fds, nfds_t nfds, int timeout)
     int saved, ready = real_poll(fds, nfds, timeout);
     saved = errno;
     clock_gettime(CLOCK_MONOTONIC, &last_return);
+    note_idle(fds, nfds, ready);
     errno = saved;
     return ready;
+}
+
+/* After the main thread's poll: which of the fds it asked for input had
+ * nothing (a round of 0 is never current: see nothing_to_accept). */
+static void note_idle(const struct pollfd *fds, nfds_t nfds, int ready)
+{
+    if (++poll_round == 0)
+        ++poll_round;
+    if (ready < 0)
+        return;  /* failed or interrupted: it found out nothing */
+    for (nfds_t i = 0; i < nfds; i++) {
+        int fd = fds[i].fd;
+        if (fd >= 0 && fd < TRACKED_FDS && fds[i].events & POLLIN && fds[i].revents == 0)
+            idle_round[fd] = poll_round;
+    }
+}
+
+/* True when accept(fd) can only fail with EAGAIN: on the main thread, the
+ * last poll asked fd for input and found none, and fd does not block. */
+static int nothing_to_accept(int fd)
+{
+    if (is_main != 1 || fd < 0 || fd >= TRACKED_FDS || idle_round[fd] != poll_round)
+        return 0;
+    int flags = fcntl(fd, F_GETFL);
+    return flags >= 0 && flags & O_NONBLOCK;
+}
+
+int accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+    if (!real_accept)
+        return (int)syscall(SYS_accept, fd, addr, len);
+    if (nothing_to_accept(fd)) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return real_accept(fd, addr, len);
+}
+
+int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+    if (!real_accept4)
+        return (int)syscall(SYS_accept4, fd, addr, len, flags);
+    if (nothing_to_accept(fd)) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return real_accept4(fd, addr, len, flags);
 }
