@@ -184,3 +184,57 @@ def test_accept_on_a_socket_the_last_poll_found_idle_fails_at_once_only_where_it
     assert accepted(plain) == ["1", "0"]
     # a socket that blocks is never answered for
     assert accepted(acceptor, "blocking") == ["1"]
+
+
+# A program that binds a packet socket to the loopback interface, as the
+# daemon binds one to each port, sends one frame there and counts the
+# copies that socket receives: the one leaving and the one coming back in,
+# or only the latter when it ignores what leaves.
+TAPPER = r"""
+#include <arpa/inet.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+int main(void) {
+    int rx = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK, htons(ETH_P_ALL));
+    struct sockaddr_ll a = {.sll_family = AF_PACKET, .sll_protocol = htons(ETH_P_ALL),
+                            .sll_ifindex = (int)if_nametoindex("lo")};
+    if (rx < 0 || bind(rx, (struct sockaddr *)&a, sizeof a)) return 2;
+    unsigned char frame[60] = {0};
+    frame[12] = 0x88; frame[13] = 0xb5;  /* a local experimental EtherType */
+    memcpy(frame + 14, "hpnlab-pacer-test", 17);
+    int tx = socket(AF_PACKET, SOCK_RAW, 0);
+    if (sendto(tx, frame, sizeof frame, 0, (struct sockaddr *)&a, sizeof a) != sizeof frame) return 3;
+    usleep(100000);
+    int copies = 0;
+    unsigned char got[2048];
+    ssize_t n;
+    while ((n = recv(rx, got, sizeof got, 0)) > 0)
+        copies += n >= 31 && memcmp(got + 14, "hpnlab-pacer-test", 17) == 0;
+    printf("%d\n", copies);
+    return 0;
+}
+"""
+
+
+def test_the_daemons_packet_sockets_no_longer_receive_the_frames_it_sends(built, tmp_path):
+    lib, _, _, gap_file = built
+    src = tmp_path / "tapper.c"
+    src.write_text(TAPPER)
+    (tmp_path / "bin").mkdir()
+    tapper, plain = tmp_path / "bin" / "ovs-vswitchd", tmp_path / "bin" / "other-daemon"
+    subprocess.run([ovs_pacing.compiler(), "-O2", "-o", str(tapper), str(src)], check=True)
+    shutil.copy(tapper, plain)
+    env = dict(os.environ, LD_PRELOAD=lib, **{ovs_pacing.GAP_FILE_ENV: str(gap_file)})
+
+    def copies(program):
+        r = subprocess.run([str(program)], env=env, capture_output=True, text=True, timeout=10)
+        assert r.returncode == 0, r
+        return int(r.stdout)
+
+    assert copies(plain) == 2  # the frame leaving lo, and coming back in
+    assert copies(tapper) == 1  # only coming in: what the daemon's own filter let through

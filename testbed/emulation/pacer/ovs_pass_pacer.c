@@ -24,11 +24,21 @@
  * block, gets EAGAIN from accept() at once, as the kernel would have
  * answered; a connection that comes after that poll is taken on the next
  * pass, whose poll finds it.
+ *
+ * And it keeps the kernel from copying each frame the daemon sends out of
+ * a port back to that port's own receiving socket: the daemon binds one
+ * packet socket per port, which the kernel hands a clone of every frame
+ * that leaves the port as well as of every frame that comes in, and the
+ * daemon's own filter then throws the clones of leaving frames away (2.5%
+ * of its CPU in a drill, perf). A packet socket it binds is set to ignore
+ * leaving frames (PACKET_IGNORE_OUTGOING) from the start, so it receives
+ * what it received before, less what its filter dropped.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/if_packet.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -50,6 +60,7 @@
 typedef int (*poll_fn)(struct pollfd *, nfds_t, int);
 typedef int (*accept_fn)(int, struct sockaddr *, socklen_t *);
 typedef int (*accept4_fn)(int, struct sockaddr *, socklen_t *, int);
+typedef int (*bind_fn)(int, const struct sockaddr *, socklen_t);
 
 /* What the main thread's last poll() found: idle_round[fd] == poll_round
  * when it asked fd for input and got no event at all. */
@@ -59,6 +70,7 @@ static uint32_t poll_round, idle_round[TRACKED_FDS];
 static poll_fn real_poll;
 static accept_fn real_accept;
 static accept4_fn real_accept4;
+static bind_fn real_bind;
 static const char *gap_file;       /* NULL: this process is not paced */
 static __thread int is_main = -1;  /* -1: not yet known for this thread */
 static int64_t gap_ns;             /* the main thread's alone, as are the times */
@@ -76,6 +88,7 @@ __attribute__((constructor)) static void configure(void)
     real_poll = (poll_fn)dlsym(RTLD_NEXT, "poll");
     real_accept = (accept_fn)dlsym(RTLD_NEXT, "accept");
     real_accept4 = (accept4_fn)dlsym(RTLD_NEXT, "accept4");
+    real_bind = (bind_fn)dlsym(RTLD_NEXT, "bind");
     const char *file = getenv(GAP_FILE_ENV);
     if (real_poll && file && *file && strcmp(program_invocation_short_name, PACED_PROGRAM) == 0)
         gap_file = file;
@@ -186,4 +199,18 @@ int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
         return -1;
     }
     return real_accept4(fd, addr, len, flags);
+}
+
+int bind(int fd, const struct sockaddr *addr, socklen_t len)
+{
+    if (!real_bind)
+        return (int)syscall(SYS_bind, fd, addr, len);
+    int bound = real_bind(fd, addr, len);
+    if (bound == 0 && gap_file && addr && addr->sa_family == AF_PACKET) {
+        int saved = errno, on = 1;
+        /* refused by kernels before 4.20: the socket then works as before */
+        setsockopt(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &on, sizeof on);
+        errno = saved;
+    }
+    return bound;
 }
