@@ -26,6 +26,8 @@ from collections.abc import Callable, Sequence
 FRAME_BYTES = 64 + 8 + 20 + 14  # probe payload + UDP + IPv4 + Ethernet
 WARMUP_S = 1.0  # the baseline skips the first second (ARP, first packets)
 BEFORE_S = 1.0  # how far back the crossing rate looks
+SETTLE_S = 0.2  # the rate after a fault is read from this long after it (routes take tens of ms)
+AFTER_S = 1.0  # over at most this long
 
 
 def fault_windows(faults: list, end_s: float) -> list:
@@ -97,7 +99,9 @@ def probe_results(
         gaps = [flow_gap(a, s, start, end) for a, s, _ in flows]
         sends = [max((b - a for a, b in zip(s, s[1:]) if start <= b < end), default=0.0) for _, s, _ in flows]
         lost = sum(_lost(s, q, start, end) for _, s, q in flows)
-        crossing = _crossing_pps(samples, [d for f in fs for d in (link_devs(f) if link_devs else [])], start)
+        devs = [d for f in fs for d in (link_devs(f) if link_devs else [])]
+        crossing = _crossing_pps(samples, devs, start - BEFORE_S, start)
+        after = _crossing_pps(samples, devs, start + SETTLE_S, min(end, start + SETTLE_S + AFTER_S))
         entry = {
             "at": round(start, 4),
             "until": round(end, 4),
@@ -108,6 +112,9 @@ def probe_results(
             "lost": max(lost, 0),
             "flows_hit": sum(1 for g, (_, s, _) in zip(gaps, flows) if g > 2.5 * _interval(s)),
             "crossing_pps": crossing,
+            # what the fault's links carried once it had struck: a link that
+            # went down carries nothing, whether or not a probe was lost
+            "crossing_after_pps": after,
         }
         # A link that goes down must have carried at least half a probe
         # flow's packets; one that comes back carried nothing before, and
@@ -152,15 +159,16 @@ def _interval(sent):
     return (sent[-1] - sent[0]) / (len(sent) - 1)
 
 
-def _crossing_pps(samples, devs, start):
-    """Probe packets per second that left the devices in the second before
-    `start` (None without samples or devices)."""
+def _crossing_pps(samples, devs, lo, hi):
+    """Probe packets per second that left the devices between the samples
+    of [lo, hi] (None without samples or devices, or with fewer than two
+    samples there)."""
     if not samples or not devs:
         return None
-    before = [(t, c) for t, c in samples if start - BEFORE_S <= t <= start]
-    if len(before) < 2:
+    inside = [(t, c) for t, c in samples if lo <= t <= hi]
+    if len(inside) < 2:
         return None
-    (ta, a), (tb, b) = before[0], before[-1]
+    (ta, a), (tb, b) = inside[0], inside[-1]
     sent = sum(b.get(d, (0,))[0] - a.get(d, (0,))[0] for d in devs)
     return round(sent / FRAME_BYTES / (tb - ta), 1) if tb > ta else None
 

@@ -91,6 +91,18 @@ def test_a_link_down_the_probes_did_not_cross_has_no_gap():
     assert out["faults"]["tor_agg"]["gap_ms"] == pytest.approx(10, abs=0.5)
 
 
+def test_what_a_failed_link_carried_after_the_fault_is_measured_apart():
+    flows = [steady(100, 0, 6)]
+    # 100 probe packets/s until 3 s, then nothing (the link is down)
+    samples = [(t / 10, {"x": (int(min(t, 30) * 10 * 106), 0, 0)}) for t in range(60)]
+    f = probe_results([record(*flows)], [fault("tor_agg", 3.0)], T0, 6.0, samples, lambda f: ["x"])["faults"]
+    assert f["tor_agg"]["crossing_pps"] == pytest.approx(100) and f["tor_agg"]["crossing_after_pps"] == 0
+    # a link that went on carrying them (the fault did not take it out)
+    samples = [(t / 10, {"x": (int(t * 10 * 106), 0, 0)}) for t in range(60)]
+    f = probe_results([record(*flows)], [fault("tor_agg", 3.0)], T0, 6.0, samples, lambda f: ["x"])["faults"]
+    assert f["tor_agg"]["crossing_after_pps"] == pytest.approx(100)
+
+
 HEAD = "name: p\ntopology: {kind: hpn}\nduration: 10\n"
 
 
