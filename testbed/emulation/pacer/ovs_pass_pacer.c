@@ -49,6 +49,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifndef PACKET_IGNORE_OUTGOING  /* kernel headers before 4.20 */
+#define PACKET_IGNORE_OUTGOING 23
+#endif
+
 #define GAP_FILE_ENV "HPNLAB_OVS_PASS_GAP_FILE"
 #define PACED_PROGRAM "ovs-vswitchd"
 /* A limit of the library's own, whatever the file says; hpnlab writes at
