@@ -44,6 +44,7 @@ import os
 import resource
 import select
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -289,8 +290,12 @@ def play(agents: list[Agent], stopped: Callable[[], bool]) -> dict:
     for a in agents:
         agent_of_sock[a.receiver.rx] = agent_of_sock[a.sender.picker.events] = a
     wakeup_floor = min(a.coalesce_s for a in agents)
+
+    def readers(agents: list[Agent]) -> list[socket.socket]:  # what select() watches for input
+        return [sock for a in agents for sock in (a.receiver.rx, a.sender.picker.events)]
+
     live = list(agents)
-    rlist = [sock for a in live for sock in (a.receiver.rx, a.sender.picker.events)]
+    rlist = readers(live)
     readable: Sequence[object] = ()
     prompted: set[Agent] = set(agents)  # the first pass: every agent
     wakeups = 0
@@ -302,7 +307,7 @@ def play(agents: list[Agent], stopped: Callable[[], bool]) -> dict:
             live = [a for a in live if not a.finished]
             if not live:
                 break
-            rlist = [sock for a in live for sock in (a.receiver.rx, a.sender.picker.events)]
+            rlist = readers(live)
         due = min(a.due_at for a in live)
         wlist = [p.sock for a in live for p in a.sender.ports.values() if p.blocked]
         # Interrupt moderation, as NICs do it: a pass comes at most every
