@@ -84,20 +84,32 @@ def built(tmp_path):
     if os.geteuid() != 0:
         pytest.skip("the pacer reads only a gap file of root's")
     lib = ovs_pacing.build_library(out_dir=str(tmp_path / "lib"))
-    src = tmp_path / "poller.c"
-    src.write_text(POLLER)
-    daemon = tmp_path / "ovs-vswitchd"
-    subprocess.run([ovs_pacing.compiler(), "-O2", "-o", str(daemon), str(src)], check=True)
-    other = tmp_path / "other-daemon"
-    shutil.copy(daemon, other)
+    daemon, other = as_daemon_and_other(POLLER, tmp_path / "poller")
     gap_file = tmp_path / "gap"
     return lib, daemon, other, gap_file
 
 
-def polls_took_us(program, lib, gap_file, *args):
+def as_daemon_and_other(source, folder):
+    """The C program `source` built twice: named ovs-vswitchd, which the
+    library acts on, and named otherwise, which it leaves alone."""
+    folder.mkdir()
+    (folder / "main.c").write_text(source)
+    daemon, other = folder / "ovs-vswitchd", folder / "other-daemon"
+    subprocess.run([ovs_pacing.compiler(), "-O2", "-o", str(daemon), str(folder / "main.c")], check=True)
+    shutil.copy(daemon, other)
+    return daemon, other
+
+
+def run_preloaded(program, lib, gap_file, *args):
+    """What `program` prints, run with the library preloaded and told of `gap_file`."""
     env = dict(os.environ, LD_PRELOAD=lib, **{ovs_pacing.GAP_FILE_ENV: str(gap_file)})
-    r = subprocess.run([str(program), *args], env=env, capture_output=True, text=True, check=True)
-    return int(r.stdout)
+    r = subprocess.run([str(program), *args], env=env, capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r
+    return r.stdout
+
+
+def polls_took_us(program, lib, gap_file, *args):
+    return int(run_preloaded(program, lib, gap_file, *args))
 
 
 def test_the_library_spaces_out_ovs_vswitchds_polls_by_the_gap_in_its_file(built):
@@ -163,20 +175,11 @@ def test_accept_on_a_socket_the_last_poll_found_idle_fails_at_once_only_where_it
     library answers EAGAIN itself for a non-blocking one its last poll
     found without a connection (the kernel would have, after making and
     freeing a socket), and lets the next pass's poll find what came since."""
-    lib, daemon, other, gap_file = built
-    src = tmp_path / "acceptor.c"
-    src.write_text(ACCEPTOR)
-    acceptor = tmp_path / "bin" / "ovs-vswitchd"
-    acceptor.parent.mkdir()
-    subprocess.run([ovs_pacing.compiler(), "-O2", "-o", str(acceptor), str(src)], check=True)
-    plain = tmp_path / "bin" / "other-daemon"
-    shutil.copy(acceptor, plain)
+    lib, _, _, gap_file = built
+    acceptor, plain = as_daemon_and_other(ACCEPTOR, tmp_path / "acceptor")
 
     def accepted(program, *args):
-        env = dict(os.environ, LD_PRELOAD=lib, **{ovs_pacing.GAP_FILE_ENV: str(gap_file)})
-        r = subprocess.run([str(program), *args], env=env, capture_output=True, text=True, timeout=10)
-        assert r.returncode == 0, r
-        return r.stdout.split()
+        return run_preloaded(program, lib, gap_file, *args).split()
 
     # the connection came after the poll: taken on the next pass
     assert accepted(acceptor) == ["0", "1"]
@@ -195,6 +198,7 @@ TAPPER = r"""
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -209,11 +213,12 @@ int main(void) {
     memcpy(frame + 14, "hpnlab-pacer-test", 17);
     int tx = socket(AF_PACKET, SOCK_RAW, 0);
     if (sendto(tx, frame, sizeof frame, 0, (struct sockaddr *)&a, sizeof a) != sizeof frame) return 3;
-    usleep(100000);
+    /* every copy that comes, until none has for 200 ms */
     int copies = 0;
     unsigned char got[2048];
     ssize_t n;
-    while ((n = recv(rx, got, sizeof got, 0)) > 0)
+    struct pollfd p = {rx, POLLIN, 0};
+    while (poll(&p, 1, 200) > 0 && (n = recv(rx, got, sizeof got, 0)) > 0)
         copies += n >= 31 && memcmp(got + 14, "hpnlab-pacer-test", 17) == 0;
     printf("%d\n", copies);
     return 0;
@@ -223,18 +228,10 @@ int main(void) {
 
 def test_the_daemons_packet_sockets_no_longer_receive_the_frames_it_sends(built, tmp_path):
     lib, _, _, gap_file = built
-    src = tmp_path / "tapper.c"
-    src.write_text(TAPPER)
-    (tmp_path / "bin").mkdir()
-    tapper, plain = tmp_path / "bin" / "ovs-vswitchd", tmp_path / "bin" / "other-daemon"
-    subprocess.run([ovs_pacing.compiler(), "-O2", "-o", str(tapper), str(src)], check=True)
-    shutil.copy(tapper, plain)
-    env = dict(os.environ, LD_PRELOAD=lib, **{ovs_pacing.GAP_FILE_ENV: str(gap_file)})
+    tapper, plain = as_daemon_and_other(TAPPER, tmp_path / "tapper")
 
     def copies(program):
-        r = subprocess.run([str(program)], env=env, capture_output=True, text=True, timeout=10)
-        assert r.returncode == 0, r
-        return int(r.stdout)
+        return int(run_preloaded(program, lib, gap_file))
 
     assert copies(plain) == 2  # the frame leaving lo, and coming back in
     assert copies(tapper) == 1  # only coming in: what the daemon's own filter let through
