@@ -3,31 +3,18 @@
 Every shaped egress is an HTB root qdisc; its byte counter is what left the
 port, its backlog is what waits for the rate, and its drops are what the
 modeled queue dropped (results/counters.py says what they mean).
-Root-namespace ports (switch side) are read with one `tc` call per sample;
-the egress of the hosts that send is read inside their namespaces. CPU
-busy time is sampled alongside.
+Root-namespace ports (switch side) are read with one netlink dump per
+sample, and the egress of the hosts that send with one dump in each of
+their namespaces, on sockets opened once: no process is started, where a
+`tc` per namespace cost 3-5 ms of CPU each (a third of a core for 8 hosts
+at 10 Hz, taken from the emulation). CPU busy time is sampled alongside.
 """
 
-import json
-import subprocess
 import threading
 import time
 
+from testbed.emulation import netlink
 from testbed.fabric.model import HOST
-
-
-def read_qdiscs(argv_prefix=()):
-    """{dev: (bytes sent, backlog bytes, drops)} of every HTB root qdisc."""
-    r = subprocess.run(
-        list(argv_prefix) + ["tc", "-s", "-j", "qdisc", "show"], capture_output=True, text=True
-    )
-    out = {}
-    if r.returncode != 0:
-        return out
-    for q in json.loads(r.stdout or "[]"):
-        if q.get("kind") == "htb" and q.get("root"):
-            out[q["dev"]] = (q.get("bytes", 0), q.get("backlog", 0), q.get("drops", 0))
-    return out
 
 
 class LinkSampler:
@@ -40,19 +27,24 @@ class LinkSampler:
         self.cpu = []  # (t, busy fraction of all cores since the last sample)
         self._cpu_last = None
         self.error = None
+        self.cpu_s = 0.0  # the sampling thread's own CPU time
         self._stop = threading.Event()
         self._thread = None
+        self._spaces = []
         self.t0 = None
 
     def start(self, t0):
         self.t0 = t0
+        self._spaces = [netlink.Namespace(None)] + [
+            netlink.Namespace(self.fnet.netns_of(h)) for h in self.hosts
+        ]
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _read(self):
-        counters = read_qdiscs()
-        for h in self.hosts:
-            counters.update(read_qdiscs(self.fnet.ns_argv(h, [])))
+        counters = {}
+        for space in self._spaces:
+            counters.update(space.root_qdisc_counters())
         return counters
 
     def _cpu_busy(self):
@@ -66,10 +58,13 @@ class LinkSampler:
         return 1.0 - (idle - last[0]) / (total - last[1])
 
     def _run(self):
+        cpu0 = time.thread_time()
         try:
             self._loop()
         except Exception as e:  # reported by the runner: a run without samples cannot pass
             self.error = f"{type(e).__name__}: {e}"
+        finally:
+            self.cpu_s = time.thread_time() - cpu0
 
     def _loop(self):
         next_t = time.monotonic()
@@ -89,6 +84,9 @@ class LinkSampler:
         self._stop.set()
         if self._thread:
             self._thread.join(5)
+        for space in self._spaces:
+            space.close()
+        self._spaces = []
 
     def rate_mbit(self, dev, window=1.0):
         """Mean egress rate of `dev` over the last `window` seconds."""

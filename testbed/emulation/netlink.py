@@ -27,11 +27,15 @@ IFINFOMSG = struct.Struct("=BxHiII")  # struct ifinfomsg
 NLM_F_REQUEST, NLM_F_ACK, NLM_F_REPLACE, NLM_F_CREATE = 0x1, 0x4, 0x100, 0x400
 NLM_F_DUMP = 0x300
 NLMSG_ERROR, NLMSG_DONE = 2, 3
-RTM_NEWQDISC = 36
+RTM_NEWQDISC, RTM_GETQDISC = 36, 38
 RTM_NEWLINK, RTM_DELLINK, RTM_GETLINK = 16, 17, 18
 IFLA_IFNAME, IFLA_GROUP = 3, 27
 IFF_UP = 0x1
-TCA_KIND, TCA_OPTIONS = 1, 2
+TCA_KIND, TCA_OPTIONS, TCA_STATS2 = 1, 2, 7
+TCA_STATS_BASIC, TCA_STATS_QUEUE = 1, 3  # inside TCA_STATS2
+GNET_BASIC = struct.Struct("=Q")  # struct gnet_stats_basic: bytes (then packets)
+GNET_QUEUE = struct.Struct("=IIIII")  # struct gnet_stats_queue: qlen, backlog, drops, requeues, overlimits
+TC_H_ROOT = 0xFFFFFFFF
 RTM_NEWROUTE, RTM_DELROUTE = 24, 25
 RTA_DST, RTA_MULTIPATH = 1, 9
 RT_TABLE_MAIN, RTPROT_BOOT = 254, 3
@@ -103,48 +107,89 @@ def group_delete(group: int, seq: int = 0) -> bytes:
     return message(RTM_DELLINK, 0, body, seq)
 
 
+def dump_request(kind: int, body: bytes, seq: int = 0) -> bytes:
+    """A request for every object of a kind (no ack: the dump ends with DONE)."""
+    return NLMSG.pack(NLMSG.size + len(body), kind, NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + body
+
+
 def links_dump(seq: int = 0) -> bytes:
     """What `ip link show` sends: every interface of the namespace."""
-    body = IFINFOMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0)
-    return NLMSG.pack(NLMSG.size + len(body), RTM_GETLINK, NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + body
+    return dump_request(RTM_GETLINK, IFINFOMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0), seq)
+
+
+def qdiscs_dump(seq: int = 0) -> bytes:
+    """What `tc -s qdisc show` sends: every qdisc of the namespace, with its counters."""
+    return dump_request(RTM_GETQDISC, TCMSG.pack(socket.AF_UNSPEC, 0, 0, 0, 0, 0, 0), seq)
+
+
+def dump_bodies(replies: bytes, seq: int, kind: int, what: str) -> tuple[list[bytes], bool]:
+    """The bodies of the messages of `kind` in `replies` that answer request
+    `seq`, and whether the dump's end was among them; OSError naming `what`
+    when the kernel refused the dump."""
+    bodies: list[bytes] = []
+    at = 0
+    while at + NLMSG.size <= len(replies):
+        length, msg_kind, _flags, msg_seq, _pid = NLMSG.unpack_from(replies, at)
+        if length < NLMSG.size:
+            break
+        if msg_seq == seq:
+            if msg_kind == NLMSG_DONE:
+                return bodies, True
+            if msg_kind == NLMSG_ERROR:
+                err = -struct.unpack_from("=i", replies, at + NLMSG.size)[0]
+                raise OSError(err, f"{what}: {os.strerror(err)}")
+            if msg_kind == kind:
+                bodies.append(replies[at + NLMSG.size : at + length])
+        at += (length + 3) & ~3
+    return bodies, False
+
+
+def attributes(buf: bytes) -> dict[int, bytes]:
+    """{attribute type: payload} of the attributes packed in `buf`."""
+    found, at = {}, 0
+    while at + RTA.size <= len(buf):
+        size, kind = RTA.unpack_from(buf, at)
+        if size < RTA.size:
+            break
+        found[kind & 0x3FFF] = buf[at + RTA.size : at + size]  # without the nested/byte-order flags
+        at += (size + 3) & ~3
+    return found
 
 
 def link_groups(replies: bytes, seq: int) -> tuple[dict[str, int], bool]:
     """The interfaces (name -> group) that the messages in `replies` answering
     request `seq` describe, and whether the dump's end was among them."""
+    bodies, done = dump_bodies(replies, seq, RTM_NEWLINK, "listing the interfaces")
     groups: dict[str, int] = {}
-    at = 0
-    while at + NLMSG.size <= len(replies):
-        length, kind, _flags, msg_seq, _pid = NLMSG.unpack_from(replies, at)
-        if length < NLMSG.size:
-            break
-        if msg_seq == seq:
-            if kind == NLMSG_DONE:
-                return groups, True
-            if kind == NLMSG_ERROR:
-                err = -struct.unpack_from("=i", replies, at + NLMSG.size)[0]
-                raise OSError(err, f"listing the interfaces: {os.strerror(err)}")
-            if kind == RTM_NEWLINK:
-                name, group = _name_and_group(replies[at + NLMSG.size + IFINFOMSG.size : at + length])
-                if name is not None:
-                    groups[name] = group
-        at += (length + 3) & ~3
-    return groups, False
+    for body in bodies:
+        found = attributes(body[IFINFOMSG.size :])
+        if IFLA_IFNAME in found:
+            group = found.get(IFLA_GROUP)
+            groups[found[IFLA_IFNAME].rstrip(b"\0").decode()] = (
+                struct.unpack_from("=I", group)[0] if group else 0
+            )
+    return groups, done
 
 
-def _name_and_group(attrs: bytes) -> tuple[str | None, int]:
-    name, group, at = None, 0, 0
-    while at + RTA.size <= len(attrs):
-        size, kind = RTA.unpack_from(attrs, at)
-        if size < RTA.size:
-            break
-        value = attrs[at + RTA.size : at + size]
-        if kind == IFLA_IFNAME:
-            name = value.rstrip(b"\0").decode()
-        elif kind == IFLA_GROUP:
-            group = struct.unpack_from("=I", value)[0]
-        at += (size + 3) & ~3
-    return name, group
+def root_qdisc_counters(
+    replies: bytes, seq: int, kind: bytes
+) -> tuple[dict[int, tuple[int, int, int]], bool]:
+    """{interface index: (bytes sent, backlog bytes, drops)} of every root
+    qdisc of `kind` (b"htb") in `replies` answering request `seq`, read as
+    `tc -s qdisc show` reads them; and whether the dump's end was among them."""
+    bodies, done = dump_bodies(replies, seq, RTM_NEWQDISC, "listing the qdiscs")
+    counters: dict[int, tuple[int, int, int]] = {}
+    for body in bodies:
+        _family, _pad1, _pad2, ifindex, _handle, parent, _info = TCMSG.unpack_from(body)
+        found = attributes(body[TCMSG.size :])
+        if parent != TC_H_ROOT or found.get(TCA_KIND, b"").rstrip(b"\0") != kind:
+            continue
+        stats = attributes(found.get(TCA_STATS2, b""))
+        basic, queue = stats.get(TCA_STATS_BASIC, b""), stats.get(TCA_STATS_QUEUE, b"")
+        sent = GNET_BASIC.unpack_from(basic)[0] if len(basic) >= GNET_BASIC.size else 0
+        backlog, drops = GNET_QUEUE.unpack_from(queue)[1:3] if len(queue) >= GNET_QUEUE.size else (0, 0)
+        counters[ifindex] = (sent, backlog, drops)
+    return counters, done
 
 
 # --- on the machine --------------------------------------------------------------
@@ -237,16 +282,31 @@ class Namespace:
                 raise OSError(errno.ENODEV, f"{what}: no such interface") from None
         return index
 
-    def groups(self) -> dict[str, int]:
-        """Every interface of this namespace and its group."""
+    def dump(self, request, parse) -> dict:
+        """Send the dump `request(seq=...)` makes and gather what `parse(replies,
+        seq)` finds in its answers, up to the dump's end."""
         self.seq += 1
-        self.sock.send(links_dump(self.seq))
-        found: dict[str, int] = {}
+        self.sock.send(request(seq=self.seq))
+        found: dict = {}
         while True:
-            part, done = link_groups(self.sock.recv(1 << 20), self.seq)
+            part, done = parse(self.sock.recv(1 << 20), self.seq)
             found.update(part)
             if done:
                 return found
+
+    def groups(self) -> dict[str, int]:
+        """Every interface of this namespace and its group."""
+        return self.dump(links_dump, link_groups)
+
+    def root_qdisc_counters(self, kind: bytes = b"htb") -> dict[str, tuple[int, int, int]]:
+        """{interface name: (bytes sent, backlog bytes, drops)} of every root
+        qdisc of `kind` in this namespace: one dump, no process started."""
+        by_index = self.dump(qdiscs_dump, lambda replies, seq: root_qdisc_counters(replies, seq, kind))
+        names = {i: name for name, i in self.ifindex.items()}
+        if not set(by_index) <= set(names):  # an interface made after the namespace was opened
+            self.ifindex = in_namespace(self.netns, lambda: {name: i for i, name in socket.if_nameindex()})
+            names = {i: name for name, i in self.ifindex.items()}
+        return {names[i]: counts for i, counts in by_index.items() if i in names}
 
     def delete_group(self, group: int) -> None:
         """Delete every interface of group `group` in this namespace."""

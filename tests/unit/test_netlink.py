@@ -98,3 +98,30 @@ def test_a_dump_gives_each_interface_its_group_until_its_end():
     with pytest.raises(OSError) as refused:
         netlink.link_groups(error, 5)
     assert refused.value.errno == 1
+
+
+def qdisc_reply(seq, ifindex, parent, kind, sent, backlog, drops):
+    def attr(k, payload):
+        return struct.pack("=HH", 4 + len(payload), k) + payload + bytes(-len(payload) % 4)
+
+    stats = attr(1, struct.pack("=QI", sent, 9) + bytes(4)) + attr(
+        3, struct.pack("=IIIII", 2, backlog, drops, 0, 0)
+    )
+    body = struct.pack("=BBHiIII", 0, 0, 0, ifindex, 0x10000, parent, 1)
+    body += attr(netlink.TCA_KIND, kind + b"\0") + attr(netlink.TCA_STATS2 | 0x8000, stats)
+    return struct.pack("=IHHII", 16 + len(body), netlink.RTM_NEWQDISC, 2, seq, 0) + body
+
+
+def test_a_qdisc_dump_gives_each_root_qdisc_of_the_kind_its_bytes_backlog_and_drops():
+    msg = netlink.qdiscs_dump(seq=3)
+    length, kind, flags, seq, _pid = struct.unpack_from("=IHHII", msg)
+    assert (length, kind, flags, seq) == (len(msg), netlink.RTM_GETQDISC, 0x301, 3)
+    part = (
+        qdisc_reply(3, 4, netlink.TC_H_ROOT, b"htb", 123456789012, 9000, 7)
+        + qdisc_reply(3, 4, 0x10001, b"pfifo", 5, 5, 5)  # a class's leaf, not the root
+        + qdisc_reply(3, 5, netlink.TC_H_ROOT, b"noqueue", 1, 1, 1)
+        + qdisc_reply(2, 6, netlink.TC_H_ROOT, b"htb", 1, 1, 1)  # another request's
+    )
+    assert netlink.root_qdisc_counters(part, 3, b"htb") == ({4: (123456789012, 9000, 7)}, False)
+    done = struct.pack("=IHHII", 20, netlink.NLMSG_DONE, 2, 3, 0) + bytes(4)
+    assert netlink.root_qdisc_counters(done, 3, b"htb") == ({}, True)
