@@ -127,7 +127,7 @@ class Agent:
         self.receiver = Receiver(
             self.jobs,
             self.sender,
-            self.advance,
+            self.transfer_ended,
             peer_by_ip,
             self.frames,
             payload=payload,
@@ -221,8 +221,9 @@ class Agent:
         self.finished = True
 
     # --- the jobs' steps (job.StepDriver) ----------------------------------
-    def advance(self, job: Job, now: float) -> None:
-        """Let the job move on now (a transfer of it ended)."""
+    def transfer_ended(self, job: Job, step: Step, now: float) -> None:
+        """The transfer of a step of the job ended: the job moves on now."""
+        job.transfer_ended(step)
         job.advance(now, self)
 
     def warm(self, job: Job) -> None:

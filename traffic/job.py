@@ -15,6 +15,7 @@ from .collectives import Step
 from .transfers import qp_number
 
 IDLE = float("inf")
+TRACE = bool(os.environ.get("HPNLAB_TRACE"))  # each step's end in the results (read once)
 
 
 @functools.cache
@@ -49,7 +50,9 @@ class StepDriver(Protocol):
 
     def step_done(self, job: Job, step: Step) -> bool:
         """Whether a started step's transfer has finished (it is then
-        accounted to the job and forgotten)."""
+        accounted to the job and forgotten). Asked of a step when it starts
+        and after the driver reported its transfer ended
+        (Job.transfer_ended), not otherwise."""
 
     def progress(self, record: dict) -> None:
         """An iteration ended: its record."""
@@ -96,17 +99,20 @@ class Job:
         self.status: dict[int, str] = {}
         self.keys: dict[int, tuple[str, int]] = {}  # this iteration's transfer_key of each step
         # Each step's dependents, and per iteration the steps whose
-        # dependencies are done but which have not started (`ready`), the
-        # started ones (`active`) and how many dependencies each step still
-        # waits for: a finished transfer then touches only the steps it
-        # concerns, not the whole schedule.
+        # dependencies are done but which have not started (`ready`), those
+        # whose transfers the driver saw end (`ended`) and how many
+        # dependencies each step still waits for: a finished transfer then
+        # touches only the steps it concerns, not the whole schedule nor
+        # every step under way (a 64-rank ring has 63 receives open at once,
+        # and asking each of them after every transfer took most of an
+        # agent's CPU).
         self.dependents: dict[int, list[int]] = {s.index: [] for s in self.steps}
         for s in self.steps:
             for d in s.deps:
                 self.dependents[d].append(s.index)
         self.unmet: dict[int, int] = {}
         self.ready: list[Step] = []
-        self.active: list[Step] = []
+        self.ended: list[Step] = []
         self.open = 0  # steps of this iteration not done yet
         self.first_comm: float | None = None  # when the iteration's first step started
         self.counters = {
@@ -138,6 +144,14 @@ class Job:
             key = (self.peers[step.peer]["ip"], qp_number(self.id, self.iter, self.tag_index[step.tag]))
             self.keys[step.index] = key
         return key
+
+    def transfer_ended(self, step: Step) -> None:
+        """The driver saw the transfer of `step` end (its last data frame in,
+        or its last ACK): the next advance asks whether the step is done.
+        A transfer of the next iteration may end early (its data came
+        before this rank got there): asked then, the step is not done, and
+        it is asked again when it starts."""
+        self.ended.append(step)
 
     def advance(self, now: float, driver: StepDriver) -> None:
         """Start what may start and finish what is done; set when the job
@@ -176,31 +190,31 @@ class Job:
         if now < self.comm_start:
             return  # the compute phase before communication: nothing starts
         status, steps = self.status, self.steps
-        trace = os.environ.get("HPNLAB_TRACE")
         while True:
+            # What may have finished: the steps starting now (a receive's
+            # data may have come before it) and those whose transfer ended.
+            asked = self.ended
+            self.ended = []
             if self.ready:
                 self.first_comm = self.first_comm or now
                 for s in sorted(self.ready, key=lambda s: s.index):
                     if s.kind == "send":
                         driver.start_send(self, s, now)
                     status[s.index] = "active"
-                    self.active.append(s)
+                    asked.append(s)
                 self.ready = []
-            still = []
-            for s in self.active:
-                if not driver.step_done(self, s):
-                    still.append(s)
+            for s in asked:
+                if status.get(s.index) != "active" or not driver.step_done(self, s):
                     continue
                 # Only a step that ends can let a waiting one start.
                 status[s.index] = "done"
                 self.open -= 1
-                if trace:
+                if TRACE:
                     self.trace.append((self.iter, s.index, s.kind, round(now - self.start_mono, 4)))
                 for d in self.dependents[s.index]:
                     self.unmet[d] -= 1
                     if self.unmet[d] == 0:
                         self.ready.append(steps[d])
-            self.active = still
             if not self.ready:
                 return
 
@@ -218,7 +232,7 @@ class Job:
         self.keys = {}
         self.unmet = {s.index: len(s.deps) for s in self.steps}
         self.ready = [s for s in self.steps if not s.deps]
-        self.active = []
+        self.ended = []
         self.open = len(self.steps)
         self.iter_bytes = {"sent": 0, "received": 0}
         self.first_comm = None

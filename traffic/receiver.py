@@ -44,15 +44,16 @@ SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)
 class Receiver:
     """The receive socket and the receives under way.
 
-    `advance(job, now)` is called when a transfer of the job may have ended
-    a step; `frames` is the agent's count of the frames it handled (this
+    `transfer_ended(job, step, now)` is called when the transfer of a step
+    of the job has ended (its last data frame arrived, or its last ACK);
+    `frames` is the agent's count of the frames it handled (this
     side adds received)."""
 
     def __init__(
         self,
         jobs: list[Job],
         sender: Sender,
-        advance: Callable[[Job, float], None],
+        transfer_ended: Callable[[Job, Step, float], None],
         peer_by_ip: dict[str, dict],
         frames: dict[str, int],
         payload: int,
@@ -63,7 +64,7 @@ class Receiver:
     ) -> None:
         self.sender = sender
         self.reads = reads
-        self.advance = advance
+        self.transfer_ended = transfer_ended
         self.peer_by_ip = peer_by_ip
         self.frames = frames
         self.payload = payload
@@ -172,9 +173,9 @@ class Receiver:
         if opcode in roce.DATA_OPCODES:
             self._on_data(data, src_ip, qp, psn, ackreq, tos, now)
         elif opcode == roce.ACK:
-            job = self.sender.on_ack(data, src_ip, qp, psn, now)
-            if job is not None:
-                self.advance(job, now)
+            flow = self.sender.on_ack(data, src_ip, qp, psn, now)
+            if flow is not None:
+                self.transfer_ended(flow.job, flow.step, now)
         elif opcode == roce.CNP:
             job = self.job_by_id.get(qp_job(qp))
             if job is not None:
@@ -204,7 +205,7 @@ class Receiver:
                 # A late duplicate of a finished iteration: re-ACK so the sender can finish.
                 send_ctrl(src_ip, qp, job.dscp, roce.ACK, psn, syndrome=roce.ACK_SYNDROME, now=now)
                 return
-            inflow = InFlow(job, step.nbytes, self.payload, self.cnp_interval_s, self.nak_retry_s)
+            inflow = InFlow(job, step, self.payload, self.cnp_interval_s, self.nak_retry_s)
             self.inflows[key] = inflow
         ce = (tos & 3) == roce.CE
         before = inflow.rx.received
@@ -233,7 +234,7 @@ class Receiver:
                 job.counters["cnps_sent"] += 1
                 send_ctrl(src_ip, qp, job.dscp, roce.CNP, 0, now=now)
         if inflow.rx.done:
-            self.advance(job, now)  # the step this transfer fed may end now
+            self.transfer_ended(job, inflow.step, now)  # the step this transfer fed may end now
 
     def finish_recv(self, job: Job, step: Step) -> bool:
         """Whether a recv step's transfer has arrived in full; if so its

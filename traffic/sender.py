@@ -141,10 +141,10 @@ class Sender:
         del self.outflows[key]
         return True
 
-    def on_ack(self, data: bytes, src_ip: str, qp: int, psn: int, now: float) -> Job | None:
+    def on_ack(self, data: bytes, src_ip: str, qp: int, psn: int, now: float) -> OutFlow | None:
         """An ACK or NAK (`data`, the frame's UDP payload) for one of our
-        transfers. Returns the transfer's job when that is now acknowledged
-        in full (its step may end)."""
+        transfers. Returns the transfer when that is now acknowledged in
+        full (its step may end)."""
         flow = self.outflows.get((src_ip, qp))
         if flow is None:
             return None
@@ -154,7 +154,7 @@ class Sender:
         else:
             flow.gbn.on_ack(psn, now)
             if flow.gbn.done:
-                return flow.job
+                return flow
         return None
 
     def on_cnp(self, src_ip: str, job: Job, now: float) -> None:

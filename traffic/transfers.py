@@ -132,12 +132,10 @@ class InFlow:
     """One receive step of one iteration under way: go-back-N's receiving
     end and what arrived."""
 
-    def __init__(
-        self, job: Job, nbytes: int, payload: int, cnp_interval_s: float, nak_retry_s: float
-    ) -> None:
-        self.job = job
-        self.nbytes = nbytes
-        self.npackets = max(1, -(-nbytes // payload))
+    def __init__(self, job: Job, step: Step, payload: int, cnp_interval_s: float, nak_retry_s: float) -> None:
+        self.job, self.step = job, step
+        self.nbytes = step.nbytes
+        self.npackets = max(1, -(-self.nbytes // payload))
         self.rx = GbnReceiver(self.npackets, cnp_interval_s=cnp_interval_s, nak_retry_s=nak_retry_s)
         self.bytes = 0
         # (psn awaited, gap event or None, time the gap was seen)

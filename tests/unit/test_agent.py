@@ -177,7 +177,9 @@ def test_warming_sends_one_frame_down_each_path_of_the_job():
     outgoing = SimpleNamespace(outflows={})
     outgoing.on_ack = lambda *a: sender.Sender.on_ack(outgoing, *a)
     advanced = []
-    rx = SimpleNamespace(sender=outgoing, job_by_id={}, advance=lambda job, now: advanced.append(job))
+    rx = SimpleNamespace(
+        sender=outgoing, job_by_id={}, transfer_ended=lambda job, step, now: advanced.append(job)
+    )
     receiver.Receiver._dispatch(rx, data[roce.BTH_OFF :], "10.0.0.1", 0, 0.0)
     assert advanced == []
     assert sender.WARM_QP < 0x800000 <= transfers.qp_number(0, 0, 0)  # never a transfer's QP
@@ -230,7 +232,7 @@ def test_an_out_flow_is_given_its_settings_templates_and_rate():
     slowed = transport.Dcqcn(params)
     slowed.on_cnp(0.0)  # the queue pair's rate, not the transfer's: a new flow starts paced
     assert OutFlow(settings, job, job.iter, step, fake.template, slowed).paced
-    inflow = InFlow(job, 10000, 4096, cnp_interval_s=0.01, nak_retry_s=0.02)
+    inflow = InFlow(job, step, 4096, cnp_interval_s=0.01, nak_retry_s=0.02)
     assert inflow.npackets == 3 and (inflow.rx.cnp_interval_s, inflow.rx.nak_retry_s) == (0.01, 0.02)
 
 
@@ -265,6 +267,7 @@ def test_a_job_computes_then_runs_its_steps_as_their_deps_finish():
     for _ in range(len(job.steps)):  # each transfer ends in turn; each send waits for its deps
         for s in job.pending:
             driver.finished.add((0, s.index))
+            job.transfer_ended(s)
             break
         job.advance(0.8, driver)
     assert sorted(i for _, i in driver.started) == sends and not job.pending
@@ -393,7 +396,7 @@ def _host(spec, cframes=None):
     into = object.__new__(receiver.Receiver)
     vars(into).update(
         sender=out,
-        advance=host.advance,
+        transfer_ended=host.transfer_ended,
         peer_by_ip=peer_by_ip,
         frames=frames,
         payload=1000,
@@ -638,8 +641,35 @@ def test_every_step_starts_once_and_only_after_all_its_dependencies_ended(collec
         assert active, "the job waits for nothing"
         pick = rng.choice(active)
         driver.finished.add((0, pick))
+        job.transfer_ended(job.steps[pick])
         ended.append(pick)
         job.advance(0.0, driver)
     assert sorted(ended) == [s.index for s in job.steps] and len(set(ended)) == len(ended)
     sends = sorted(i for _, i in driver.started)
     assert sends == [s.index for s in job.steps if s.kind == "send"]
+
+
+def test_a_transfer_that_ends_has_its_own_step_asked_not_every_step_under_way():
+    """A 64-rank ring keeps 63 receives open at once: each step is asked
+    whether it is done when it starts and when its transfer ends, so an
+    iteration asks about twice per step, not once per step per transfer."""
+
+    class Counting(_Driver):
+        asked = 0
+
+        def step_done(self, job, step):
+            self.asked += 1
+            return super().step_done(job, step)
+
+    job = Job(_spec(5, n=64, compute_s=0.0, iterations=1, bytes=4096 * 64 * 4), 0.0)
+    driver = Counting()
+    job.advance(0.0, driver)
+    order = []
+    while not job.done:
+        s = next(s for s in job.steps if job.status[s.index] == "active")
+        driver.finished.add((0, s.index))
+        order.append(s.index)
+        job.transfer_ended(s)
+        job.advance(0.0, driver)
+    assert sorted(order) == [s.index for s in job.steps] and len(job.steps) == 2 * 2 * 63
+    assert driver.asked <= 2 * len(job.steps)
