@@ -94,16 +94,45 @@ _U32 = struct.Struct("!I")
 _U32LE = struct.Struct("<I")
 _LRH_STANDIN = b"\xff" * 8
 
-# The ICRC is a CRC, so linear: between two frames that differ only in the
-# PSN word, the ICRCs differ by a function of the changed bytes and of how
-# many bytes follow them, whatever came before. With one 256-entry table
-# per byte of the word, a data frame's ICRC is the PSN-0 ICRC XOR four
-# table entries, instead of a CRC over its whole payload. A table costs
-# about 1,000 CRCs of the frame, so it is built only for a length that
-# keeps coming (TABLE_AFTER_FRAMES frames hashed the long way).
-TABLE_AFTER_FRAMES = 64
+# The ICRC is a CRC, so linear: between two frames of one length that
+# differ in some bytes, the ICRCs differ by a function of the changed bits
+# and of how many bytes follow them, whatever came before. With one
+# 256-entry table per byte of the PSN word, a data frame's ICRC is the
+# PSN-0 ICRC XOR four table entries, instead of a CRC over its whole
+# payload; a copy of a template for another flow (retarget) changes its
+# ICRC the same way. A table is made from 8 CRCs (one per bit), so every
+# length gets its own from its first frame on.
+_byte_changes: dict[int, list[int]] = {}  # bytes after the byte -> its table
 _psn_tables: dict[int, list[list[int]]] = {}  # bytes after the PSN word -> 4 tables
-_psn_slow_frames: dict[int, int] = {}  # bytes after the PSN word -> frames hashed the long way
+_copy_tables: dict[int, tuple[list[int], ...]] = {}  # frame length -> the 5 tables of retarget
+
+
+def byte_changes(after: int) -> list[int]:
+    """How each of the 256 values of one byte changes the CRC of a message,
+    relative to a zero byte, when `after` bytes follow it."""
+    table = _byte_changes.get(after)
+    if table is None:
+        zeros = bytes(after + 1)
+        base = zlib.crc32(zeros)
+        bits = [zlib.crc32(bytes((1 << b,)) + zeros[1:]) ^ base for b in range(8)]
+        table = [0] * 256
+        for v in range(1, 256):  # linear: a value's change is that of its bits together
+            low = v & -v
+            table[v] = table[v ^ low] ^ bits[low.bit_length() - 1]
+        _byte_changes[after] = table
+    return table
+
+
+def copy_tables(length: int) -> tuple[list[int], ...]:
+    """For a frame of `length` bytes, the tables of the five bytes a copy
+    for another flow changes (see FrameTemplate.retarget): the UDP source
+    port's two, then the destination QP's three."""
+    tables = _copy_tables.get(length)
+    if tables is None:
+        end = length - ICRC_LEN
+        fields = [ETH_LEN + IP_LEN, ETH_LEN + IP_LEN + 1, BTH_OFF + 5, BTH_OFF + 6, BTH_OFF + 7]
+        tables = _copy_tables[length] = tuple(byte_changes(end - at - 1) for at in fields)
+    return tables
 
 
 def psn_tables(after: int) -> list[list[int]]:
@@ -111,17 +140,7 @@ def psn_tables(after: int) -> list[list[int]]:
     its 256 values makes, with `after` bytes following the word."""
     tables = _psn_tables.get(after)
     if tables is None:
-        buf = bytearray(4 + after)
-        base = zlib.crc32(buf)
-        tables = []
-        for i in range(4):
-            row = []
-            for v in range(256):
-                buf[i] = v
-                row.append(zlib.crc32(buf) ^ base)
-            buf[i] = 0
-            tables.append(row)
-        _psn_tables[after] = tables
+        tables = _psn_tables[after] = [byte_changes(after + 3 - i) for i in range(4)]
     return tables
 
 
@@ -217,22 +236,29 @@ class FrameTemplate:
         self.buf = bytearray(bytes(pkt))
         self.aeth_off = BTH_OFF + BTH_LEN if aeth else None
 
-        head = bytearray(self.buf[ETH_LEN:BTH_OFF])
-        head[1] = head[8] = 0xFF  # TOS, TTL
-        head[10:12] = b"\xff\xff"  # IP checksum
-        head[IP_LEN + 6 : IP_LEN + 8] = b"\xff\xff"  # UDP checksum
-        self._prefix_crc = zlib.crc32(_LRH_STANDIN + head)
+        self._prefix_crc: int | None = None  # made when a frame is hashed the long way
         self._bth_rest = bytes(self.buf[BTH_OFF + 1 : BTH_OFF + 4]) + b"\xff"
         self._crc_by_opcode: dict[int, int] = {}
         self._psn0_icrc: dict[int, int] = {}  # opcode -> ICRC with a zero PSN word (table path)
         self._tail = memoryview(self.buf)[BTH_OFF + 5 : -ICRC_LEN]
-        self._siblings = {payload_len: self}
+        self._siblings: dict[int, FrameTemplate] | None = None  # see for_length
+        if _layout(opcode) == "data":
+            # Each data opcode hashed once: the copies for flows (retarget)
+            # take every frame by the tables, none the long way.
+            for op in sorted(DATA_OPCODES):
+                self.frame(0, op)
         self.frame(0)
 
     def _head_crc(self, opcode):
         """CRC state after prefix + BTH[0:5] for this opcode (cached)."""
         if _layout(opcode) != _layout(self.opcode):
             raise ValueError(f"opcode {opcode:#x} does not fit a {_layout(self.opcode)} template")
+        if self._prefix_crc is None:
+            head = bytearray(self.buf[ETH_LEN:BTH_OFF])
+            head[1] = head[8] = 0xFF  # TOS, TTL
+            head[10:12] = b"\xff\xff"  # IP checksum
+            head[IP_LEN + 6 : IP_LEN + 8] = b"\xff\xff"  # UDP checksum
+            self._prefix_crc = zlib.crc32(_LRH_STANDIN + head)
         crc = zlib.crc32(bytes((opcode,)) + self._bth_rest, self._prefix_crc)
         self._crc_by_opcode[opcode] = crc
         return crc
@@ -277,14 +303,11 @@ class FrameTemplate:
         return buf
 
     def _note_slow(self, op, word, icrc):
-        """Note one frame hashed the long way; once its length has come
-        often enough, switch this opcode to the tables (see psn_tables):
-        the ICRC of a zero PSN word is this one minus this word's change."""
-        after = len(self.buf) - ICRC_LEN - (BTH_OFF + 12)
-        n = _psn_slow_frames[after] = _psn_slow_frames.get(after, 0) + 1
-        if n >= TABLE_AFTER_FRAMES or after in _psn_tables:
-            self._tables = psn_tables(after)
-            self._psn0_icrc[op] = icrc ^ psn_change(self._tables, word)
+        """One frame hashed the long way switches its opcode to the tables
+        (see psn_tables): the ICRC of a zero PSN word is this one minus
+        this word's change."""
+        self._tables = psn_tables(len(self.buf) - ICRC_LEN - (BTH_OFF + 12))
+        self._psn0_icrc[op] = icrc ^ psn_change(self._tables, word)
 
     def table_icrc(self, op: int) -> tuple[int, list[list[int]]] | None:
         """(ICRC with a zero PSN word, the PSN tables) once frames of this
@@ -295,7 +318,10 @@ class FrameTemplate:
     def for_length(self, payload_len: int) -> "FrameTemplate":
         """A template identical but for its payload length (cached), e.g.
         for the shorter last packet of a message: IP total length, IP
-        checksum and UDP length differ, so it needs a frame of its own."""
+        checksum and UDP length differ, so it needs a frame of its own.
+        The templates of one set share their cache (made at the first ask)."""
+        if self._siblings is None:
+            self._siblings = {self.payload_len: self}
         tpl = self._siblings.get(payload_len)
         if tpl is None:
             tpl = FrameTemplate(*self._args, payload_len, opcode=self.opcode, ecn=self.ecn, aeth=self.aeth)
@@ -306,27 +332,33 @@ class FrameTemplate:
     def retarget(self, sport: int, dqpn: int) -> "FrameTemplate":
         """A copy for another flow to the same peer: new UDP source port and
         destination QP, patched into the bytes (no scapy: building a frame
-        with scapy costs about a millisecond, too much per transfer)."""
+        with scapy costs about a millisecond, too much per transfer). The
+        copy's ICRC, and its PSN-0 ICRC per opcode, are this template's
+        XOR what the two changed fields change (no CRC over the payload:
+        a transfer of a few frames paid more for that than for sending)."""
         if not 0 <= dqpn <= PSN_MASK or not 0 <= sport <= 0xFFFF:
             raise ValueError("sport is 16 bits and dqpn 24 bits")
         tpl = object.__new__(FrameTemplate)
         tpl.__dict__.update(self.__dict__)
+        old_sport, old_dqpn = self._args[4], self._args[5]
         tpl._args = self._args[:4] + (sport, dqpn) + self._args[6:]
         buf = bytearray(self.buf)
         udp = ETH_LEN + IP_LEN
         buf[udp : udp + 2] = sport.to_bytes(2, "big")
         buf[BTH_OFF + 5 : BTH_OFF + 8] = dqpn.to_bytes(3, "big")
+        s_hi, s_lo, q_hi, q_mid, q_lo = copy_tables(len(buf))
+        ds, dq = old_sport ^ sport, old_dqpn ^ dqpn
+        delta = s_hi[ds >> 8] ^ s_lo[ds & 255] ^ q_hi[dq >> 16] ^ q_mid[dq >> 8 & 255] ^ q_lo[dq & 255]
+        end = len(buf) - ICRC_LEN  # the ICRC covers the bytes before it
+        _U32LE.pack_into(buf, end, _U32LE.unpack_from(buf, end)[0] ^ delta)
         tpl.buf = buf
-        head = bytearray(buf[ETH_LEN:BTH_OFF])
-        head[1] = head[8] = 0xFF
-        head[10:12] = b"\xff\xff"
-        head[IP_LEN + 6 : IP_LEN + 8] = b"\xff\xff"
-        tpl._prefix_crc = zlib.crc32(_LRH_STANDIN + head)
+        tpl._prefix_crc = None  # made when a frame is hashed the long way
         tpl._crc_by_opcode = {}
-        tpl._psn0_icrc = {}
+        tpl._psn0_icrc = {op: icrc ^ delta for op, icrc in self._psn0_icrc.items()}
         tpl._tail = memoryview(buf)[BTH_OFF + 5 : -ICRC_LEN]
-        tpl._siblings = {tpl.payload_len: tpl}
-        tpl.frame(0)
+        # No {length: itself} yet: that cycle kept every copy and its frame
+        # buffer alive until the garbage collector came by (see for_length).
+        tpl._siblings = None
         return tpl
 
     def __len__(self):

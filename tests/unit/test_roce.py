@@ -88,12 +88,12 @@ def test_random_patches_match_scapy_byte_for_byte(payload_len):
 
 
 @pytest.mark.parametrize("payload_len", [4096, 1021])
-def test_table_icrc_matches_scapy_once_a_length_keeps_coming(payload_len):
-    """After TABLE_AFTER_FRAMES frames of a length, the ICRC comes from the
-    PSN tables; every frame must still be the one scapy builds."""
+def test_table_icrc_matches_scapy_from_the_first_frame_of_an_opcode(payload_len):
+    """After one frame of an opcode hashed the long way, the ICRC comes
+    from the PSN tables; every frame must still be the one scapy builds."""
     rng = random.Random(7 + payload_len)
     t = template(payload_len)
-    for i in range(roce.TABLE_AFTER_FRAMES + 200):
+    for i in range(200):
         psn = rng.randrange(1 << 24) if i % 3 else i
         opcode = rng.choice(sorted(roce.DATA_OPCODES))
         ackreq = rng.random() < 0.5
@@ -232,7 +232,11 @@ def test_retarget_matches_a_frame_built_from_scratch():
         4096,
         opcode=roce.SEND_MIDDLE,
     )
+    for psn in range(3):  # frames on the original: its bytes as a flow leaves them
+        base.frame(psn, opcode=roce.SEND_MIDDLE)
     moved = base.retarget(50123, 0xABCDEF)
+    assert roce.verify_icrc(bytes(moved.buf))  # as copied, before any frame of its own
+    assert moved.table_icrc(roce.SEND_MIDDLE) is not None  # the table path at once
     fresh = roce.FrameTemplate(
         "02:00:0a:00:00:01",
         "02:00:0a:00:01:01",
@@ -253,5 +257,26 @@ def test_retarget_matches_a_frame_built_from_scratch():
             fresh.frame(psn, opcode=op, ackreq=ack)
         )
         assert roce.verify_icrc(bytes(moved.buf))
+    twice = moved.retarget(4791, 0x800001)  # a copy of a copy, and an ACK's copy
+    assert roce.verify_icrc(bytes(twice.frame(9))) and roce.verify_icrc(bytes(twice.buf))
+    ack = template(0, opcode=roce.ACK, aeth=True).retarget(4791, 0x812345)
+    assert roce.verify_icrc(bytes(ack.buf)) and roce.verify_icrc(bytes(ack.frame(5, syndrome=0x60, msn=0)))
     # the original is untouched
     assert roce.parse_bth(bytes(base.buf[42:]))[1] == 0x10
+
+
+def test_changed_bytes_move_the_crc_as_hashing_it_again_does():
+    import zlib
+
+    rng = random.Random(11)
+    for _ in range(50):
+        msg = bytearray(rng.randbytes(rng.randrange(8, 300)))
+        width = rng.choice((1, 2, 3, 4))
+        at = rng.randrange(0, len(msg) - width + 1)
+        diff = rng.randbytes(width)
+        before = zlib.crc32(msg)
+        change = 0
+        for i, d in enumerate(diff):
+            msg[at + i] ^= d
+            change ^= roce.byte_changes(len(msg) - at - i - 1)[d]
+        assert zlib.crc32(msg) == before ^ change
