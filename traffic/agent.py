@@ -39,6 +39,7 @@ results. The ranks' progress is job.py's, the sending side (ports, flows,
 control frames) sender.py's, the receiving side receiver.py's.
 """
 
+import gc
 import json
 import os
 import resource
@@ -402,6 +403,14 @@ def main(argv: list[str] | None = None) -> None:
     start_at = json.loads(line)["start_at"]
     for agent in agents:
         agent.set_start(start_at)
+    # What was made to set up (schedules, templates, sockets) lives as long
+    # as the process: the garbage collector need not walk it again. And what
+    # the loop makes is freed as it goes (little of it in cycles: the scapy
+    # build of a new template), so the collector comes every 10,000 objects
+    # kept rather than every 700: in a 64-rank ring it had taken 7% of an
+    # agent process's CPU, and 1% after.
+    gc.freeze()
+    gc.set_threshold(10_000, 10, 10)
     if os.environ.get("HPNLAB_PROFILE"):  # developer aid: where the agent's CPU goes
         import cProfile
 

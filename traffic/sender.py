@@ -22,6 +22,12 @@ if TYPE_CHECKING:
 
 QUEUE_FRAMES = 12  # frames a port's data socket may have waiting in the kernel
 WARM_QP = 0x7FFFFF  # no queue pair's number (theirs have the top bit set): ignored
+# Control templates kept at most: each transfer has its own QP, so the cache
+# only saves the copies for a transfer's later ACKs, and only transfers
+# under way need theirs (a late re-ACK makes a copy again). Unbounded, a
+# 64-rank ring's agent process kept 32,000, which its garbage collector
+# walked again and again.
+CTRL_TEMPLATES_KEPT = 64
 
 
 class Sender:
@@ -279,6 +285,8 @@ class Sender:
         if tpl is None:
             peer = self.peer_by_ip[peer_ip]
             tpl = self.template(peer, dscp, 0, opcode).retarget(roce.ROCE_PORT, qp)
+            if len(self.ctrl) >= CTRL_TEMPLATES_KEPT:
+                self.ctrl.clear()
             self.ctrl[key] = tpl
         port = self.picker.pick(self.nic["ip"], peer_ip, roce.ROCE_PORT)
         if port is None:
