@@ -270,19 +270,23 @@ class FrameTemplate:
         ackreq: bool = False,
         syndrome: int | None = None,
         msn: int | None = None,
+        dqpn: int | None = None,
     ) -> bytearray:
         """Patch PSN/opcode/ackreq (and AETH), recompute the ICRC, return self.buf.
 
         Every call writes all patchable fields, so an argument left at None
         means the template's value, not the previous call's. The returned
-        bytearray is reused by the next call: send it right away.
+        bytearray is reused by the next call: send it right away. An ACK
+        template's frames are hashed whole (their AETH changes), so they
+        take their destination QP (`dqpn`) per frame too: one template
+        serves every queue pair toward a peer.
         """
         buf = self.buf
         op = self.opcode if opcode is None else opcode
         buf[BTH_OFF] = op
         word = (psn & PSN_MASK) | (0x80000000 if ackreq else 0)
         _U32.pack_into(buf, BTH_OFF + 8, word)
-        if self.aeth_off is None and syndrome is None and msn is None:
+        if self.aeth_off is None and syndrome is None and msn is None and dqpn is None:
             fast = self._psn0_icrc.get(op)
             if fast is not None:
                 _U32LE.pack_into(buf, len(buf) - ICRC_LEN, fast ^ psn_change(self._tables, word))
@@ -291,7 +295,9 @@ class FrameTemplate:
             s = self.syndrome if syndrome is None else syndrome
             m = self.msn if msn is None else msn
             buf[self.aeth_off : self.aeth_off + 4] = (s << 24 | m & PSN_MASK).to_bytes(4, "big")
-        elif syndrome is not None or msn is not None:
+            q = self._args[5] if dqpn is None else dqpn
+            buf[BTH_OFF + 5 : BTH_OFF + 8] = (q & PSN_MASK).to_bytes(3, "big")
+        elif syndrome is not None or msn is not None or dqpn is not None:
             raise ValueError("this template has no AETH")
         crc = self._crc_by_opcode.get(op)
         if crc is None:

@@ -22,11 +22,11 @@ if TYPE_CHECKING:
 
 QUEUE_FRAMES = 12  # frames a port's data socket may have waiting in the kernel
 WARM_QP = 0x7FFFFF  # no queue pair's number (theirs have the top bit set): ignored
-# Control templates kept at most: each transfer has its own QP, so the cache
-# only saves the copies for a transfer's later ACKs, and only transfers
-# under way need theirs (a late re-ACK makes a copy again). Unbounded, a
-# 64-rank ring's agent process kept 32,000, which its garbage collector
-# walked again and again.
+# CNP templates kept at most: each transfer has its own QP, so the cache
+# only saves the copies for a transfer's later CNPs, and only transfers
+# under way need theirs. (ACKs need no copy: one template per peer takes
+# each frame's QP.) Unbounded, a 64-rank ring's agent process kept 32,000
+# copies, which its garbage collector walked again and again.
 CTRL_TEMPLATES_KEPT = 64
 
 
@@ -280,18 +280,21 @@ class Sender:
         """An ACK, NAK or CNP toward a peer's queue pair."""
         if self.control_dscp is not None:
             dscp = self.control_dscp
-        key = (peer_ip, qp, opcode)
-        tpl = self.ctrl.get(key)
-        if tpl is None:
-            peer = self.peer_by_ip[peer_ip]
-            tpl = self.template(peer, dscp, 0, opcode).retarget(roce.ROCE_PORT, qp)
-            if len(self.ctrl) >= CTRL_TEMPLATES_KEPT:
-                self.ctrl.clear()
-            self.ctrl[key] = tpl
         port = self.picker.pick(self.nic["ip"], peer_ip, roce.ROCE_PORT)
         if port is None:
             return
-        frame = tpl.frame(psn, syndrome=syndrome, msn=0) if opcode == roce.ACK else tpl.frame(psn)
+        if opcode == roce.ACK:
+            tpl = self.template(self.peer_by_ip[peer_ip], dscp, 0, opcode)
+            frame = tpl.frame(psn, syndrome=syndrome, msn=0, dqpn=qp)
+        else:
+            key = (peer_ip, qp, opcode)
+            copy = self.ctrl.get(key)
+            if copy is None:
+                copy = self.template(self.peer_by_ip[peer_ip], dscp, 0, opcode).retarget(roce.ROCE_PORT, qp)
+                if len(self.ctrl) >= CTRL_TEMPLATES_KEPT:
+                    self.ctrl.clear()
+                self.ctrl[key] = copy
+            frame = copy.frame(psn)
         if self.ports[port].send_ctrl(frame):  # control frames are small and rare: not paced
             self.frames["ctrl_sent"] += 1
 

@@ -216,16 +216,18 @@ def test_control_frames_ride_the_jobs_class_or_their_own(control_dscp, expected)
     assert [roce.dissect(f)["IP"].tos >> 2 for f in sent["p0"]] == [expected, expected]
 
 
-def test_control_templates_kept_stay_few_and_every_ack_names_its_queue_pair():
+@pytest.mark.parametrize("opcode", [roce.ACK, roce.CNP])
+def test_control_templates_kept_stay_few_and_every_frame_names_its_queue_pair(opcode):
     fake, sent, _ = _warming_sender()
     fake.control_dscp, fake.ctrl = None, {}
     fake.peer_by_ip = {"10.0.0.2": {"ip": "10.0.0.2", "mac": "02:00:0a:00:00:02"}}
     fake.frames["ctrl_sent"] = 0
     qps = [0x800000 + i for i in range(3 * sender.CTRL_TEMPLATES_KEPT)]
     for qp in qps + qps[:5]:  # each transfer's QP, then a few late re-ACKs
-        sender.Sender.send_ctrl(fake, "10.0.0.2", qp, 26, roce.ACK, 7, syndrome=roce.ACK_SYNDROME)
-        assert len(fake.ctrl) <= sender.CTRL_TEMPLATES_KEPT
-    assert [roce.parse_bth(f[roce.BTH_OFF :])[1] for f in sent["p0"]] == qps + qps[:5]
+        sender.Sender.send_ctrl(fake, "10.0.0.2", qp, 26, opcode, 7, syndrome=roce.ACK_SYNDROME)
+        # an ACK takes its QP per frame from one template; a CNP has a copy
+        assert len(fake.ctrl) <= (0 if opcode == roce.ACK else sender.CTRL_TEMPLATES_KEPT)
+    assert [roce.parse_bth(f[roce.BTH_OFF :])[:2] for f in sent["p0"]] == [(opcode, q) for q in qps + qps[:5]]
     assert all(roce.verify_icrc(f) for f in sent["p0"])
 
 

@@ -261,6 +261,12 @@ def test_retarget_matches_a_frame_built_from_scratch():
     assert roce.verify_icrc(bytes(twice.frame(9))) and roce.verify_icrc(bytes(twice.buf))
     ack = template(0, opcode=roce.ACK, aeth=True).retarget(4791, 0x812345)
     assert roce.verify_icrc(bytes(ack.buf)) and roce.verify_icrc(bytes(ack.frame(5, syndrome=0x60, msn=0)))
+    # an ACK template takes a frame's QP, and the next frame has its own again
+    assert roce.parse_bth(bytes(ack.frame(6, dqpn=0x800009))[42:])[1] == 0x800009
+    assert roce.verify_icrc(bytes(ack.buf))
+    assert roce.parse_bth(bytes(ack.frame(7))[42:])[1] == 0x812345 and roce.verify_icrc(bytes(ack.buf))
+    with pytest.raises(ValueError):
+        moved.frame(1, dqpn=0x800009)  # a data frame's QP is its template's
     # the original is untouched
     assert roce.parse_bth(bytes(base.buf[42:]))[1] == 0x10
 
