@@ -27,7 +27,6 @@ class LinkSampler:
         self.cpu = []  # (t, busy fraction of all cores since the last sample)
         self._cpu_last = None
         self.error = None
-        self.cpu_s = 0.0  # the sampling thread's own CPU time
         self._stop = threading.Event()
         self._thread = None
         self._spaces = []
@@ -58,13 +57,10 @@ class LinkSampler:
         return 1.0 - (idle - last[0]) / (total - last[1])
 
     def _run(self):
-        cpu0 = time.thread_time()
         try:
             self._loop()
         except Exception as e:  # reported by the runner: a run without samples cannot pass
             self.error = f"{type(e).__name__}: {e}"
-        finally:
-            self.cpu_s = time.thread_time() - cpu0
 
     def _loop(self):
         next_t = time.monotonic()
