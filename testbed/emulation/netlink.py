@@ -232,6 +232,11 @@ def in_namespace(netns: str | None, make):
     return out["value"]
 
 
+def _indexes() -> dict[str, int]:
+    """{interface name: index} of the calling thread's namespace."""
+    return {name: i for i, name in socket.if_nameindex()}
+
+
 def route_socket() -> socket.socket:
     nl = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
     nl.bind((0, 0))
@@ -244,9 +249,7 @@ class Namespace:
 
     def __init__(self, netns: str | None):
         self.netns = netns
-        self.sock, self.ifindex = in_namespace(
-            netns, lambda: (route_socket(), {name: i for i, name in socket.if_nameindex()})
-        )
+        self.sock, self.ifindex = in_namespace(netns, lambda: (route_socket(), _indexes()))
         self.seq = 0
 
     def request(self, build, *args) -> int:
@@ -302,10 +305,11 @@ class Namespace:
         """{interface name: (bytes sent, backlog bytes, drops)} of every root
         qdisc of `kind` in this namespace: one dump, no process started."""
         by_index = self.dump(qdiscs_dump, lambda replies, seq: root_qdisc_counters(replies, seq, kind))
+        if not set(by_index) <= set(
+            self.ifindex.values()
+        ):  # an interface made after the namespace was opened
+            self.ifindex = in_namespace(self.netns, _indexes)
         names = {i: name for name, i in self.ifindex.items()}
-        if not set(by_index) <= set(names):  # an interface made after the namespace was opened
-            self.ifindex = in_namespace(self.netns, lambda: {name: i for i, name in socket.if_nameindex()})
-            names = {i: name for name, i in self.ifindex.items()}
         return {names[i]: counts for i, counts in by_index.items() if i in names}
 
     def delete_group(self, group: int) -> None:
