@@ -195,20 +195,36 @@ def _length(emulated, sc):
 
 def _calibrate_from_first_run(results, path, out, say=print):
     """A machine without a calibration takes it from its first undilated run
-    that measured enough packets (`doctor --calibrate` measures it on purpose)."""
-    if results.get("time_dilation", 1) != 1 or os.path.lexists(path):
+    that measured enough packets (`doctor --calibrate` measures it on
+    purpose), and so does one whose calibration is stale (measured by other
+    code or on another kernel: Calibration.stale)."""
+    if results.get("time_dilation", 1) != 1:
+        return
+    old = _stale_calibration(path) if os.path.lexists(path) else None
+    if os.path.lexists(path) and old is None:
         return
     try:
         cal = calibration.from_results(
             results, f"hpnlab run {results.get('scenario_file')}", os.path.join(out, store.RESULTS_JSON)
         )
-        calibration.save(cal, path)
+        cal = calibration.save(cal, path)
     except ValueError:
         return  # this run measured too little to calibrate on
     except OSError as e:
         say(f"(could not store this machine's calibration in {path}: {e.strerror or e})")
         return
-    say(f"stored this machine's calibration in {path}, from this run: {cal.describe()}")
+    replaced = f" (the one before was {old})" if old else ""
+    say(f"stored this machine's calibration in {path}, from this run{replaced}: {cal.describe()}")
+
+
+def _stale_calibration(path):
+    """Why the calibration at `path` is stale, or None: current, or a file
+    that is not a calibration this run may replace (left alone)."""
+    try:
+        cal = calibration.load(path)
+    except ConfigError:
+        return None
+    return cal.stale() if cal else None
 
 
 def add_compare(sub: argparse._SubParsersAction) -> None:

@@ -122,6 +122,7 @@ class Plan:
             "host_packets_per_second": {h: _r(v) for h, v in peak.load.host_pps().items()},
             "capacity": self.calibration.describe(),
             "calibration": None if self.calibration.is_default else self.calibration.path,
+            "calibration_stale": self.calibration.stale(),
         }
 
 

@@ -12,10 +12,19 @@ CALIBRATION_DRILL below, played by the normal runner), and so does the
 first undilated run on a machine that has none, from its results'
 `metrics.cpu_per_packet`. Without a file the plan uses DEFAULT_COSTS,
 which are labelled as defaults wherever they are shown.
+
+A calibration records which code measured it (a fingerprint of the packet
+path: the agents and Open vSwitch's pass pacer) and on which kernel. One
+measured by other code or on another kernel is flagged wherever it is
+shown, and the next undilated run replaces it: its costs are those of
+code this machine no longer runs.
 """
 
 import dataclasses
 import datetime
+import functools
+import hashlib
+import importlib.util
 import json
 import math
 import os
@@ -39,6 +48,12 @@ MAX_FILE_BYTES = 64 * 1024
 # receiving and acknowledging cost more than sending.
 DEFAULT_COSTS = {"agent_us_per_packet": 20.0, "switch_us_per_packet_hop": 50.0}
 MIN_PACKETS = 5000  # fewer measured packets do not make a calibration
+# What sets the CPU an emulated packet costs, and so what a calibration
+# measured: the traffic agents (Python and C) and the pacer Open vSwitch
+# runs with. Packages, and folders inside them, whose files are hashed.
+PACKET_PATH = (("traffic", ""), ("testbed", "emulation/pacer"))
+CODE_SUFFIXES = (".py", ".c", ".h")
+RECALIBRATE = "sudo hpnlab doctor --calibrate"
 FIELDS = ("cores", "agent_us_per_packet", "switch_us_per_packet_hop", "measured_at", "source")
 
 # The drill `doctor --calibrate` runs: scenarios/allreduce-ring.yaml on
@@ -82,6 +97,23 @@ class Calibration:
         n = self.source.get("agent_processes")
         return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
 
+    def stale(self, code=None, kernel=None):
+        """Why this calibration no longer prices this machine's packets (a
+        short phrase), or None: measured by other packet-path code than
+        `code` (default: this installation's) or on another kernel than
+        `kernel` (default: the running one). A calibration that did not
+        record them is stale too: it predates the record."""
+        if self.is_default:
+            return None
+        recorded = self.source.get("code")
+        if recorded is None:
+            return "measured before calibrations recorded the code that measured them"
+        if recorded != (code or code_fingerprint()):
+            return "measured with other agent and pacer code than this hpnlab's"
+        if self.source.get("kernel") != (kernel or os.uname().release):
+            return "measured on another kernel than the running one"
+        return None
+
     def describe(self):
         """One line saying where these numbers come from."""
         processes = self.agent_processes
@@ -93,10 +125,45 @@ class Calibration:
         if self.is_default:
             return f"DEFAULTS, not measured on this machine ({costs})"
         how = self.source.get("command") or "?"
-        return f"calibration {self.path}, measured {self.measured_at or '?'} by '{how}' ({costs})"
+        text = f"calibration {self.path}, measured {self.measured_at or '?'} by '{how}' ({costs})"
+        why = self.stale()
+        return text if why is None else f"{text}; STALE, {why}: run '{RECALIBRATE}'"
 
     def to_dict(self):
         return {k: v for k, v in asdict(self).items() if k != "path"}
+
+
+@functools.cache
+def code_fingerprint():
+    """The fingerprint of this installation's packet path (PACKET_PATH)."""
+    folders = []
+    for package, folder in PACKET_PATH:
+        spec = importlib.util.find_spec(package)  # found, not imported
+        folders += [os.path.join(base, folder) for base in spec.submodule_search_locations or ()]
+    return fingerprint(folders)
+
+
+def fingerprint(folders):
+    """A short hash of the code files under `folders`: it changes with any
+    change to them that could move their CPU cost."""
+    digest = hashlib.sha256()
+    for top in folders:
+        digest.update(_tree_bytes(top))
+    return digest.hexdigest()[:16]
+
+
+def _tree_bytes(top):
+    """Every code file under `top` as its relative path and content, in a
+    fixed order."""
+    out = []
+    for folder, dirs, files in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(CODE_SUFFIXES):
+                path = os.path.join(folder, name)
+                with open(path, "rb") as fh:
+                    out.append(os.path.relpath(path, top).encode() + b"\0" + fh.read() + b"\0")
+    return b"".join(out)
 
 
 def cores_here():
@@ -237,6 +304,8 @@ def from_results(results, command, results_path, cores=None, now=None):
             "agent_processes": ((results.get("metrics") or {}).get("generators") or {}).get(
                 "agent_processes"
             ),
+            "code": code_fingerprint(),  # see Calibration.stale
+            "kernel": os.uname().release,
         },
     )
 

@@ -2,6 +2,7 @@
 the stored calibration (read, written, refused on one line), the dilation
 that fits, `hpnlab plan`, and the calibration a first run leaves."""
 
+import dataclasses
 import json
 import os
 import sys
@@ -379,6 +380,8 @@ def test_calibration_from_results():
         "packet_hops": 40_000,
         "time_dilation": 1,
         "agent_processes": None,  # results that did not say
+        "code": calibration.code_fingerprint(),
+        "kernel": os.uname().release,
     }
     assert cal.measured_at and cal.agent_processes is None
     assert "in an agent, " in cal.describe()
@@ -407,6 +410,54 @@ def test_calibration_needs_enough_measured(results, why):
         calibration.from_results(results, "c", "r")
 
 
+def test_the_fingerprint_moves_with_any_code_file_and_nothing_else(tmp_path):
+    (tmp_path / "c").mkdir()
+    (tmp_path / "__pycache__").mkdir()
+    (tmp_path / "agent.py").write_text("x = 1\n")
+    (tmp_path / "c" / "frames.c").write_text("int x;\n")
+    first = calibration.fingerprint([str(tmp_path)])
+    assert len(first) == 16 and int(first, 16) >= 0
+    (tmp_path / "__pycache__" / "agent.cpython-311.pyc").write_bytes(b"\0")
+    (tmp_path / "notes.txt").write_text("not code")
+    assert calibration.fingerprint([str(tmp_path)]) == first
+    (tmp_path / "c" / "frames.c").write_text("int y;\n")
+    assert calibration.fingerprint([str(tmp_path)]) != first
+    (tmp_path / "c" / "frames.c").write_text("int x;\n")
+    assert calibration.fingerprint([str(tmp_path)]) == first
+    (tmp_path / "c" / "frames.c").rename(tmp_path / "c" / "other.c")  # same bytes, another file
+    assert calibration.fingerprint([str(tmp_path)]) != first
+    # This installation's packet path: the agents' files and the pacer's.
+    here = calibration.code_fingerprint()
+    assert len(here) == 16 and here != calibration.fingerprint([str(ROOT / "traffic")])
+
+
+def test_a_calibration_by_other_code_or_on_another_kernel_is_stale(tmp_path):
+    cal = calibration.from_results(measured(), "c", "r", cores=2)
+    assert cal.stale() is None  # measured here by this code
+    cal = calibration.save(cal, str(tmp_path / "calibration.json"))
+    assert cal.stale() is None and "STALE" not in cal.describe()
+    code, kernel = cal.source["code"], cal.source["kernel"]
+    assert "other agent and pacer code" in cal.stale(code="0" * 16)
+    assert "another kernel" in cal.stale(kernel=kernel + "-other")
+    old = dataclasses.replace(cal, source={k: v for k, v in cal.source.items() if k != "code"})
+    assert "before calibrations recorded the code" in old.stale(code=code)
+    assert old.describe().endswith(
+        "STALE, measured before calibrations recorded the code that measured them: "
+        "run 'sudo hpnlab doctor --calibrate'"
+    )
+    assert calibration.defaults().stale() is None  # labelled DEFAULTS instead
+
+
+def test_the_plan_says_its_calibration_is_stale(ring):
+    cal = Calibration(2, 20.0, 50.0, source={"code": "0" * 16, "kernel": "?"}, path="/x/cal.json")
+    plan = budget.plan(ring, cal)
+    assert "other agent and pacer code" in plan.to_dict()["calibration_stale"]
+    assert "; STALE, measured with other agent and pacer code" in render_plan(plan)
+    assert "run 'sudo hpnlab doctor --calibrate'" in render_plan(plan)
+    fresh = calibration.from_results(measured(), "c", "r", cores=2)
+    assert budget.plan(ring, dataclasses.replace(fresh, path="/x")).to_dict()["calibration_stale"] is None
+
+
 def test_the_calibration_drill_is_a_valid_ring(tmp_path):
     sc = load_scenario(calibration.write_drill(str(tmp_path)))
     [job] = sc.jobs
@@ -421,9 +472,26 @@ def test_the_first_undilated_run_calibrates_a_machine(tmp_path, capsys):
     assert not os.path.exists(path)
     _calibrate_from_first_run(measured(), path, str(tmp_path))
     assert calibration.load(path).agent_us_per_packet == 12.5
-    assert "stored this machine's calibration" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "stored this machine's calibration" in said and f": calibration {path}, measured " in said
     _calibrate_from_first_run(measured(agents_us=99.0), path, str(tmp_path))
-    assert calibration.load(path).agent_us_per_packet == 12.5  # never overwritten
+    assert calibration.load(path).agent_us_per_packet == 12.5  # never overwritten while current
+
+
+def test_an_undilated_run_replaces_a_stale_calibration_and_nothing_else(tmp_path, capsys):
+    path = str(tmp_path / "calibration.json")
+    stale = calibration.from_results(measured(agents_us=70.0), "c", "r", cores=2)
+    calibration.save(dataclasses.replace(stale, source={**stale.source, "code": "0" * 16}), path)
+    _calibrate_from_first_run(measured(dilation=4), path, str(tmp_path))
+    assert calibration.load(path).agent_us_per_packet == 70.0  # dilated: measures nothing
+    _calibrate_from_first_run(measured(), path, str(tmp_path))
+    back = calibration.load(path)
+    assert back.agent_us_per_packet == 12.5 and back.stale() is None
+    assert "(the one before was measured with other agent and pacer code" in capsys.readouterr().out
+    # A file that is not a calibration is not this run's to replace.
+    Path(path).write_text("{not json")
+    _calibrate_from_first_run(measured(), path, str(tmp_path))
+    assert Path(path).read_text() == "{not json"
 
 
 # --- hpnlab plan -----------------------------------------------------------------------
