@@ -12,7 +12,9 @@ Which number is what is read from its key, the naming rule the metrics
 already follow:
   * a key ending in `_s` holds seconds, in `_ms` milliseconds, a number or a list of numbers
     (except those in MACHINE_TIME_KEYS: how long something took on this
-    machine, such as bringing the fabric up);
+    machine, such as bringing the fabric up, and those ending in
+    CPU_TIME_SUFFIXES: the CPU this machine's processes spent, which the
+    costs per packet beside them are computed from);
   * a key ending in `_mbit` holds Mbit/s;
   * the points in time with short names: `t` (gap events), `at` and
     `issued_at` and `applied_at` (faults), `start` and `end` (outage windows);
@@ -28,6 +30,7 @@ from typing import Any
 TIME_SUFFIX, MS_SUFFIX, RATE_SUFFIX = "_s", "_ms", "_mbit"
 TIME_KEYS = frozenset({"t", "at", "issued_at", "applied_at", "start", "end"})
 MACHINE_TIME_KEYS = frozenset({"bringup_s"})
+CPU_TIME_SUFFIXES = ("cpu_s", "cpu_user_s", "cpu_system_s")
 
 
 def note(n: float | None) -> str:
@@ -45,6 +48,10 @@ def to_emulated(results: Any, n: float) -> Any:
     return _convert(results, float(n))
 
 
+def _machine_time(key):
+    return key in MACHINE_TIME_KEYS or key.endswith(CPU_TIME_SUFFIXES)
+
+
 def _convert(obj, n, key=None):
     if isinstance(obj, dict):
         if key == "series":
@@ -52,7 +59,7 @@ def _convert(obj, n, key=None):
         return {k: _convert(v, n, k) for k, v in obj.items()}
     if isinstance(obj, list):
         return [_convert(v, n, key) for v in obj]
-    if not _is_number(obj) or not isinstance(key, str) or key in MACHINE_TIME_KEYS:
+    if not _is_number(obj) or not isinstance(key, str) or _machine_time(key):
         return obj
     if key.endswith((TIME_SUFFIX, MS_SUFFIX)) or key in TIME_KEYS:
         return _tidy(obj / n)

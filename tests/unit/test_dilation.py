@@ -263,7 +263,14 @@ def machine_results():
                 }
             },
             "generators": {"lost_s": 0.2, "max_lag_s": 0.004, "on_time": 0.97},
-            "cpu_per_packet": {"agents_us": 12.5, "ovs_us": 40.0, "packets": 9000},
+            "cpu_per_packet": {
+                "agents_cpu_s": 0.1125,
+                "agents_us": 12.5,
+                "ovs_cpu_s": 0.72,
+                "ovs_us": 40.0,
+                "packets": 9000,
+                "packet_hops": 18000,
+            },
             "host_cpu": {"mean_busy": 0.6, "saturated_share": 0.1},
         },
     }
@@ -273,6 +280,9 @@ def test_to_emulated_divides_times_and_multiplies_rates():
     out = dilation.to_emulated(machine_results(), 4)
     assert (out["duration_s"], out["duration_planned_s"]) == (10.0, 10.0)
     assert out["fabric"] == {"bringup_s": 0.8, "hosts": 8}  # this machine's wall time
+    # The CPU this machine spent, and the costs per packet it makes, as measured:
+    # agents_cpu_s / packets is agents_us, ovs_cpu_s / packet_hops is ovs_us.
+    assert out["metrics"]["cpu_per_packet"] == machine_results()["metrics"]["cpu_per_packet"]
     [f] = out["faults"]
     assert (f["at"], f["applied_at"], f["converged_s"]) == (5.0, 5.003, 0.004)
     assert (f["link"], f["link_name"], f["index"]) == (["s0h0", "t0r0k0"], "a~b", 0)
@@ -324,7 +334,6 @@ def test_to_emulated_divides_times_and_multiplies_rates():
     ):
         assert job[key] == machine_results()["metrics"]["jobs"]["ring"][key]
     assert m["generators"] == {"lost_s": 0.05, "max_lag_s": 0.001, "on_time": 0.97}
-    assert m["cpu_per_packet"] == {"agents_us": 12.5, "ovs_us": 40.0, "packets": 9000}
     assert m["host_cpu"] == {"mean_busy": 0.6, "saturated_share": 0.1}
 
 
