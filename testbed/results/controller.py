@@ -6,8 +6,9 @@ ROUTES_AFTER_START_LIMIT_S = 30.0  # a restart whose routes never stood within t
 
 
 def record(events: list, t0: float, actions: list, ran_s: float, dilation: float = 1.0) -> dict:
-    """{"exits": [...], "restarts": [...], "without_s": float, "unplanned": [...]}
-    in emulated time. `events`: the controller's events (monotonic "t");
+    """{"exits": [...], "restarts": [...], "without_s": float, "unplanned": [...],
+    "host_routes_at_end": {host: {destination: [ports]}}} in emulated time.
+    `events`: the controller's events (monotonic "t");
     `actions`: the timeline's stop/start entries as applied (applied_at,
     drill seconds)."""
     n = float(dilation)
@@ -39,11 +40,15 @@ def record(events: list, t0: float, actions: list, ran_s: float, dilation: float
             entry["s"] = round((routes["t"] - since) / n, 4)
             entry["changes"] = routes.get("changes")
         restarts.append(entry)
+    routes = [e for e in events if e["event"] == "routes" and e["t"] - t0 <= ran_s]
     return {
         "exits": exits,
         "restarts": restarts,
         "without_s": _without_s(exits, restarts, ran_s / n),
         "unplanned": [e for e in exits if not e["asked"]],
+        # The ports the hosts were held to when the traffic ended: after a
+        # fault is repaired, none should be (None: no routes came at all).
+        "host_routes_at_end": routes[-1].get("host_overrides", {}) if routes else None,
     }
 
 

@@ -19,6 +19,7 @@ def findings(results: dict) -> list[str]:
     while_ = _while(metrics.get("outages") or [])
     out = [_host_finding(h, m, while_) for h, m in (metrics.get("hosts") or {}).items()]
     out.append(_convergence_finding(results.get("faults") or []))
+    out.append(_host_routes_finding(results.get("faults") or [], metrics.get("controller") or {}))
     out += [_job_finding(j, m, while_) for j, m in (metrics.get("jobs") or {}).items()]
     if len(metrics.get("jobs") or {}) > 1 and metrics.get("gpu_utilization") is not None:
         out.append(f"All GPUs together were busy {metrics['gpu_utilization']:.0%} of the time.")
@@ -61,6 +62,29 @@ def _convergence_finding(faults: list) -> str | None:
         return None
     span = f"{fmt(min(times))} ms" if len(times) == 1 else f"{fmt(min(times))}-{fmt(max(times))} ms"
     return f"The controller's routes converged {span} after each fault ({len(times)} of {len(routed)} timed)."
+
+
+def _host_routes_finding(faults: list, controller: dict, most: int = 3) -> str | None:
+    """After faults that moved routes: which hosts the controller still held
+    off some of their NIC's ports when the traffic ended (after a repair,
+    none should be)."""
+    held = controller.get("host_routes_at_end")
+    if held is None or not any("converged_s" in f for f in faults):
+        return None
+    if not held:
+        return "When the traffic ended, the controller held no host off any of its ports."
+    parts = []
+    for host in sorted(held)[:most]:
+        routes = held[host]
+        dst = sorted(routes)[0]
+        more = f", and to {len(routes) - 1} more destinations" if len(routes) > 2 else ""
+        more = ", and to 1 more destination" if len(routes) == 2 else more
+        parts.append(f"{host} (to {dst} only by {', '.join(routes[dst])}{more})")
+    rest = f", and {len(held) - most} more" if len(held) > most else ""
+    return (
+        f"When the traffic ended, the controller held {len(held)} host{'s' if len(held) > 1 else ''} "
+        f"off some of their ports: {', '.join(parts)}{rest}."
+    )
 
 
 def _job_finding(job: str, m: dict, while_: str = "while the link was down") -> str | None:

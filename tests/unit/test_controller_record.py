@@ -31,9 +31,22 @@ def test_a_planned_restart_is_timed_from_its_start_to_the_next_routes():
     assert r == {"at": 2.5, "s": 0.8, "changes": 0, "adopted_routes": 16, "removed": 1}
     assert rec["without_s"] == pytest.approx(1.49)
     assert rec["unplanned"] == [] and controller.problems(rec) == []
+    assert rec["host_routes_at_end"] == {}  # the last routes version narrowed no host
     metrics = {"controller": rec}
     assert expectations.lookup(metrics, "controller_restart_changes", None) == (0, None)
     assert expectations.lookup(metrics, "controller_restart_s", None) == (0.8, None)
+
+
+def test_the_record_keeps_the_host_routes_of_the_last_version_within_the_run():
+    held = {"s1h0": {"10.0.0.1": ["s1h0-n0p1"]}}
+    events = [
+        {"event": "routes", "t": 99.0, "version": 1, "host_overrides": {}},
+        {"event": "routes", "t": 105.0, "version": 2, "host_overrides": held},  # a fault
+        {"event": "routes", "t": 111.0, "version": 3, "host_overrides": {}},  # after the run
+    ]
+    assert controller.record(events, T0, [], ran_s=10.0)["host_routes_at_end"] == held
+    assert controller.record(events[1:2], T0, [], ran_s=10.0, dilation=2.0)["host_routes_at_end"] == held
+    assert controller.record([], T0, [], ran_s=10.0)["host_routes_at_end"] is None  # no routes came
 
 
 def test_an_unasked_exit_is_a_problem_and_counts_until_the_end():

@@ -23,6 +23,20 @@ def test_a_failure_drill_says_what_the_host_kept_and_how_fast_it_came_back():
         "it was back to 90% of its rate 9.3 s after the link came back.",
         "The controller's routes converged 12-17 ms after each fault (2 of 2 timed).",
     ]
+    results["metrics"]["controller"] = {"host_routes_at_end": {}}
+    none_held = "When the traffic ended, the controller held no host off any of its ports."
+    assert findings(results)[-1] == none_held
+    held = {f"s1h{i}": {"10.0.0.1": [f"s1h{i}-n0p1"]} for i in range(4)}
+    held["s1h0"]["10.0.0.2"] = ["s1h0-n0p1"]
+    results["metrics"]["controller"] = {"host_routes_at_end": held}
+    assert findings(results)[-1] == (
+        "When the traffic ended, the controller held 4 hosts off some of their ports: "
+        "s1h0 (to 10.0.0.1 only by s1h0-n0p1, and to 1 more destination), "
+        "s1h1 (to 10.0.0.1 only by s1h1-n0p1), "
+        "s1h2 (to 10.0.0.1 only by s1h2-n0p1), and 1 more."
+    )
+    results["faults"] = []  # nothing moved a route: nothing to say about them
+    assert not any("held" in line for line in findings(results))
     host = results["metrics"]["hosts"]["s0h0"]
     host.update(during_mbit=20.0, fault_throughput_ratio=0.508, recovery_s=None)
     assert findings(results)[0].startswith("s0h0 kept 51% of its throughput while the link was down (20 of")
