@@ -60,7 +60,8 @@ def _convergence_finding(faults: list) -> str | None:
     times = [f["converged_s"] * 1000 for f in routed if f["converged_s"] is not None]
     if not times:
         return None
-    span = f"{fmt(min(times))} ms" if len(times) == 1 else f"{fmt(min(times))}-{fmt(max(times))} ms"
+    low, high = fmt(min(times)), fmt(max(times))
+    span = f"{low} ms" if low == high else f"{low}-{high} ms"  # one value, or all alike
     return f"The controller's routes converged {span} after each fault ({len(times)} of {len(routed)} timed)."
 
 

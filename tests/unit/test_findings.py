@@ -23,6 +23,8 @@ def test_a_failure_drill_says_what_the_host_kept_and_how_fast_it_came_back():
         "it was back to 90% of its rate 9.3 s after the link came back.",
         "The controller's routes converged 12-17 ms after each fault (2 of 2 timed).",
     ]
+    alike = {**results, "faults": [{"converged_s": 0.0435}, {"converged_s": 0.04351}]}
+    assert findings(alike)[1] == "The controller's routes converged 43.5 ms after each fault (2 of 2 timed)."
     results["metrics"]["controller"] = {"host_routes_at_end": {}}
     none_held = "When the traffic ended, the controller held no host off any of its ports."
     assert findings(results)[-1] == none_held
