@@ -219,7 +219,10 @@ def _calibrate_from_first_run(results, path, out, say=print):
 
 def _stale_calibration(path):
     """Why the calibration at `path` is stale, or None: current, or a file
-    that is not a calibration this run may replace (left alone)."""
+    that is not a calibration this run may replace (left alone: a link, or
+    a file that is not one)."""
+    if os.path.islink(path):
+        return None
     try:
         cal = calibration.load(path)
     except ConfigError:

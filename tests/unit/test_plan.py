@@ -488,10 +488,16 @@ def test_an_undilated_run_replaces_a_stale_calibration_and_nothing_else(tmp_path
     back = calibration.load(path)
     assert back.agent_us_per_packet == 12.5 and back.stale() is None
     assert "(the one before was measured with other agent and pacer code" in capsys.readouterr().out
-    # A file that is not a calibration is not this run's to replace.
+    # A file that is not a calibration, or a link, is not this run's to replace.
     Path(path).write_text("{not json")
     _calibrate_from_first_run(measured(), path, str(tmp_path))
     assert Path(path).read_text() == "{not json"
+    linked, target = tmp_path / "linked.json", tmp_path / "target.json"
+    target.write_text(Path(path).read_text())
+    calibration.save(dataclasses.replace(stale, source={**stale.source, "code": "0" * 16}), str(target))
+    linked.symlink_to(target)
+    _calibrate_from_first_run(measured(), str(linked), str(tmp_path))
+    assert linked.is_symlink() and calibration.load(str(target)).agent_us_per_packet == 70.0
 
 
 # --- hpnlab plan -----------------------------------------------------------------------
