@@ -11,9 +11,11 @@ check of the trust gate held, the agents' reading among them) with
 fidelity >= 0.95. It prints, per fabric, what `hpnlab plan` recommends,
 the fidelity and measured/analytical iteration time at dilation 1, the
 smallest dilation that was trustworthy with fidelity >= 0.95 with the
-same numbers and the median agent's reading there, and the wall time
-all the runs took. The agents run in as many processes as a drill
-starts (HPNLAB_AGENT_PROCESSES is passed on), and the plan is priced so.
+same numbers, the median agent's reading and the CPU a packet cost the
+agents and Open vSwitch there (which the plan prices at the calibration's,
+measured on 8 hosts), and the wall time all the runs took. The agents
+run in as many processes as a drill starts (HPNLAB_AGENT_PROCESSES is
+passed on), and the plan is priced so.
 
 Every point is one `hpnlab run --dilation N`; the scenarios and their
 reports stay in --out. Needs root and Open vSwitch; run nothing else that
@@ -29,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import NamedTuple
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -78,10 +81,21 @@ def write_scenario(directory, hosts):
     return path
 
 
+class Point(NamedTuple):
+    """What one run at one dilation measured."""
+
+    fidelity: float
+    ratio: float | None  # iteration time / analytical
+    wall: float  # seconds all of it took here
+    trusted: bool
+    reading: float | None  # the median agent's reading on time
+    agents_us: float | None  # agents' CPU per data packet
+    ovs_us: float | None  # Open vSwitch's CPU per packet-hop
+
+
 def run_point(path, dilation, out):
-    """One `hpnlab run` at `dilation`: (fidelity, measured/analytical,
-    wall seconds, trustworthy, the median agent's reading), or None when
-    this machine cannot run it at all."""
+    """One `hpnlab run` at `dilation`: its Point, or None when this machine
+    cannot run it at all."""
     t0 = time.monotonic()
     proc = subprocess.run(
         HPNLAB + ["run", path, "--dilation", f"{dilation:g}", "--out", out],
@@ -98,13 +112,20 @@ def run_point(path, dilation, out):
     except (OSError, ValueError):
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         print(f"  dilation {dilation:g}: no results ({tail[0]})", flush=True)
-        return 0.0, None, wall, False, None
-    fidelity = results["metrics"]["fidelity"]["min"]
-    jobs = results["metrics"].get("jobs") or {}
-    ratio = next(iter(jobs.values()), {}).get("iteration_time_vs_analytical")
-    reading = (results["metrics"].get("generators") or {}).get("reading_median")
-    trusted = bool(results.get("trustworthy"))
-    return (fidelity if fidelity is not None else 0.0), ratio, wall, trusted, reading
+        return Point(0.0, None, wall, False, None, None, None)
+    metrics = results["metrics"]
+    fidelity = metrics["fidelity"]["min"]
+    jobs = metrics.get("jobs") or {}
+    cpp = metrics.get("cpu_per_packet") or {}
+    return Point(
+        fidelity if fidelity is not None else 0.0,
+        next(iter(jobs.values()), {}).get("iteration_time_vs_analytical"),
+        wall,
+        bool(results.get("trustworthy")),
+        (metrics.get("generators") or {}).get("reading_median"),
+        cpp.get("agents_us"),
+        cpp.get("ovs_us"),
+    )
 
 
 def measure(hosts, directory):
@@ -117,38 +138,34 @@ def measure(hosts, directory):
     for n in budget.LADDER:
         point = run_point(path, n, os.path.join(directory, f"capacity-{hosts}-x{n:g}"))
         if point is None:
-            return [
-                hosts,
-                len(sc.fabric.switches()),
-                f"{planned.dilation:g}",
-                "cannot run here",
-                "",
-                "",
-                "",
-                "",
-                "",
-                runs,
-                fmt(wall),
-            ]
+            return (
+                [hosts, len(sc.fabric.switches()), f"{planned.dilation:g}", "cannot run here"]
+                + [""] * 7
+                + [
+                    runs,
+                    fmt(wall),
+                ]
+            )
         runs += 1
-        wall += point[2]
+        wall += point.wall
         print(
-            f"  {hosts} hosts, dilation {n:g}: fidelity {fmt(point[0])}, "
-            f"iteration/analytical {fmt(point[1])}, median agent's reading {fmt(point[4])}, "
-            f"{'trustworthy' if point[3] else 'UNTRUSTWORTHY'}, {point[2]:.0f} s",
+            f"  {hosts} hosts, dilation {n:g}: fidelity {fmt(point.fidelity)}, "
+            f"iteration/analytical {fmt(point.ratio)}, median agent's reading {fmt(point.reading)}, "
+            f"{'trustworthy' if point.trusted else 'UNTRUSTWORTHY'}, agents {fmt(point.agents_us)} us "
+            f"per packet, Open vSwitch {fmt(point.ovs_us)} us per packet-hop, {point.wall:.0f} s",
             flush=True,
         )
         first = first or point
-        if point[3] and point[0] >= TARGET_FIDELITY:
+        if point.trusted and point.fidelity >= TARGET_FIDELITY:
             found = (n, point)
             break
-    at = (
-        [f"{found[0]:g}", fmt(found[1][0]), fmt(found[1][1]), fmt(found[1][4])]
-        if found
-        else [f"> {budget.LADDER[-1]:g}", "-", "-", "-"]
-    )
+    if found:
+        n, p = found
+        at = [f"{n:g}", fmt(p.fidelity), fmt(p.ratio), fmt(p.reading), fmt(p.agents_us), fmt(p.ovs_us)]
+    else:
+        at = [f"> {budget.LADDER[-1]:g}"] + ["-"] * 5
     return (
-        [hosts, len(sc.fabric.switches()), f"{planned.dilation:g}", fmt(first[0]), fmt(first[1])]
+        [hosts, len(sc.fabric.switches()), f"{planned.dilation:g}", fmt(first.fidelity), fmt(first.ratio)]
         + at
         + [runs, fmt(wall)]
     )
@@ -184,6 +201,8 @@ def main():
                 "fidelity@N",
                 "iter/analytical@N",
                 "reading@N",
+                "agents us/pkt@N",
+                "OVS us/hop@N",
                 "runs",
                 "wall s",
             ],
@@ -194,7 +213,9 @@ def main():
         f"(ring AllReduce over every host, 5 GB / 5000 per rank, 200 ms compute, 8 iterations; "
         f"plan N: what 'hpnlab plan' recommends; N: the smallest step of "
         f"{', '.join(f'{n:g}' for n in budget.LADDER)} whose run was trustworthy with fidelity >= "
-        f"{TARGET_FIDELITY:g}; reading: the median agent's reading on time)"
+        f"{TARGET_FIDELITY:g}; reading: the median agent's reading on time; agents us/pkt and OVS "
+        f"us/hop: the CPU per data packet and per packet-hop that run cost, which the plan prices "
+        f"at the calibration's)"
     )
     return 0
 
