@@ -200,9 +200,11 @@ def _calibrate_from_first_run(results, path, out, say=print):
     code or on another kernel: Calibration.stale)."""
     if results.get("time_dilation", 1) != 1:
         return
-    old = _stale_calibration(path) if os.path.lexists(path) else None
-    if os.path.lexists(path) and old is None:
-        return
+    old = None
+    if os.path.lexists(path):
+        old = _stale_calibration(path)
+        if old is None:
+            return  # current, or not a file this run may replace
     try:
         cal = calibration.from_results(
             results, f"hpnlab run {results.get('scenario_file')}", os.path.join(out, store.RESULTS_JSON)
