@@ -138,14 +138,8 @@ def measure(hosts, directory):
     for n in budget.LADDER:
         point = run_point(path, n, os.path.join(directory, f"capacity-{hosts}-x{n:g}"))
         if point is None:
-            return (
-                [hosts, len(sc.fabric.switches()), f"{planned.dilation:g}", "cannot run here"]
-                + [""] * 7
-                + [
-                    runs,
-                    fmt(wall),
-                ]
-            )
+            head = [hosts, len(sc.fabric.switches()), f"{planned.dilation:g}", "cannot run here"]
+            return head + [""] * 7 + [runs, fmt(wall)]
         runs += 1
         wall += point.wall
         print(

@@ -148,22 +148,20 @@ def fingerprint(folders):
     change to them that could move their CPU cost."""
     digest = hashlib.sha256()
     for top in folders:
-        digest.update(_tree_bytes(top))
+        _hash_tree(digest, top)
     return digest.hexdigest()[:16]
 
 
-def _tree_bytes(top):
-    """Every code file under `top` as its relative path and content, in a
-    fixed order."""
-    out = []
+def _hash_tree(digest, top):
+    """Feed `digest` every code file under `top`, as its relative path and
+    content, in a fixed order."""
     for folder, dirs, files in os.walk(top):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
         for name in sorted(files):
             if name.endswith(CODE_SUFFIXES):
                 path = os.path.join(folder, name)
                 with open(path, "rb") as fh:
-                    out.append(os.path.relpath(path, top).encode() + b"\0" + fh.read() + b"\0")
-    return b"".join(out)
+                    digest.update(os.path.relpath(path, top).encode() + b"\0" + fh.read() + b"\0")
 
 
 def cores_here():

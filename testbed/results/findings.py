@@ -78,8 +78,8 @@ def _host_routes_finding(faults: list, controller: dict, most: int = 3) -> str |
     for host in sorted(held)[:most]:
         routes = held[host]
         dst = sorted(routes)[0]
-        more = f", and to {len(routes) - 1} more destinations" if len(routes) > 2 else ""
-        more = ", and to 1 more destination" if len(routes) == 2 else more
+        extra = len(routes) - 1
+        more = f", and to {extra} more destination{'s' if extra > 1 else ''}" if extra else ""
         parts.append(f"{host} (to {dst} only by {', '.join(routes[dst])}{more})")
     rest = f", and {len(held) - most} more" if len(held) > most else ""
     return (
