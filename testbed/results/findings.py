@@ -9,7 +9,7 @@ out, never guessed.
 
 from __future__ import annotations
 
-from .text import fmt
+from .text import fmt, listed
 
 
 def findings(results: dict) -> list[str]:
@@ -75,16 +75,15 @@ def _host_routes_finding(faults: list, controller: dict, most: int = 3) -> str |
     if not held:
         return "When the traffic ended, the controller held no host off any of its ports."
     parts = []
-    for host in sorted(held)[:most]:
+    for host in sorted(held):
         routes = held[host]
         dst = sorted(routes)[0]
         extra = len(routes) - 1
         more = f", and to {extra} more destination{'s' if extra > 1 else ''}" if extra else ""
         parts.append(f"{host} (to {dst} only by {', '.join(routes[dst])}{more})")
-    rest = f", and {len(held) - most} more" if len(held) > most else ""
     return (
         f"When the traffic ended, the controller held {len(held)} host{'s' if len(held) > 1 else ''} "
-        f"off some of their ports: {', '.join(parts)}{rest}."
+        f"off some of their ports: {listed(parts, most)}."
     )
 
 

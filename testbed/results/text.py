@@ -36,6 +36,13 @@ def fmt(x: object, unit: str = "") -> str:
     return f"{text}{unit}"
 
 
+def listed(items: list, most: int = 8) -> str:
+    """'a, b, c' for up to `most` items, then ', and N more': a note that
+    names what a 128-host fabric has by the hundred stays one readable line."""
+    extra = len(items) - most
+    return ", ".join(str(i) for i in items[:most]) + (f", and {extra} more" if extra > 0 else "")
+
+
 def _cell(x):
     """Markdown table cell: no pipes or newlines may leak into the layout."""
     text = x if isinstance(x, str) else fmt(x)

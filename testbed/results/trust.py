@@ -41,7 +41,7 @@ writes the decision into results.json; verdicts.py reads it back.
 from collections.abc import Sequence
 
 from .emulator import ALL_PORTS, unexplained_loss
-from .text import fmt
+from .text import fmt, listed
 
 # Probes: the longest gap before any fault (sending interval plus jitter)
 PROBE_BASE_GAP_MS = 25.0
@@ -176,7 +176,10 @@ def _generator_check(gen):
             threshold=FIDELITY_THRESHOLD,
         )
     too_little = gen.get("too_little") or []
-    note = ("too little traffic to judge: " + ", ".join(too_little)) if too_little else None
+    note = None
+    if too_little:
+        ports = f"{len(too_little)} agent port{'s' if len(too_little) > 1 else ''}"
+        note = f"too little traffic to judge on {ports}: {listed(too_little)}"
     worst = gen.get("worst")
     if worst is None:
         return _check(

@@ -14,7 +14,7 @@ from testbed.results.flows import compute_metrics
 from testbed.results.judge import judge
 from testbed.results.plots import plot_iterations, plot_throughput
 from testbed.results.store import jsonable, load_results, write_results
-from testbed.results.text import fmt
+from testbed.results.text import fmt, listed
 from testbed.results.verdicts import verdict
 
 DT = 0.1
@@ -638,3 +638,10 @@ def test_every_time_plot_says_the_routes_convergence_and_marks_the_pauses():
     draw_faults(ax, faults, 25.0, pauses)
     ticks = [c for c in ax.collections if c.get_label() == "PFC pause"]
     assert len(ticks) == 1 and len(ticks[0].get_segments()) == 2
+
+
+def test_a_long_list_names_the_first_few_and_counts_the_rest():
+    assert listed([]) == ""
+    assert listed(["a", "b"], most=2) == "a, b"
+    assert listed(["a", "b", "c"], most=2) == "a, b, and 1 more"
+    assert listed([f"p{i}" for i in range(128)]).endswith("p7, and 120 more")
