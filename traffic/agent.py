@@ -174,6 +174,9 @@ class Agent:
             return False
         if self.done_at is None and all(j.done for j in self.jobs):
             self.done_at = now
+            # The runner ends every agent at once when all have said so
+            # (testbed/drill/agents.py): no linger is needed then.
+            print(json.dumps({"event": "done", "host": self.cfg["host"]}), flush=True)
         # Linger after the last job: a peer whose final ACK from us was
         # lost retransmits after its timeout and must get the ACK again.
         if self.done_at is not None and now >= self.done_at + self.linger_s:

@@ -73,6 +73,7 @@ class JobAgents:
         self.hosts_of = {}  # the first host of each process -> all its hosts
         self.progress = []
         self.ready = set()
+        self.done = set()  # hosts whose jobs are all done
         self.lock = threading.Condition()
 
     def start(self):
@@ -118,8 +119,13 @@ class JobAgents:
             except json.JSONDecodeError:
                 continue
             with self.lock:
-                if rec.get("event") == "ready":
+                event = rec.get("event")
+                if event == "ready":
                     self.ready.add(rec.get("host"))
+                elif event == "done":
+                    self.done.add(rec.get("host"))
+                    if self.done >= set(self.configs):
+                        self._release()
                 else:
                     self.progress.append(rec)
                 self.lock.notify_all()
@@ -141,6 +147,17 @@ class JobAgents:
             raise RuntimeError(
                 f"traffic agents not ready in {timeout:.0f} s: {', '.join(missing)} (logs in {self.run_dir})"
             )
+
+    def _release(self):
+        """Every host's jobs are done: end the agents now. Each would
+        otherwise linger for twice its retransmission timeout, in case a
+        peer still missed its last ACK; but a rank's job is done only once
+        its peers acknowledged all it sent, so with every job done no peer
+        is waiting. SIGTERM ends an agent's loop, which then writes its
+        results as at the end of a linger."""
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                proc.terminate()
 
     def go(self, start_at):
         for proc in self.procs.values():

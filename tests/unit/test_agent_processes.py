@@ -2,10 +2,13 @@
 process's CPU is shared out over its hosts, and entering a namespace."""
 
 import os
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
 
+from testbed.drill import agents as drill_agents
 from testbed.plan.processes import PROCESSES_ENV, host_groups, process_count
 from testbed.results.counters import cpu_per_packet
 from traffic import agent, netns
@@ -125,3 +128,69 @@ def test_a_socket_made_inside_another_namespace_stays_there():
     finally:
         holder.kill()
         holder.wait()
+
+
+# A stand-in for an agent process at the boundary the runner sees: it says
+# ready, takes the start line, says "done" for its hosts unless told to stay
+# busy, then lingers, as an agent does, until SIGTERM or its own deadline.
+# What ended it goes to a file.
+STAND_IN = r"""
+import json, signal, sys, time
+out, busy, linger, hosts = sys.argv[1], sys.argv[2] == "busy", float(sys.argv[3]), sys.argv[4:]
+ended = []
+signal.signal(signal.SIGTERM, lambda *a: ended.append("signal"))
+for h in hosts:
+    print(json.dumps({"event": "ready", "host": h}), flush=True)
+sys.stdin.readline()
+if not busy:
+    for h in hosts:
+        print(json.dumps({"event": "done", "host": h}), flush=True)
+deadline = time.monotonic() + linger
+while not ended and time.monotonic() < deadline:
+    time.sleep(0.01)
+open(out, "w").write(ended[0] if ended else "deadline")
+"""
+
+
+class StandInNet:
+    """What JobAgents asks of a fabric: start a process in a host."""
+
+    def __init__(self, tmp_path, busy):
+        self.tmp_path, self.busy = tmp_path, busy
+        self.ended = {}  # a process's hosts -> the file that says what ended it
+
+    def netns_of(self, host):
+        return None
+
+    def popen_in(self, host, argv, **kw):
+        hosts = [os.path.basename(p)[len("agent-") : -len(".cfg.json")] for p in argv[5:]]
+        out = self.tmp_path / f"ended-{host}"
+        self.ended[tuple(hosts)] = out
+        state = "busy" if self.busy & set(hosts) else "done"
+        # A fabric with a busy host ends at the deadlines, 1 s; one without
+        # would linger 30 s unless ended.
+        linger = "1" if self.busy else "30"
+        return subprocess.Popen([sys.executable, "-c", STAND_IN, str(out), state, linger, *hosts], **kw)
+
+
+@pytest.mark.parametrize("busy", [set(), {"h1"}])
+def test_agents_are_ended_together_once_every_host_is_done_and_not_before(tmp_path, monkeypatch, busy):
+    """With every host's jobs done no peer waits for an ACK, so the runner
+    ends the agents instead of letting them linger; while one host is
+    still busy, none is ended (each stops at its own deadline)."""
+    monkeypatch.setattr(drill_agents, "frames_library", lambda log: None)
+    monkeypatch.setenv(PROCESSES_ENV, "2")
+    net = StandInNet(tmp_path, busy)
+    configs = {h: {"out": str(tmp_path / f"{h}.json")} for h in ("h0", "h1", "h2")}
+    runners = drill_agents.JobAgents(net, configs, str(tmp_path), log=lambda *a: None)
+    runners.start()
+    runners.wait_ready(timeout=20)
+    runners.go(0.0)
+    assert runners.wait(timeout=20) == []
+    ended = {hosts: out.read_text() for hosts, out in net.ended.items()}
+    if busy:
+        assert ended == {("h0", "h2"): "deadline", ("h1",): "deadline"}
+        assert runners.done == {"h0", "h2"}
+    else:
+        assert ended == {("h0", "h2"): "signal", ("h1",): "signal"}
+        assert runners.done == set(configs)
