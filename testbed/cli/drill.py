@@ -195,9 +195,10 @@ def _length(emulated, sc):
 
 def _calibrate_from_first_run(results, path, out, say=print):
     """A machine without a calibration takes it from its first undilated run
-    that measured enough packets (`doctor --calibrate` measures it on
-    purpose), and so does one whose calibration is stale (measured by other
-    code or on another kernel: Calibration.stale)."""
+    like the calibration ring (calibration.unlike_the_ring) that measured
+    enough packets (`doctor --calibrate` measures it on purpose), and so
+    does one whose calibration is stale (measured by other code or on
+    another kernel: Calibration.stale)."""
     if results.get("time_dilation", 1) != 1:
         return
     old = None
@@ -205,6 +206,14 @@ def _calibrate_from_first_run(results, path, out, say=print):
         old = _stale_calibration(path)
         if old is None:
             return  # current, or not a file this run may replace
+    unlike = calibration.unlike_the_ring(results)
+    if unlike is not None:
+        if (results.get("metrics") or {}).get("cpu_per_packet"):  # a run with agents
+            say(
+                f"(no calibration taken from this run, which is unlike the ring a calibration measures: "
+                f"{unlike}; 'sudo hpnlab doctor --calibrate' measures one)"
+            )
+        return
     try:
         cal = calibration.from_results(
             results, f"hpnlab run {results.get('scenario_file')}", os.path.join(out, store.RESULTS_JSON)

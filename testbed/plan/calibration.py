@@ -9,8 +9,8 @@ Two costs describe it, both in CPU microseconds:
     crosses.
 `hpnlab doctor --calibrate` measures them with a short ring drill (the
 CALIBRATION_DRILL below, played by the normal runner), and so does the
-first undilated run on a machine that has none, from its results'
-`metrics.cpu_per_packet`. Without a file the plan uses DEFAULT_COSTS,
+first undilated run like it (unlike_the_ring) on a machine that has none,
+from its results' `metrics.cpu_per_packet`. Without a file the plan uses DEFAULT_COSTS,
 which are labelled as defaults wherever they are shown.
 
 A calibration records which code measured it (a fingerprint of the packet
@@ -306,6 +306,35 @@ def from_results(results, command, results_path, cores=None, now=None):
             "kernel": os.uname().release,
         },
     )
+
+
+def unlike_the_ring(results):
+    """Why a drill's results are unlike the ring a calibration measures (a
+    short phrase), or None. The CPU per packet moves with what the traffic
+    does, so a machine takes its calibration from a run like
+    CALIBRATION_DRILL only: one ring job, in one datacenter, no fault, and
+    no packet retransmitted, slowed by DCQCN or paused. Over one suite's
+    drills the 8-host rings cost 29-33 us per packet in an agent, the
+    others up to five times that (docs/limits.md)."""
+    if results.get("faults"):
+        return "faults were applied"
+    if (results.get("fabric") or {}).get("kind") == "region":
+        return "a fabric of several datacenters"
+    metrics = results.get("metrics") or {}
+    jobs = metrics.get("jobs") or {}
+    if len(jobs) != 1:
+        return f"{len(jobs)} jobs, not one"
+    [job] = jobs.values()
+    if job.get("collective") != "ring":
+        return f"its job runs {job.get('collective')}, not a ring"
+    if job.get("retransmissions"):
+        return f"{job['retransmissions']} packets retransmitted"
+    if job.get("cnps"):
+        return f"DCQCN slowed its flows ({job['cnps']} CNPs)"
+    pauses = (metrics.get("pfc") or {}).get("pauses")
+    if pauses:
+        return f"{pauses} pauses"
+    return None
 
 
 def write_drill(directory):

@@ -353,6 +353,8 @@ def measured(packets=20_000, agents_us=12.5, ovs_us=40.0, dilation=1, instrument
         "scenario": "calibration-ring",
         "scenario_file": "c.yaml",
         "time_dilation": dilation,
+        "fabric": {"kind": "hpn"},
+        "faults": [],
         "metrics": {
             "cpu_per_packet": {
                 "agents_us": agents_us,
@@ -360,7 +362,8 @@ def measured(packets=20_000, agents_us=12.5, ovs_us=40.0, dilation=1, instrument
                 "packets": packets,
                 "packet_hops": 2 * packets,
                 "agents_instrumented": list(instrumented),
-            }
+            },
+            "jobs": {"ring8": {"collective": "ring", "retransmissions": 0, "cnps": 0}},
         },
     }
     if processes:
@@ -476,6 +479,51 @@ def test_the_first_undilated_run_calibrates_a_machine(tmp_path, capsys):
     assert "stored this machine's calibration" in said and f": calibration {path}, measured " in said
     _calibrate_from_first_run(measured(agents_us=99.0), path, str(tmp_path))
     assert calibration.load(path).agent_us_per_packet == 12.5  # never overwritten while current
+
+
+@pytest.mark.parametrize(
+    "change, why",
+    [
+        (lambda r: r.update(faults=[{"action": "link-down"}]), "faults were applied"),
+        (lambda r: r["fabric"].update(kind="region"), "a fabric of several datacenters"),
+        (lambda r: r["metrics"]["jobs"].update(other={"collective": "ring"}), "2 jobs, not one"),
+        (
+            lambda r: r["metrics"]["jobs"]["ring8"].update(collective="alltoall"),
+            "its job runs alltoall, not a ring",
+        ),
+        (lambda r: r["metrics"]["jobs"]["ring8"].update(retransmissions=7), "7 packets retransmitted"),
+        (lambda r: r["metrics"]["jobs"]["ring8"].update(cnps=3), "DCQCN slowed its flows (3 CNPs)"),
+        (lambda r: r["metrics"].update(pfc={"pauses": 5}), "5 pauses"),
+    ],
+)
+def test_only_a_run_like_the_calibration_ring_calibrates_a_machine(tmp_path, capsys, change, why):
+    """Drills' CPU per packet differs up to fivefold (an ECN drill's agents
+    pace in user space): a machine calibrated by one unlike the ring would
+    be planned at that cost for every drill."""
+    path = str(tmp_path / "calibration.json")
+    results = measured()
+    change(results)
+    assert calibration.unlike_the_ring(results) == why
+    _calibrate_from_first_run(results, path, str(tmp_path))
+    assert not os.path.exists(path)
+    said = capsys.readouterr().out
+    assert (
+        f"(no calibration taken from this run, which is unlike the ring a calibration measures: {why};"
+        in (said)
+    )
+    _calibrate_from_first_run(measured(), path, str(tmp_path))
+    assert calibration.load(path).agent_us_per_packet == 12.5
+
+
+def test_the_calibration_drill_is_like_the_ring_it_measures(tmp_path):
+    sc = load_scenario(calibration.write_drill(str(tmp_path)))
+    [job] = sc.jobs
+    results = {
+        "faults": list(sc.faults),
+        "fabric": {"kind": sc.fabric.kind},
+        "metrics": {"jobs": {job.name: {"collective": job.collective, "retransmissions": 0, "cnps": 0}}},
+    }
+    assert calibration.unlike_the_ring(results) is None
 
 
 def test_an_undilated_run_replaces_a_stale_calibration_and_nothing_else(tmp_path, capsys):
