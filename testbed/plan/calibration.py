@@ -9,9 +9,9 @@ Two costs describe it, both in CPU microseconds:
     crosses.
 `hpnlab doctor --calibrate` measures them with a short ring drill (the
 CALIBRATION_DRILL below, played by the normal runner), and so does the
-first undilated run like it (unlike_the_ring) on a machine that has none,
-from its results' `metrics.cpu_per_packet`. Without a file the plan uses DEFAULT_COSTS,
-which are labelled as defaults wherever they are shown.
+first undilated run like it (unlike_the_ring) on a machine that has
+none, from its results' `metrics.cpu_per_packet`. Without a file the plan
+uses DEFAULT_COSTS, which are labelled as defaults wherever they are shown.
 
 A calibration records which code measured it (a fingerprint of the packet
 path: the agents and Open vSwitch's pass pacer) and on which kernel. One

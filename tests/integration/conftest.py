@@ -54,9 +54,10 @@ def _file_state(path):
 @pytest.fixture(scope="session", autouse=True)
 def calibration_of_the_suite(tmp_path_factory):
     """A machine without a calibration takes one from its first undilated
-    drill like the calibration ring: the suite's drills store theirs in a file of the suite's
-    (HPNLAB_CALIBRATION, which every hpnlab process they start inherits),
-    and the machine's file is checked to be as it was."""
+    drill like the calibration ring: the suite's drills store theirs in a
+    file of the suite's (HPNLAB_CALIBRATION, which every hpnlab process
+    they start inherits), and the machine's file is checked to be as it
+    was."""
     from testbed.plan import calibration
 
     machine = _file_state(calibration.DEFAULT_PATH)

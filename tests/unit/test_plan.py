@@ -506,11 +506,8 @@ def test_only_a_run_like_the_calibration_ring_calibrates_a_machine(tmp_path, cap
     assert calibration.unlike_the_ring(results) == why
     _calibrate_from_first_run(results, path, str(tmp_path))
     assert not os.path.exists(path)
-    said = capsys.readouterr().out
-    assert (
-        f"(no calibration taken from this run, which is unlike the ring a calibration measures: {why};"
-        in (said)
-    )
+    line = f"(no calibration taken from this run, which is unlike the ring a calibration measures: {why};"
+    assert line in capsys.readouterr().out
     _calibrate_from_first_run(measured(), path, str(tmp_path))
     assert calibration.load(path).agent_us_per_packet == 12.5
 
