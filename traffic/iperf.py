@@ -6,6 +6,17 @@ port, in the destination host (rail r: from the source's NIC r to the destinatio
 NIC r); the client opens `parallel` TCP streams (each a flow with its own
 5-tuple, so the source NIC spreads them over its ports). Per-flow
 throughput comes from the receiver's 0.1 s intervals.
+
+A client's streams bind consecutive source ports, chosen so that the
+source host's kernel spreads them evenly over its NIC's ports
+(spread_cport), as HPN chooses source ports by where their hash leads.
+Left to chance they are not: the kernel hashes each stream's 5-tuple onto
+a port, so 8 streams over 2 ports all take one port once in 128
+placements, and a drill that then pulls or replugs the other port's cable
+measures nothing it meant to. An unbound socket is worse still: where
+the kernel hashes a random source port at connect() (Linux 6.18 does),
+it keeps that random port's path until its route is looked up again, at
+the first link change, and only then follows its real 5-tuple's hash.
 """
 
 from dataclasses import dataclass
@@ -25,6 +36,12 @@ SHORTEST_INTERVAL = 0.75  # a receiver interval shorter than this share of INTER
 # it its default where the machine only allows others, but root may choose
 # it per connection, which iperf3 asks for.
 TCP_CONGESTION = "cubic"
+# Each pair of a host gets a window of source ports to start its streams
+# in, below the kernel's ephemeral range (32768 up: iperf3's control
+# connection takes one there), where nothing else of a host binds TCP.
+CPORT_BASE = 20000
+CPORT_WINDOW = 128  # 16 streams at most, so at least 113 starts to choose from
+CPORT_END = 32768
 
 
 @dataclass(frozen=True)
@@ -77,27 +94,67 @@ def server_argv(pair: PairSpec) -> list[str]:
     return ["iperf3", "-s", "-1", "-J", "-i", str(INTERVAL_S), "-p", str(pair.port)]
 
 
-def client_argv(pair: PairSpec, duration: float) -> list[str]:
-    """The client of `pair`, sending until the drill's `duration` is over."""
+def cport_window(index: int) -> range | None:
+    """The source ports the `index`-th pair of a host (counting from 0) may
+    start its streams at; None past the last window."""
+    start = CPORT_BASE + index * CPORT_WINDOW
+    return range(start, start + CPORT_WINDOW) if start + CPORT_WINDOW <= CPORT_END else None
+
+
+def spread_cport(oif_of: dict[int, int | None], parallel: int) -> int | None:
+    """The first source port C (in `oif_of`'s order) such that the kernel
+    sends C, C+1, ..., C+parallel-1 out of its ports as evenly as any run of
+    the candidates does; `oif_of` is {source port: the interface the kernel
+    chose for it (None: no answer)}. None when there is nothing to spread
+    (one stream, or every candidate leaves by one port) or no run of
+    candidates has an answer for each of its ports."""
+    ports = {oif for oif in oif_of.values() if oif is not None}
+    if parallel < 2 or len(ports) < 2:
+        return None
+    best, best_gap = None, None
+    fair = 0 if parallel % len(ports) == 0 else 1  # the least gap a run can have
+    for start in oif_of:
+        run = [oif_of.get(start + k) for k in range(parallel)]
+        if None in run:
+            continue
+        counts = [run.count(oif) for oif in ports]
+        gap = max(counts) - min(counts)
+        if best_gap is None or gap < best_gap:
+            best, best_gap = start, gap
+            if gap == fair:
+                break
+    return best
+
+
+def client_argv(pair: PairSpec, duration: float, cport: int | None = None) -> list[str]:
+    """The client of `pair`, sending until the drill's `duration` is over;
+    its streams from source ports `cport`, `cport`+1, ... when given (else
+    the kernel's ephemeral ones)."""
     length = max(1, int(round(duration - pair.start)))
-    return [
-        "iperf3",
-        "-c",
-        pair.dst_ip,
-        "-p",
-        str(pair.port),
-        "-t",
-        str(length),
-        "-P",
-        str(pair.parallel),
-        "-i",
-        str(INTERVAL_S),
-        "-J",
-        "--connect-timeout",
-        "3000",
-        "-C",
-        TCP_CONGESTION,
-    ] + (["-S", str(pair.dscp << 2)] if pair.dscp else [])  # TOS byte: DSCP in its upper 6 bits
+    return (
+        [
+            "iperf3",
+            "-c",
+            pair.dst_ip,
+            "-p",
+            str(pair.port),
+            "-t",
+            str(length),
+            "-P",
+            str(pair.parallel),
+            "-i",
+            str(INTERVAL_S),
+            "-J",
+            "--connect-timeout",
+            "3000",
+            "-C",
+            TCP_CONGESTION,
+        ]
+        + (["-S", str(pair.dscp << 2)] if pair.dscp else [])
+        + (  # TOS byte: DSCP in its upper 6 bits
+            ["--cport", str(cport)] if cport is not None else []
+        )
+    )
 
 
 def receiver_series(report: dict | None, pair: PairSpec, offset: float) -> dict[str, list]:

@@ -4,11 +4,14 @@ timeline, all waited for or ended, and their reports read back."""
 
 import json
 import os
+import socket
 import subprocess
 import time
 
+from testbed.emulation import netlink
 from testbed.emulation.procs import end
-from traffic.iperf import client_argv, receiver_series, server_argv
+from traffic.iperf import client_argv, cport_window, receiver_series, server_argv, spread_cport
+from traffic.nic import kernel_oifs
 
 
 class IperfFlows:
@@ -20,6 +23,7 @@ class IperfFlows:
         os.makedirs(self.dir, exist_ok=True)
         self.servers, self.clients = {}, {}
         self.client_started = {}
+        self.cports = {}  # pair -> its streams' first source port (absent: the kernel's choice)
 
     def _out(self, kind, pair):
         return os.path.join(self.dir, f"{kind}-{pair.src}-{pair.dst}-{pair.port}.json")
@@ -38,12 +42,38 @@ class IperfFlows:
                 self.fnet.wait_listening(p.dst, p.port, self.servers[p], left)
             except RuntimeError as e:
                 raise RuntimeError(f"iperf3 server in {p.dst} exited: see {self._out('server', p)}") from e
+        self._choose_source_ports()
+
+    def _choose_source_ports(self):
+        """Each pair's first source port, read off its host's kernel (which
+        port each candidate would leave by, all ports up) so that the pair's
+        streams spread evenly over them (traffic/iperf.py spread_cport). A
+        pair whose kernel cannot be asked keeps the kernel's ports."""
+        pairs_of = {}
+        for p in self.pairs:
+            index = pairs_of[p.src] = pairs_of.get(p.src, -1) + 1
+            window = cport_window(index)
+            if window is None or p.parallel < 2:
+                continue
+            src_ip = next(n.ip for n in self.fnet.fabric.nics_of(p.src) if n.rail == p.rail)
+            try:
+                oifs = netlink.in_namespace(
+                    self.fnet.netns_of(p.src),
+                    lambda p=p, src_ip=src_ip, window=window: kernel_oifs(
+                        src_ip, p.dst_ip, p.port, socket.IPPROTO_TCP, window
+                    ),
+                )
+            except OSError:
+                continue
+            cport = spread_cport(oifs, p.parallel)
+            if cport is not None:
+                self.cports[p] = cport
 
     def start_client(self, p, t0):
         """Start the client of pair `p`; `t0` is the run clock's zero."""
         with open(self._out("client", p), "w") as fh:
             self.clients[p] = self.fnet.popen_in(
-                p.src, client_argv(p, self.duration), stdout=fh, stderr=subprocess.STDOUT
+                p.src, client_argv(p, self.duration, self.cports.get(p)), stdout=fh, stderr=subprocess.STDOUT
             )
         self.client_started[p] = time.monotonic() - t0
 
