@@ -70,7 +70,8 @@ def plan_pairs(fabric: Fabric, traffic: list[TrafficFlow]) -> list[PairSpec]:
     for entry in traffic:
         for rail in entry.rails_of(len(fabric.nics_of(entry.src))):
             for dst in entry.dst:
-                dst_nic = next(n for n in fabric.nics_of(dst) if n.rail == rail)
+                dst_nic = fabric.nic_on_rail(dst, rail)
+                assert dst_nic is not None  # every host of a fabric has one NIC per rail
                 first = flows_so_far.get((entry.src, dst, rail), 0)
                 flows_so_far[(entry.src, dst, rail)] = first + entry.parallel
                 pairs.append(

@@ -55,7 +55,7 @@ class IperfFlows:
             window = cport_window(index)
             if window is None or p.parallel < 2:
                 continue
-            src_ip = next(n.ip for n in self.fnet.fabric.nics_of(p.src) if n.rail == p.rail)
+            src_ip = self.fnet.fabric.nic_on_rail(p.src, p.rail).ip
             try:
                 oifs = netlink.in_namespace(
                     self.fnet.netns_of(p.src),

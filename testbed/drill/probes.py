@@ -25,7 +25,7 @@ class Probes:
 
     def _nics(self, p):
         src = self.fnet.fabric.nics_of(p["src"])[0]
-        dst = next(n for n in self.fnet.fabric.nics_of(p["dst"]) if n.rail == src.rail)
+        dst = self.fnet.fabric.nic_on_rail(p["dst"], src.rail)
         return src, dst
 
     def start_receivers(self):

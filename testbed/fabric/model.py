@@ -105,6 +105,10 @@ class Fabric:
     def nics_of(self, host: str) -> list[Nic]:
         return [n for n in self.nics if n.host == host]
 
+    def nic_on_rail(self, host: str, rail: int) -> Nic | None:
+        """`host`'s NIC of rail `rail` (None: it has none)."""
+        return next((n for n in self.nics if n.host == host and n.rail == rail), None)
+
     def nic_by_ip(self, ip: str) -> Nic:
         for n in self.nics:
             if n.ip == ip:

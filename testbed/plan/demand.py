@@ -223,7 +223,7 @@ class _Hops:
     def _measure(self, src, dst):
         f = self.fabric
         nic = f.nics_of(src)[0]
-        dst_nic = next((n for n in f.nics_of(dst) if n.rail == nic.rail), None)
+        dst_nic = f.nic_on_rail(dst, nic.rail)
         if dst_nic is None:
             return 0.0
         ends = {self.attached[p] for p in dst_nic.ports if p in self.attached}
